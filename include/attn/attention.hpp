@@ -1,0 +1,225 @@
+#pragma once
+/// \file attn/attention.hpp
+/// One look back, and many: for a query q and notes h_1..h_n (or keys k_j and values v_j),
+///   s_j = score(q, k_j),   α = softmax(β·s, mask),   c = Σ_j α_j v_j.
+/// `attend` does it for one query, `align` for T queries (the T×n alignment map), and
+/// `no_attention` is Unit 17's baseline without a map (every query gets the last note).
+
+#include <cstddef>
+#include <span>
+
+#include "attn/detail/kernels.hpp"
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/matrix.hpp"
+#include "attn/score.hpp"
+#include "attn/softmax.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// What one look back gives: the n scores s, the n weights α and the context c (d_v numbers).
+template <real T, std::size_t N = dynamic, std::size_t D = dynamic>
+struct attention_result {
+  Vector<T, N> scores;   ///< s_j = score(q, k_j)
+  Vector<T, N> weights;  ///< α = softmax(β·s, mask)
+  Vector<T, D> context;  ///< c = Σ_j α_j v_j
+};
+
+/// The alignment map of T queries over n notes: row t holds query t's scores, weights and
+/// context (each row of `weights` sums to 1).
+template <real T, std::size_t Q = dynamic, std::size_t N = dynamic, std::size_t D = dynamic>
+struct alignment_result {
+  Matrix<T, Q, N> scores;    ///< s_tj
+  Matrix<T, Q, N> weights;   ///< α_tj: the alignment map
+  Matrix<T, Q, D> contexts;  ///< c_t = Σ_j α_tj v_j
+};
+
+namespace detail {
+
+/// Checks every size (and the all-masked throw policy) before anything is written, so a
+/// throw leaves every output as it was.
+template <real T, class S>
+constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                            MatrixView<const T> values, const S& score, std::size_t scores_n,
+                            std::size_t weights_n, std::size_t context_n, const options& opt) {
+  score.check(q.size(), keys.cols());
+  check_nonempty(where, "the notes", keys.rows());
+  check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
+  check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
+  check_equal(where, "context size", context_n, "columns of values", values.cols());
+  check_softmax_args(where, keys.rows(), weights_n, opt);
+  if (opt.if_all_masked != all_masked_policy::throw_error) return;
+  // throw_error: find one kept note whose score is not −inf (usually the first one), else throw
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const T beta = static_cast<T>(opt.beta);
+  for (std::size_t j = 0; j < keys.rows(); ++j) {
+    if (!opt.mask.empty() && !opt.mask[j]) continue;
+    const T y = beta * static_cast<T>(score(q, std::span<const T>(keys.row(j))));
+    if (!(y == neg_inf)) return;
+  }
+  throw_all_masked(where);
+}
+
+/// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
+/// contributes nothing, even if its value holds inf or NaN.
+template <real T>
+constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std::span<T> context) {
+  const std::size_t d = values.cols();
+  for (std::size_t i = 0; i < d; ++i) context[i] = T(0);
+  for (std::size_t j = 0; j < values.rows(); ++j)
+    if (weights[j] != T(0)) axpy(weights[j], values.row(j).data(), context.data(), d);
+}
+
+/// The whole look back on dynamic views, writing into caller buffers.
+template <real T, class S>
+constexpr void attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                      MatrixView<const T> values, const S& score, std::span<T> scores,
+                      std::span<T> weights, std::span<T> context, const options& opt) {
+  check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
+  score_all(score, q, keys, scores);
+  softmax(where, scores.data(), weights.data(), scores.size(), weights.size(), opt);
+  blend<T>(weights, values, context);
+}
+
+template <class Q, class K, class V, class S>
+concept attend_inputs =
+    vector_like<Q> && matrix_like<K> && matrix_like<V> && Score<S, scalar_of<Q>> &&
+    std::same_as<matrix_scalar_of<K>, scalar_of<Q>> && std::same_as<matrix_scalar_of<V>, scalar_of<Q>> &&
+    score_fits_extents<S, extent_of<Q>, cols_of<K>> && compatible_extents<rows_of<K>, rows_of<V>>;
+
+template <class Out, class T, std::size_t N>
+concept output_for = mutable_vector_like<Out> && std::same_as<scalar_of<Out>, T> &&
+                     compatible_extents<extent_of<Out>, N>;
+
+}  // namespace detail
+
+/// Attention over keys and values that differ (a soft lookup): s_j = score(q, k_j),
+/// α = softmax(β·s, mask), c = Σ_j α_j v_j, written into the caller's buffers (n, n and d_v
+/// numbers); allocates nothing. Sizes that disagree do not compile when fixed and throw
+/// dimension_error when dynamic, leaving every output untouched.
+template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
+  requires detail::attend_inputs<Q, K, V, S> &&
+           detail::output_for<SOut, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<WOut, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<COut, scalar_of<Q>, cols_of<V>>
+constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
+                      WOut&& weights, COut&& context, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::attend<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
+                    as_mutable_span(scores), as_mutable_span(weights), as_mutable_span(context), opt);
+}
+
+/// Attention where the notes are both keys and values, into the caller's buffers.
+template <vector_like Q, matrix_like N, class S, class SOut, class WOut, class COut>
+  requires detail::attend_inputs<Q, N, N, S> &&
+           detail::output_for<SOut, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<WOut, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<COut, scalar_of<Q>, cols_of<N>>
+constexpr void attend(const Q& q, const N& notes, const S& score, SOut&& scores, WOut&& weights,
+                      COut&& context, const options& opt = {}) {
+  attend(q, notes, notes, score, scores, weights, context, opt);
+}
+
+/// Attention over keys and values that differ; returns scores, weights and context.
+/// Fixed sizes give a result that lives inline (no allocation, usable in constexpr).
+template <vector_like Q, matrix_like K, matrix_like V, class S>
+  requires detail::attend_inputs<Q, K, V, S>
+[[nodiscard]] constexpr auto attend(const Q& q, const K& keys, const V& values, const S& score,
+                                    const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  attention_result<T, N, cols_of<V>> r{};
+  if constexpr (N == dynamic) {
+    r.scores = Vector<T>(kv.rows());
+    r.weights = Vector<T>(kv.rows());
+  }
+  if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
+  detail::attend<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
+                    std::span<T>(r.weights), std::span<T>(r.context), opt);
+  return r;
+}
+
+/// Attention where the notes are both keys and values: s_j = score(q, h_j),
+/// α = softmax(β·s, mask), c = Σ_j α_j h_j. Returns scores, weights and context.
+template <vector_like Q, matrix_like N, class S>
+  requires detail::attend_inputs<Q, N, N, S>
+[[nodiscard]] constexpr auto attend(const Q& q, const N& notes, const S& score, const options& opt = {}) {
+  return attend(q, notes, notes, score, opt);
+}
+
+/// The alignment map of T queries (rows of `queries`) over keys and values, written into
+/// the caller's T×n scores and weights and T×d_v contexts; allocates nothing. The mask in
+/// `opt` applies to every row. All sizes are checked before anything is written.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+           mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
+void align(const Qs& queries, const K& keys, const V& values, const S& score, SOut&& scores,
+           WOut&& weights, COut&& contexts, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const char* where = "attn::align";
+  const MatrixView<const T> qv = as_view(queries);
+  const MatrixView<const T> kv = as_view(keys);
+  const MatrixView<const T> vv = as_view(values);
+  const MatrixView<T> sv = as_mutable_view(scores);
+  const MatrixView<T> wv = as_mutable_view(weights);
+  const MatrixView<T> cv = as_mutable_view(contexts);
+  detail::check_nonempty(where, "the queries", qv.rows());
+  detail::check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
+  detail::check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
+  detail::check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
+  for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
+    detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(), opt);
+  for (std::size_t t = 0; t < qv.rows(); ++t)
+    detail::attend<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t), opt);
+}
+
+/// The alignment map of T queries over keys and values: returns the T×n scores and weights
+/// and the T contexts.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S>
+[[nodiscard]] auto align(const Qs& queries, const K& keys, const V& values, const S& score,
+                         const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  constexpr std::size_t TQ = rows_of<Qs>, N = common_extent<rows_of<K>, rows_of<V>>, D = cols_of<V>;
+  const auto qv = as_view(queries);
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  alignment_result<T, TQ, N, D> r{};
+  if constexpr (TQ == dynamic || N == dynamic) {
+    r.scores = Matrix<T, TQ, N>(qv.rows(), kv.rows());
+    r.weights = Matrix<T, TQ, N>(qv.rows(), kv.rows());
+  }
+  if constexpr (TQ == dynamic || D == dynamic) r.contexts = Matrix<T, TQ, D>(qv.rows(), vv.cols());
+  align(qv, kv, vv, score, r.scores.view(), r.weights.view(), r.contexts.view(), opt);
+  return r;
+}
+
+/// The alignment map of T queries over notes that are both keys and values.
+template <matrix_like Qs, matrix_like N, class S>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S>
+[[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score, const options& opt = {}) {
+  return align(queries, notes, notes, score, opt);
+}
+
+/// Unit 17's translator without attention: every one of the T queries gets the same
+/// summary, the last note, and there is no map. Throws dimension_error if there are no notes.
+template <matrix_like Qs, matrix_like N>
+  requires std::same_as<matrix_scalar_of<Qs>, matrix_scalar_of<N>>
+[[nodiscard]] auto no_attention(const Qs& queries, const N& notes) {
+  using T = matrix_scalar_of<Qs>;
+  const auto qv = as_view(queries);
+  const auto nv = as_view(notes);
+  detail::check_nonempty("attn::no_attention", "the notes", nv.rows());
+  Matrix<T, rows_of<Qs>, cols_of<N>> out;
+  if constexpr (rows_of<Qs> == dynamic || cols_of<N> == dynamic)
+    out = Matrix<T, rows_of<Qs>, cols_of<N>>(qv.rows(), nv.cols());
+  const auto last = nv.row(nv.rows() - 1);
+  for (std::size_t t = 0; t < qv.rows(); ++t)
+    for (std::size_t i = 0; i < nv.cols(); ++i) out(t, i) = last[i];
+  return out;
+}
+
+}  // namespace attn

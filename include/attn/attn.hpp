@@ -1,0 +1,11 @@
+#pragma once
+/// \file attn/attn.hpp
+/// The umbrella header: every core header of attn (not the report headers).
+
+#include "attn/attention.hpp"  // IWYU pragma: export
+#include "attn/error.hpp"      // IWYU pragma: export
+#include "attn/extent.hpp"     // IWYU pragma: export
+#include "attn/matrix.hpp"     // IWYU pragma: export
+#include "attn/score.hpp"      // IWYU pragma: export
+#include "attn/softmax.hpp"    // IWYU pragma: export
+#include "attn/vector.hpp"     // IWYU pragma: export

@@ -1,0 +1,45 @@
+#pragma once
+/// \file attn/error.hpp
+/// The exceptions attn throws, and the size checks that throw them.
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace attn {
+
+/// Thrown when run-time sizes disagree (or a size is zero where one is needed);
+/// `what()` names the function, both sizes and what they describe.
+class dimension_error : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Thrown when a value is outside the domain a function accepts (for example a non-finite
+/// sharpness β, or a row whose every note is masked under the `throw_error` policy).
+class domain_error : public std::domain_error {
+public:
+  using std::domain_error::domain_error;
+};
+
+namespace detail {
+
+[[noreturn]] inline void throw_dimension_error(const char* where, const char* what_a, std::size_t a,
+                                               const char* what_b, std::size_t b) {
+  throw dimension_error(std::string(where) + ": " + what_a + " is " + std::to_string(a) + " but " +
+                        what_b + " is " + std::to_string(b));
+}
+
+/// Throws `dimension_error` naming both sizes unless `a == b`.
+constexpr void check_equal(const char* where, const char* what_a, std::size_t a, const char* what_b,
+                           std::size_t b) {
+  if (a != b) throw_dimension_error(where, what_a, a, what_b, b);
+}
+
+/// Throws `dimension_error` when `n` is zero.
+constexpr void check_nonempty(const char* where, const char* what, std::size_t n) {
+  if (n == 0) throw dimension_error(std::string(where) + ": " + what + " is empty");
+}
+
+}  // namespace detail
+}  // namespace attn

@@ -1,0 +1,264 @@
+#pragma once
+/// \file attn/matrix.hpp
+/// Row-major matrices: `MatrixView<T, R, C>` borrows a caller's buffer (pointer, rows,
+/// columns, row stride); `Matrix<T, R, C>` owns its numbers (inline when R and C are fixed).
+/// Row j of a notes matrix is the note h_j.
+
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// A borrowed row-major R×C matrix: element (i, j) is `data[i * row_stride + j]`.
+/// `T` may be const. Fixed R or C are checked against the run-time sizes on construction.
+template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
+class MatrixView {
+  static_assert(real<std::remove_const_t<T>>, "attn::MatrixView holds float, double or long double");
+  T* data_ = nullptr;
+  std::size_t rows_ = R == dynamic ? 0 : R;
+  std::size_t cols_ = C == dynamic ? 0 : C;
+  std::size_t stride_ = C == dynamic ? 0 : C;
+
+  constexpr void validate() const {
+    if constexpr (R != dynamic)
+      detail::check_equal("attn::MatrixView", "rows", rows_, "fixed rows", R);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::MatrixView", "columns", cols_, "fixed columns", C);
+    if (stride_ < cols_)
+      throw dimension_error("attn::MatrixView: row stride " + std::to_string(stride_) +
+                            " is smaller than the row length " + std::to_string(cols_));
+    if (data_ == nullptr && rows_ != 0 && cols_ != 0)
+      throw dimension_error("attn::MatrixView: null data for a " + std::to_string(rows_) + "x" +
+                            std::to_string(cols_) + " matrix");
+  }
+
+public:
+  using value_type = std::remove_const_t<T>;
+  using element_type = T;
+  /// Rows fixed at compile time, or `dynamic`.
+  static constexpr std::size_t rows_extent = R;
+  /// Columns fixed at compile time, or `dynamic`.
+  static constexpr std::size_t cols_extent = C;
+
+  /// An empty view (fixed extents: a view of nothing; call sites must not read it).
+  constexpr MatrixView() noexcept = default;
+
+  /// Views `rows × cols` numbers at `data`, rows `row_stride` apart (default: packed).
+  /// Throws dimension_error if a fixed extent disagrees, `row_stride < cols`, or `data`
+  /// is null for a non-empty matrix.
+  constexpr MatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride)
+      : data_(data), rows_(rows), cols_(cols), stride_(row_stride) {
+    validate();
+  }
+  /// Views a packed `rows × cols` buffer.
+  constexpr MatrixView(T* data, std::size_t rows, std::size_t cols)
+      : MatrixView(data, rows, cols, cols) {}
+  /// Views a packed buffer whose extents are both fixed.
+  constexpr explicit MatrixView(T* data)
+    requires(R != dynamic && C != dynamic)
+      : MatrixView(data, R, C, C) {}
+
+  /// A view with fewer fixed extents, or of const elements, from a compatible view.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2) && !(std::is_same_v<U, T> && R == R2 && C == C2))
+  constexpr MatrixView(const MatrixView<U, R2, C2>& other) noexcept  // NOLINT: implicit widening
+      : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.row_stride()) {}
+
+  [[nodiscard]] constexpr std::size_t rows() const noexcept {
+    if constexpr (R == dynamic)
+      return rows_;
+    else
+      return R;
+  }
+  [[nodiscard]] constexpr std::size_t cols() const noexcept {
+    if constexpr (C == dynamic)
+      return cols_;
+    else
+      return C;
+  }
+  /// Distance between the starts of consecutive rows, in elements.
+  [[nodiscard]] constexpr std::size_t row_stride() const noexcept { return stride_; }
+  [[nodiscard]] constexpr T* data() const noexcept { return data_; }
+  /// Row i as a span of C numbers.
+  [[nodiscard]] constexpr std::span<T, C> row(std::size_t i) const noexcept {
+    return std::span<T, C>(data_ + i * stride_, cols());
+  }
+  [[nodiscard]] constexpr T& operator()(std::size_t i, std::size_t j) const noexcept {
+    return data_[i * stride_ + j];
+  }
+};
+
+/// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
+/// (no allocation), `std::vector` otherwise. Converts to `MatrixView`.
+template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
+class Matrix {
+  static_assert(real<T>, "attn::Matrix holds float, double or long double");
+  static constexpr bool fixed = R != dynamic && C != dynamic;
+  using storage_type = std::conditional_t<fixed, std::array<T, fixed ? R * C : 1>, std::vector<T>>;
+  storage_type data_{};
+  std::size_t rows_ = R == dynamic ? 0 : R;
+  std::size_t cols_ = C == dynamic ? 0 : C;
+
+public:
+  using value_type = T;
+  static constexpr std::size_t rows_extent = R;
+  static constexpr std::size_t cols_extent = C;
+
+  /// Fixed: R×C zeros. Otherwise: an empty matrix.
+  constexpr Matrix() = default;
+
+  /// `rows × cols` copies of `value`; a fixed extent that disagrees throws dimension_error.
+  constexpr Matrix(std::size_t rows, std::size_t cols, T value = T(0))
+    requires(!fixed)
+      : rows_(rows), cols_(cols) {
+    if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", rows, "fixed rows", R);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::Matrix", "columns", cols, "fixed columns", C);
+    data_.assign(rows * cols, value);
+  }
+
+  /// Row by row: `Matrix<double, 3, 3>{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}`. Rows of unequal
+  /// length, or a shape that disagrees with a fixed extent, throw dimension_error.
+  constexpr Matrix(std::initializer_list<std::initializer_list<T>> rows) {
+    const std::size_t r = rows.size();
+    const std::size_t c = r == 0 ? 0 : rows.begin()->size();
+    if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", r, "fixed rows", R);
+    if constexpr (C != dynamic) detail::check_equal("attn::Matrix", "columns", c, "fixed columns", C);
+    for (const auto& row : rows)
+      detail::check_equal("attn::Matrix", "row length", row.size(), "first row length", c);
+    rows_ = r;
+    cols_ = c;
+    if constexpr (!fixed) data_.resize(r * c);
+    std::size_t k = 0;
+    for (const auto& row : rows)
+      for (const T& x : row) data_[k++] = x;
+  }
+
+  /// Copies any view of compatible extents.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires compatible_extents<R, R2> && compatible_extents<C, C2>
+  constexpr explicit Matrix(const MatrixView<U, R2, C2>& v) {
+    if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", v.rows(), "fixed rows", R);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::Matrix", "columns", v.cols(), "fixed columns", C);
+    rows_ = v.rows();
+    cols_ = v.cols();
+    if constexpr (!fixed) data_.resize(rows_ * cols_);
+    for (std::size_t i = 0; i < rows_; ++i)
+      for (std::size_t j = 0; j < cols_; ++j) data_[i * cols_ + j] = static_cast<T>(v(i, j));
+  }
+
+  [[nodiscard]] constexpr std::size_t rows() const noexcept {
+    if constexpr (R == dynamic)
+      return rows_;
+    else
+      return R;
+  }
+  [[nodiscard]] constexpr std::size_t cols() const noexcept {
+    if constexpr (C == dynamic)
+      return cols_;
+    else
+      return C;
+  }
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return rows() * cols(); }
+  [[nodiscard]] constexpr T* data() noexcept { return data_.data(); }
+  [[nodiscard]] constexpr const T* data() const noexcept { return data_.data(); }
+  [[nodiscard]] constexpr T& operator()(std::size_t i, std::size_t j) noexcept {
+    return data_[i * cols() + j];
+  }
+  [[nodiscard]] constexpr const T& operator()(std::size_t i, std::size_t j) const noexcept {
+    return data_[i * cols() + j];
+  }
+  /// Row i as a span of C numbers.
+  [[nodiscard]] constexpr std::span<T, C> row(std::size_t i) noexcept {
+    return std::span<T, C>(data() + i * cols(), cols());
+  }
+  [[nodiscard]] constexpr std::span<const T, C> row(std::size_t i) const noexcept {
+    return std::span<const T, C>(data() + i * cols(), cols());
+  }
+
+  /// Borrows the matrix (packed rows).
+  [[nodiscard]] constexpr MatrixView<T, R, C> view() noexcept {
+    return MatrixView<T, R, C>(data(), rows(), cols(), cols());
+  }
+  [[nodiscard]] constexpr MatrixView<const T, R, C> view() const noexcept {
+    return MatrixView<const T, R, C>(data(), rows(), cols(), cols());
+  }
+  constexpr operator MatrixView<T, R, C>() noexcept { return view(); }
+  constexpr operator MatrixView<const T, R, C>() const noexcept { return view(); }
+
+  /// Element-wise equality (shapes must match too).
+  [[nodiscard]] friend constexpr bool operator==(const Matrix& a, const Matrix& b) noexcept {
+    if (a.rows() != b.rows() || a.cols() != b.cols()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(a.data_[i] == b.data_[i])) return false;
+    return true;
+  }
+};
+
+namespace detail {
+template <class M>
+struct matrix_traits {
+  static constexpr bool is_matrix = false;
+};
+template <class T, std::size_t R, std::size_t C>
+struct matrix_traits<MatrixView<T, R, C>> {
+  static constexpr bool is_matrix = true;
+  using scalar = std::remove_const_t<T>;
+  static constexpr bool writable = !std::is_const_v<T>;
+  static constexpr std::size_t rows = R, cols = C;
+};
+template <class T, std::size_t R, std::size_t C>
+struct matrix_traits<Matrix<T, R, C>> {
+  static constexpr bool is_matrix = true;
+  using scalar = T;
+  static constexpr bool writable = true;
+  static constexpr std::size_t rows = R, cols = C;
+};
+}  // namespace detail
+
+/// `Matrix` or `MatrixView`: what every attn algorithm takes as a matrix (notes, W, queries).
+template <class M>
+concept matrix_like = detail::matrix_traits<std::remove_cvref_t<M>>::is_matrix;
+
+/// The scalar type of a matrix_like.
+template <matrix_like M>
+using matrix_scalar_of = typename detail::matrix_traits<std::remove_cvref_t<M>>::scalar;
+/// Rows fixed at compile time, or `dynamic`.
+template <matrix_like M>
+inline constexpr std::size_t rows_of = detail::matrix_traits<std::remove_cvref_t<M>>::rows;
+/// Columns fixed at compile time, or `dynamic`.
+template <matrix_like M>
+inline constexpr std::size_t cols_of = detail::matrix_traits<std::remove_cvref_t<M>>::cols;
+
+/// A matrix_like whose elements may be written through it (a non-const `Matrix&`, or a
+/// `MatrixView` of non-const elements).
+template <class M>
+concept mutable_matrix_like =
+    matrix_like<M> && detail::matrix_traits<std::remove_cvref_t<M>>::writable &&
+    !std::is_const_v<std::remove_reference_t<M>>;
+
+/// Borrows a matrix_like read-only, keeping its fixed extents.
+template <matrix_like M>
+[[nodiscard]] constexpr auto as_view(const M& m) noexcept {
+  using T = matrix_scalar_of<M>;
+  return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
+}
+/// Borrows a mutable_matrix_like for writing, keeping its fixed extents.
+template <mutable_matrix_like M>
+[[nodiscard]] constexpr auto as_mutable_view(M&& m) noexcept {
+  using T = matrix_scalar_of<M>;
+  return MatrixView<T, rows_of<M>, cols_of<M>>(m);
+}
+
+}  // namespace attn

@@ -1,0 +1,337 @@
+#pragma once
+/// \file attn/score.hpp
+/// How well does note h match query q? The four scores of the unit and the `Score` concept
+/// a user's own score satisfies. Each score gives s(q, h), all n scores at once, ∂s/∂h and
+/// ∂s/∂q (docs/scores.md has the formulas and their derivation).
+///
+///   dot          s = q·h                       (d_q = d_h)
+///   scaled_dot   s = q·h / √d                  (d_q = d_h = d; the transformer's score)
+///   general{W}   s = qᵀ W h                    (W is d_q × d_h)
+///   additive{W1, W2, v}  s = vᵀ tanh(W1 h + W2 q)  (W1 k×d_h, W2 k×d_q, v of length k)
+
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <span>
+#include <string>
+
+#include "attn/detail/kernels.hpp"
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/matrix.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// A score type for scalar T: `s.check(d_q, d_h)` throws dimension_error unless a query of
+/// d_q numbers and notes of d_h numbers fit; `s(q, h)` is the score of one note;
+/// `s.gradient_note(q, h, out)` writes ∂s/∂h (d_h numbers) and `s.gradient_query(q, h, out)`
+/// writes ∂s/∂q (d_q numbers). Optional: `s.scores(q, notes, out)` for all notes at once
+/// (used when present), a static `same_size = true` (d_q must equal d_h), and static
+/// `query_extent` / `note_extent` fixed at compile time (checked when the inputs are fixed).
+template <class S, class T>
+concept Score = real<T> && requires(const S& s, std::span<const T> q, std::span<const T> h,
+                                    std::span<T> out, std::size_t d) {
+  s.check(d, d);
+  { s(q, h) } -> std::convertible_to<T>;
+  s.gradient_note(q, h, out);
+  s.gradient_query(q, h, out);
+};
+
+namespace detail {
+template <class S>
+consteval bool same_size_score() {
+  if constexpr (requires { S::same_size; })
+    return S::same_size;
+  else
+    return false;
+}
+template <class S>
+consteval std::size_t score_query_extent() {
+  if constexpr (requires { S::query_extent; })
+    return S::query_extent;
+  else
+    return dynamic;
+}
+template <class S>
+consteval std::size_t score_note_extent() {
+  if constexpr (requires { S::note_extent; })
+    return S::note_extent;
+  else
+    return dynamic;
+}
+}  // namespace detail
+
+/// Fixed query and note lengths Q and H fit score S: equal for dot-like scores, and equal to
+/// the extents of S's fixed parameter matrices. A mismatch fails to compile, naming
+/// `compatible_extents`.
+template <class S, std::size_t Q, std::size_t H>
+concept score_fits_extents =
+    (!detail::same_size_score<S>() || compatible_extents<Q, H>) &&
+    compatible_extents<Q, detail::score_query_extent<S>()> &&
+    compatible_extents<H, detail::score_note_extent<S>()>;
+
+/// The dot product q·h — usable directly (`attn::dot(a, b)`) and as a score.
+struct dot_score {
+  /// q and h must have the same length.
+  static constexpr bool same_size = true;
+
+  /// Returns Σ_i a_i b_i. Fixed sizes that differ do not compile; dynamic ones throw
+  /// dimension_error.
+  template <vector_like A, vector_like B>
+    requires std::same_as<scalar_of<A>, scalar_of<B>> && compatible_extents<extent_of<A>, extent_of<B>>
+  [[nodiscard]] constexpr scalar_of<A> operator()(const A& a, const B& b) const {
+    const auto x = as_span(a);
+    const auto y = as_span(b);
+    check(x.size(), y.size());
+    return detail::dot(x.data(), y.data(), x.size());
+  }
+  /// Throws dimension_error unless d_q == d_h.
+  constexpr void check(std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal("attn::dot", "query size", d_q, "note size", d_h);
+  }
+  /// out_j = q·h_j for every row h_j of notes (sizes checked by the caller).
+  template <real T>
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    for (std::size_t j = 0; j < notes.rows(); ++j)
+      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size());
+  }
+  /// ∂(q·h)/∂h = q.
+  template <real T>
+  constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  /// ∂(q·h)/∂q = h.
+  template <real T>
+  constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+/// The dot score s = q·h (Luong, 2015), and the dot product of two vectors.
+inline constexpr dot_score dot{};
+
+/// The scaled dot product q·h/√d of the transformer (d = length of q and h).
+struct scaled_dot_score {
+  /// q and h must have the same length.
+  static constexpr bool same_size = true;
+
+  /// Returns q·h/√d; sizes as for dot.
+  template <vector_like A, vector_like B>
+    requires std::same_as<scalar_of<A>, scalar_of<B>> && compatible_extents<extent_of<A>, extent_of<B>>
+  [[nodiscard]] scalar_of<A> operator()(const A& a, const B& b) const {
+    const auto x = as_span(a);
+    const auto y = as_span(b);
+    check(x.size(), y.size());
+    return detail::dot(x.data(), y.data(), x.size()) * factor<scalar_of<A>>(x.size());
+  }
+  /// Throws dimension_error unless d_q == d_h.
+  constexpr void check(std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal("attn::scaled_dot", "query size", d_q, "note size", d_h);
+  }
+  /// The factor 1/√d.
+  template <real T>
+  [[nodiscard]] static T factor(std::size_t d) {
+    return T(1) / std::sqrt(static_cast<T>(d));
+  }
+  /// out_j = q·h_j/√d for every row h_j of notes.
+  template <real T>
+  void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    const T f = factor<T>(q.size());
+    for (std::size_t j = 0; j < notes.rows(); ++j)
+      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size()) * f;
+  }
+  /// ∂s/∂h = q/√d.
+  template <real T>
+  void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
+    const T f = factor<T>(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i] * f;
+  }
+  /// ∂s/∂q = h/√d.
+  template <real T>
+  void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
+    const T f = factor<T>(h.size());
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i] * f;
+  }
+};
+/// The transformer's score s = q·h/√d.
+inline constexpr scaled_dot_score scaled_dot{};
+
+namespace detail {
+/// Work in column blocks of this many numbers so that the per-call buffers live on the stack.
+inline constexpr std::size_t score_block = 128;
+template <class T, std::size_t Fixed>
+using block_buffer = std::array<T, Fixed == dynamic ? score_block : (Fixed > 0 ? Fixed : 1)>;
+}  // namespace detail
+
+/// The general score s = qᵀ W h (Luong, 2015); W (d_q × d_h) is borrowed, not copied, so
+/// it must outlive the score (a temporary Matrix is refused at compile time).
+template <real T, std::size_t DQ = dynamic, std::size_t DH = dynamic>
+class general {
+  MatrixView<const T, DQ, DH> W_;
+
+public:
+  using value_type = T;
+  /// The query length fixed by W's rows, or dynamic.
+  static constexpr std::size_t query_extent = DQ;
+  /// The note length fixed by W's columns, or dynamic.
+  static constexpr std::size_t note_extent = DH;
+
+  /// Borrows W (d_q × d_h).
+  constexpr explicit general(MatrixView<const T, DQ, DH> W) noexcept : W_(W) {}
+  /// Borrows W (d_q × d_h).
+  constexpr explicit general(const Matrix<T, DQ, DH>& W) noexcept : W_(W.view()) {}
+  general(Matrix<T, DQ, DH>&&) = delete;  // would dangle: keep W alive and pass it by name
+
+  /// The borrowed W.
+  [[nodiscard]] constexpr MatrixView<const T, DQ, DH> W() const noexcept { return W_; }
+
+  /// Throws dimension_error unless W is d_q × d_h.
+  constexpr void check(std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal("attn::general", "query size", d_q, "rows of W", W_.rows());
+    detail::check_equal("attn::general", "note size", d_h, "columns of W", W_.cols());
+  }
+  /// Returns qᵀ W h = Σ_a q_a (W_a · h).
+  template <vector_like Q, vector_like H>
+    requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
+  [[nodiscard]] constexpr T operator()(const Q& q, const H& h) const {
+    const auto qs = as_span(q);
+    const auto hs = as_span(h);
+    check(qs.size(), hs.size());
+    T s = 0;
+    for (std::size_t a = 0; a < qs.size(); ++a) s += qs[a] * detail::dot(W_.row(a).data(), hs.data(), hs.size());
+    return s;
+  }
+  /// out_j = (Wᵀq)·h_j for every note: Wᵀq is formed once per block of columns, so the cost
+  /// is d_q·d_h + n·d_h and nothing is allocated.
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    const std::size_t n = notes.rows(), dh = notes.cols();
+    for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
+    detail::block_buffer<T, DH> u{};
+    for (std::size_t c0 = 0; c0 < dh; c0 += u.size()) {
+      const std::size_t w = dh - c0 < u.size() ? dh - c0 : u.size();
+      for (std::size_t c = 0; c < w; ++c) u[c] = T(0);
+      for (std::size_t a = 0; a < q.size(); ++a) detail::axpy(q[a], W_.row(a).data() + c0, u.data(), w);
+      for (std::size_t j = 0; j < n; ++j) out[j] += detail::dot(u.data(), notes.row(j).data() + c0, w);
+    }
+  }
+  /// ∂s/∂h = Wᵀ q.
+  constexpr void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
+    for (std::size_t a = 0; a < q.size(); ++a) detail::axpy(q[a], W_.row(a).data(), out.data(), h.size());
+  }
+  /// ∂s/∂q = W h.
+  constexpr void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    for (std::size_t a = 0; a < q.size(); ++a) out[a] = detail::dot(W_.row(a).data(), h.data(), h.size());
+  }
+};
+template <class T, std::size_t R, std::size_t C>
+general(const Matrix<T, R, C>&) -> general<T, R, C>;
+template <class T, std::size_t R, std::size_t C>
+general(MatrixView<T, R, C>) -> general<std::remove_const_t<T>, R, C>;
+
+/// The additive score s = vᵀ tanh(W1 h + W2 q) (Bahdanau, 2015): a one-layer network of k
+/// hidden units judges the match. W1 (k × d_h), W2 (k × d_q) and v (k) are borrowed.
+template <real T, std::size_t K = dynamic, std::size_t DH = dynamic, std::size_t DQ = dynamic>
+class additive {
+  MatrixView<const T, K, DH> W1_;
+  MatrixView<const T, K, DQ> W2_;
+  std::span<const T, K> v_;
+
+public:
+  using value_type = T;
+  static constexpr std::size_t query_extent = DQ;
+  static constexpr std::size_t note_extent = DH;
+
+  /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k); throws dimension_error unless W1, W2 and
+  /// v agree on k.
+  constexpr additive(MatrixView<const T, K, DH> W1, MatrixView<const T, K, DQ> W2, std::span<const T, K> v)
+      : W1_(W1), W2_(W2), v_(v) {
+    detail::check_equal("attn::additive", "rows of W2", W2.rows(), "rows of W1", W1.rows());
+    detail::check_equal("attn::additive", "size of v", v.size(), "rows of W1", W1.rows());
+  }
+  /// Borrows owned parameters (which must outlive the score).
+  constexpr additive(const Matrix<T, K, DH>& W1, const Matrix<T, K, DQ>& W2, const Vector<T, K>& v)
+      : additive(W1.view(), W2.view(), std::span<const T, K>(v)) {}
+
+  [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
+  [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
+  [[nodiscard]] constexpr std::span<const T, K> v() const noexcept { return v_; }
+  /// The number of hidden units k.
+  [[nodiscard]] constexpr std::size_t hidden() const noexcept { return v_.size(); }
+
+  /// Throws dimension_error unless W1 has d_h columns and W2 has d_q columns.
+  constexpr void check(std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal("attn::additive", "note size", d_h, "columns of W1", W1_.cols());
+    detail::check_equal("attn::additive", "query size", d_q, "columns of W2", W2_.cols());
+  }
+  /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
+  template <vector_like Q, vector_like H>
+    requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
+  [[nodiscard]] T operator()(const Q& q, const H& h) const {
+    const auto qs = as_span(q);
+    const auto hs = as_span(h);
+    check(qs.size(), hs.size());
+    T s = 0;
+    for (std::size_t i = 0; i < hidden(); ++i) s += v_[i] * std::tanh(pre_activation(i, qs, hs));
+    return s;
+  }
+  /// W1_i·h + W2_i·q, the input of hidden unit i.
+  [[nodiscard]] T pre_activation(std::size_t i, std::span<const T> q, std::span<const T> h) const {
+    return detail::dot(W1_.row(i).data(), h.data(), h.size()) +
+           detail::dot(W2_.row(i).data(), q.data(), q.size());
+  }
+  /// out_j = Σ_i v_i tanh(W1_i·h_j + p_i) with p = W2 q formed once per block of hidden
+  /// units: cost k·d_q + n·k·d_h, nothing allocated.
+  void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    const std::size_t n = notes.rows(), dh = notes.cols(), k = hidden();
+    for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
+    detail::block_buffer<T, K> p{};
+    for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
+      const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
+      for (std::size_t i = 0; i < w; ++i) p[i] = detail::dot(W2_.row(i0 + i).data(), q.data(), q.size());
+      for (std::size_t j = 0; j < n; ++j) {
+        const T* h = notes.row(j).data();
+        T s = 0;
+        for (std::size_t i = 0; i < w; ++i)
+          s += v_[i0 + i] * std::tanh(detail::dot(W1_.row(i0 + i).data(), h, dh) + p[i]);
+        out[j] += s;
+      }
+    }
+  }
+  /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
+  void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
+    for (std::size_t i = 0; i < hidden(); ++i) {
+      const T t = std::tanh(pre_activation(i, q, h));
+      detail::axpy(v_[i] * (T(1) - t * t), W1_.row(i).data(), out.data(), h.size());
+    }
+  }
+  /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
+  void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
+    for (std::size_t i = 0; i < hidden(); ++i) {
+      const T t = std::tanh(pre_activation(i, q, h));
+      detail::axpy(v_[i] * (T(1) - t * t), W2_.row(i).data(), out.data(), q.size());
+    }
+  }
+};
+template <class T, std::size_t K, std::size_t DH, std::size_t DQ>
+additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&) -> additive<T, K, DH, DQ>;
+template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
+additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
+    -> additive<std::remove_const_t<T>, K, DH, DQ>;
+
+/// Writes score(q, h_j) for every row h_j of `notes` into out, through the score's batched
+/// `scores` when it has one. Sizes must already be checked.
+template <real T, Score<T> S>
+constexpr void score_all(const S& score, std::span<const T> q, MatrixView<const T> notes, std::span<T> out) {
+  if constexpr (requires { score.scores(q, notes, out); }) {
+    score.scores(q, notes, out);
+  } else {
+    for (std::size_t j = 0; j < notes.rows(); ++j)
+      out[j] = static_cast<T>(score(q, std::span<const T>(notes.row(j))));
+  }
+}
+
+}  // namespace attn

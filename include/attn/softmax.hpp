@@ -1,0 +1,268 @@
+#pragma once
+/// \file attn/softmax.hpp
+/// The numerically stable softmax family over any vector view, with sharpness β, masks and
+/// an explicit policy for rows where nothing is left to attend to.
+///
+///   softmax(x)_j     = exp(β x_j − m) / Σ_k exp(β x_k − m),  m = max_k β x_k
+///   log_softmax(x)_j = β x_j − m − log1p(Σ_{k ≠ argmax} exp(β x_k − m))
+///   logsumexp(x)     = m + log1p(Σ_{k ≠ argmax} exp(β x_k − m))
+///
+/// Rules (docs/softmax.md): a masked entry (mask[j] == false) gets weight exactly 0 and
+/// log-weight −inf; a NaN in a kept entry makes the whole row NaN; if some kept entries are
+/// +inf they share the weight equally and every other entry gets 0; a row in which every
+/// entry is masked or −inf follows `options::if_all_masked`; an empty row throws
+/// dimension_error, a non-finite β throws domain_error. Outputs are untouched on a throw.
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "attn/detail/exp.hpp"
+#include "attn/detail/kernels.hpp"
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// What a row gets when every entry is masked out (or −inf), so no weight can be formed.
+enum class all_masked_policy {
+  zeros,       ///< every weight 0, the context 0 (PyTorch SDPA and JAX); log-weights −inf
+  uniform,     ///< every weight 1/n, as if nothing were masked
+  nan,         ///< every weight NaN
+  throw_error  ///< throw attn::domain_error
+};
+
+/// Options shared by softmax and attention: sharpness β ("how sure"; temperature is 1/β),
+/// a mask (empty, or one bool per entry, true = keep), and the all-masked policy.
+struct options {
+  double beta = 1.0;                                        ///< scores are multiplied by β
+  std::span<const bool> mask{};                             ///< empty: keep everything
+  all_masked_policy if_all_masked = all_masked_policy::zeros;  ///< see all_masked_policy
+};
+
+namespace detail {
+
+/// Throws unless the row is non-empty, the output fits, the mask fits and β is finite.
+constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t out_n,
+                                  const options& opt) {
+  check_nonempty(where, "the input", n);
+  check_equal(where, "output size", out_n, "input size", n);
+  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "input size", n);
+  if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
+      opt.beta == -std::numeric_limits<double>::infinity())
+    throw domain_error(std::string(where) + ": sharpness beta must be finite");
+}
+
+/// What one read-only pass over β·x tells: its max over kept entries (NaN ignored), how many
+/// entries are kept, and whether a kept entry is NaN (only looked for on the rare paths).
+template <class T>
+struct row_scan {
+  T max;
+  std::size_t kept;
+};
+
+template <class T>
+constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const bool* mask) {
+  if (mask == nullptr) return {beta == T(1) ? max_of(x, n) : scaled_max_of(x, n, beta), n};
+  T m = -std::numeric_limits<T>::infinity();
+  std::size_t kept = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const T y = beta * x[j];
+    kept += mask[j] ? 1u : 0u;
+    m = (mask[j] && y > m) ? y : m;
+  }
+  return {m, kept};
+}
+
+template <class T>
+constexpr bool kept_nan(const T* x, std::size_t n, const bool* mask) {
+  for (std::size_t j = 0; j < n; ++j)
+    if ((mask == nullptr || mask[j]) && !(x[j] == x[j])) return true;
+  return false;
+}
+
+enum class row_kind { finite, pos_inf, none_kept, nan };
+
+template <class T>
+constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, const bool* mask) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  if (s.kept != 0 && s.max > -inf && s.max < inf) return row_kind::finite;  // NaN flows through
+  if (kept_nan(x, n, mask)) return row_kind::nan;
+  return s.max == inf ? row_kind::pos_inf : row_kind::none_kept;
+}
+
+[[noreturn]] inline void throw_all_masked(const char* where) {
+  throw domain_error(std::string(where) +
+                     ": every entry is masked out or -inf and the policy is throw_error");
+}
+
+template <class T>
+constexpr void fill(T* out, std::size_t n, T value) noexcept {
+  for (std::size_t j = 0; j < n; ++j) out[j] = value;
+}
+
+/// softmax of β·x into out (out may alias x). Validates before writing anything.
+template <class T>
+constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std::size_t out_n,
+                       const options& opt) {
+  check_softmax_args(where, n, out_n, opt);
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const row_scan<T> s = scan_row(x, n, beta, mask);
+  switch (classify(x, n, s, mask)) {
+    case row_kind::finite: {
+      const T sum = mask == nullptr ? exp_shifted_sum(x, out, n, beta, s.max)
+                                    : masked_exp_shifted_sum(x, out, n, beta, s.max, mask);
+      scale(out, n, T(1) / sum);  // a NaN anywhere made sum NaN, so the whole row is NaN
+      return;
+    }
+    case row_kind::nan:
+      fill(out, n, std::numeric_limits<T>::quiet_NaN());
+      return;
+    case row_kind::pos_inf: {  // the +inf entries share the weight: the limit of softmax
+      std::size_t count = 0;
+      for (std::size_t j = 0; j < n; ++j)
+        count += ((mask == nullptr || mask[j]) && beta * x[j] == s.max) ? 1u : 0u;
+      const T share = T(1) / static_cast<T>(count);
+      for (std::size_t j = 0; j < n; ++j)
+        out[j] = ((mask == nullptr || mask[j]) && beta * x[j] == s.max) ? share : T(0);
+      return;
+    }
+    case row_kind::none_kept:
+      switch (opt.if_all_masked) {
+        case all_masked_policy::zeros: fill(out, n, T(0)); return;
+        case all_masked_policy::uniform: fill(out, n, T(1) / static_cast<T>(n)); return;
+        case all_masked_policy::nan: fill(out, n, std::numeric_limits<T>::quiet_NaN()); return;
+        case all_masked_policy::throw_error: throw_all_masked(where);
+      }
+  }
+}
+
+/// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
+/// log1p keeps tiny probabilities. Ties at the max count 1 each beyond the first.
+template <class T>
+T sum_below_max(const T* x, std::size_t n, T beta, T m, const bool* mask) {
+  T acc = 0;
+  std::size_t at_max = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (mask != nullptr && !mask[j]) continue;
+    const T y = beta * x[j];
+    if (y < m)
+      acc += attn::detail::exp(y - m);
+    else
+      ++at_max;
+  }
+  return acc + static_cast<T>(at_max - 1);
+}
+
+}  // namespace detail
+
+/// Writes softmax(β·x) into `out` (same size; may be `x` itself). See the file comment for
+/// masks, NaN, ±inf and the all-masked policy. Throws dimension_error on empty input or a
+/// size mismatch, domain_error on non-finite β or (policy throw_error) an all-masked row.
+template <vector_like In, mutable_vector_like Out>
+  requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
+           compatible_extents<extent_of<In>, extent_of<Out>>
+constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
+  const auto xs = as_span(x);
+  const auto os = as_mutable_span(out);
+  detail::softmax("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
+}
+
+/// Returns softmax(β·x) as a new Vector of the same extent.
+template <vector_like In>
+[[nodiscard]] constexpr Vector<scalar_of<In>, extent_of<In>> softmax(const In& x,
+                                                                       const options& opt = {}) {
+  Vector<scalar_of<In>, extent_of<In>> out(as_span(x));
+  detail::softmax("attn::softmax", out.data(), out.data(), out.size(), out.size(), opt);
+  return out;
+}
+
+/// Replaces x by softmax(β·x).
+template <mutable_vector_like X>
+constexpr void softmax_inplace(X&& x, const options& opt = {}) {
+  const auto xs = as_mutable_span(x);
+  detail::softmax("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
+}
+
+/// Writes log softmax(β·x) into `out`, accurate for tiny probabilities (log1p of the sum of
+/// the non-max terms). Masked entries get −inf; an all-masked row gets −inf (zeros),
+/// −log n (uniform), NaN (nan) or throws (throw_error). Errors as for softmax.
+template <vector_like In, mutable_vector_like Out>
+  requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
+           compatible_extents<extent_of<In>, extent_of<Out>>
+void log_softmax(const In& x, Out&& out, const options& opt = {}) {
+  using T = scalar_of<In>;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  const auto xs = as_span(x);
+  const auto os = as_mutable_span(out);
+  const char* where = "attn::log_softmax";
+  const std::size_t n = xs.size();
+  detail::check_softmax_args(where, n, os.size(), opt);
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const auto s = detail::scan_row(xs.data(), n, beta, mask);
+  const T* in = xs.data();
+  T* o = os.data();
+  switch (detail::classify(in, n, s, mask)) {
+    case detail::row_kind::finite: {
+      const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
+      for (std::size_t j = 0; j < n; ++j)
+        o[j] = (mask == nullptr || mask[j]) ? (beta * in[j] - s.max) - lse : -inf;
+      return;
+    }
+    case detail::row_kind::nan: detail::fill(o, n, nan); return;
+    case detail::row_kind::pos_inf: {
+      std::size_t count = 0;
+      for (std::size_t j = 0; j < n; ++j)
+        count += ((mask == nullptr || mask[j]) && beta * in[j] == inf) ? 1u : 0u;
+      const T share = -std::log(static_cast<T>(count));
+      for (std::size_t j = 0; j < n; ++j)
+        o[j] = ((mask == nullptr || mask[j]) && beta * in[j] == inf) ? share : -inf;
+      return;
+    }
+    case detail::row_kind::none_kept:
+      switch (opt.if_all_masked) {
+        case all_masked_policy::zeros: detail::fill(o, n, -inf); return;
+        case all_masked_policy::uniform: detail::fill(o, n, -std::log(static_cast<T>(n))); return;
+        case all_masked_policy::nan: detail::fill(o, n, nan); return;
+        case all_masked_policy::throw_error: detail::throw_all_masked(where);
+      }
+  }
+}
+
+/// Replaces x by log softmax(β·x).
+template <mutable_vector_like X>
+void log_softmax_inplace(X&& x, const options& opt = {}) {
+  log_softmax(as_span(x), as_mutable_span(x), opt);
+}
+
+/// Returns log Σ_j exp(β x_j) over the kept entries without overflow: m + log1p(Σ_{j≠argmax}
+/// exp(β x_j − m)). All masked (or all −inf): −inf, except NaN under the nan policy and a
+/// throw under throw_error. A kept NaN gives NaN; a kept +inf gives +inf.
+template <vector_like In>
+[[nodiscard]] scalar_of<In> logsumexp(const In& x, const options& opt = {}) {
+  using T = scalar_of<In>;
+  const auto xs = as_span(x);
+  const char* where = "attn::logsumexp";
+  detail::check_softmax_args(where, xs.size(), xs.size(), opt);
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
+  switch (detail::classify(xs.data(), xs.size(), s, mask)) {
+    case detail::row_kind::finite:
+      return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
+    case detail::row_kind::nan: return std::numeric_limits<T>::quiet_NaN();
+    case detail::row_kind::pos_inf: return std::numeric_limits<T>::infinity();
+    case detail::row_kind::none_kept: break;
+  }
+  if (opt.if_all_masked == all_masked_policy::nan) return std::numeric_limits<T>::quiet_NaN();
+  if (opt.if_all_masked == all_masked_policy::throw_error) detail::throw_all_masked(where);
+  return -std::numeric_limits<T>::infinity();
+}
+
+}  // namespace attn
