@@ -176,6 +176,16 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
     detail::attend<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t), opt);
 }
 
+/// The alignment map of T queries over notes that are both keys and values, written into the
+/// caller's buffers; allocates nothing.
+template <matrix_like Qs, matrix_like N, class S, class SOut, class WOut, class COut>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
+           mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
+void align(const Qs& queries, const N& notes, const S& score, SOut&& scores, WOut&& weights,
+           COut&& contexts, const options& opt = {}) {
+  align(queries, notes, notes, score, scores, weights, contexts, opt);
+}
+
 /// The alignment map of T queries over keys and values: returns the T×n scores and weights
 /// and the T contexts.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S>

@@ -1,0 +1,362 @@
+// Scores, attend, align and no_attention: the unit's worked examples E1, E2, E5, a user's own
+// score, properties over random inputs, and the error contract.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+using attn::Matrix;
+using attn::Vector;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+
+namespace {
+constexpr double eps = std::numeric_limits<double>::epsilon();
+
+// The unit's three decimals: |x − printed| ≤ 0.0005.
+void require_3_decimals(double x, double printed) { REQUIRE_THAT(x, WithinAbs(printed, 0.0005)); }
+
+// softmax of three scores from the formula with std::exp, independent of the library.
+std::array<double, 3> softmax3(double a, double b, double c) {
+  const double ea = std::exp(a), eb = std::exp(b), ec = std::exp(c), s = ea + eb + ec;
+  return {ea / s, eb / s, ec / s};
+}
+
+constexpr bool near(double x, double y, double tol) { return x - y <= tol && y - x <= tol; }
+
+// E1 at compile time: "I drink tea", the decoder about to write चाय.
+constexpr Vector<double, 3> e1_state{0, 0.5, 2};
+constexpr Matrix<double, 3, 3> e1_notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+constexpr auto e1 = attn::attend(e1_state, e1_notes, attn::dot);
+static_assert(near(e1.weights[0], 0.100, 0.0005) && near(e1.weights[1], 0.164, 0.0005) &&
+              near(e1.weights[2], 0.736, 0.0005));
+static_assert(near(e1.context[2], 0.736, 0.0005));
+
+// A user's own score: cosine similarity. It satisfies attn::Score and then works everywhere.
+struct cosine_score {
+  static constexpr bool same_size = true;
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("cosine: sizes differ");
+  }
+  template <class T>
+  static T norm(std::span<const T> x) {
+    T s = 0;
+    for (T v : x) s += v * v;
+    return std::sqrt(s);
+  }
+  template <class T>
+  T operator()(std::span<const T> q, std::span<const T> h) const {
+    T d = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) d += q[i] * h[i];
+    return d / (norm(q) * norm(h));
+  }
+  template <class T>  // ∂/∂h (q·h/(|q||h|)) = q/(|q||h|) − s h/|h|²
+  void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    const T s = (*this)(q, h), nq = norm(q), nh = norm(h);
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = q[i] / (nq * nh) - s * h[i] / (nh * nh);
+  }
+  template <class T>
+  void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    gradient_note(h, q, out);
+  }
+};
+static_assert(attn::Score<cosine_score, double>);
+static_assert(attn::Score<attn::dot_score, float> && attn::Score<attn::scaled_dot_score, long double>);
+static_assert(attn::Score<attn::general<double>, double> && attn::Score<attn::additive<float>, float>);
+static_assert(!attn::Score<int, double>);
+}  // namespace
+
+TEST_CASE("E1: dot-product attention by hand", "[attention][unit]") {
+  const Vector<double, 3> q{0, 0.5, 2};
+  const Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto r = attn::attend(q, notes, attn::dot);
+  const auto ref = softmax3(0, 0.5, 2);
+  for (std::size_t j = 0; j < 3; ++j) {
+    REQUIRE(r.scores[j] == q[j]);
+    REQUIRE_THAT(r.weights[j], WithinRel(ref[j], 1e-12));
+    REQUIRE_THAT(r.context[j], WithinRel(ref[j], 1e-12));
+  }
+  const double printed[3] = {0.100, 0.164, 0.736};
+  for (std::size_t j = 0; j < 3; ++j) {
+    require_3_decimals(r.weights[j], printed[j]);
+    require_3_decimals(r.context[j], printed[j]);
+  }
+  // The sum under the fraction bar: 1 + 1.649 + 7.389.
+  REQUIRE_THAT(std::exp(0.5), WithinAbs(1.649, 0.0005));
+  REQUIRE_THAT(std::exp(2.0), WithinAbs(7.389, 0.0005));
+}
+
+TEST_CASE("E2: how sure — doubling the state, or β = 2", "[attention][unit]") {
+  const Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto doubled = attn::attend(Vector<double, 3>{0, 1, 4}, notes, attn::dot);
+  const auto sharp = attn::attend(Vector<double, 3>{0, 0.5, 2}, notes, attn::dot, {.beta = 2});
+  const auto ref = softmax3(0, 1, 4);
+  const double printed[3] = {0.017, 0.047, 0.936};
+  for (std::size_t j = 0; j < 3; ++j) {
+    REQUIRE_THAT(doubled.weights[j], WithinRel(ref[j], 1e-12));
+    REQUIRE_THAT(sharp.weights[j], WithinRel(ref[j], 1e-12));
+    require_3_decimals(doubled.weights[j], printed[j]);
+  }
+  // The share of "tea" climbs with β.
+  double previous = 0;
+  for (double beta = 0; beta <= 4; beta += 0.25) {
+    const double tea = attn::attend(Vector<double, 3>{0, 0.5, 2}, notes, attn::dot, {.beta = beta}).weights[2];
+    REQUIRE(tea > previous);
+    previous = tea;
+  }
+}
+
+TEST_CASE("E5: an additive score by hand", "[attention][unit][score]") {
+  const Matrix<double> I{{1, 0}, {0, 1}};
+  const Vector<double> v{1, 1};
+  const attn::additive score(I, I, v);
+  const Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}};
+  const std::vector<double> q{0.5, -0.5};
+  const auto r = attn::attend(q, notes, score);
+  const double s[3] = {std::tanh(1.5) + std::tanh(-0.5), 2 * std::tanh(0.5), std::tanh(1.5) + std::tanh(0.5)};
+  const auto ref = softmax3(s[0], s[1], s[2]);
+  const double printed_s[3] = {0.443, 0.924, 1.367}, printed_w[3] = {0.195, 0.315, 0.490};
+  for (std::size_t j = 0; j < 3; ++j) {
+    REQUIRE_THAT(r.scores[j], WithinRel(s[j], 1e-12));
+    REQUIRE_THAT(r.weights[j], WithinRel(ref[j], 1e-12));
+    require_3_decimals(r.scores[j], printed_s[j]);
+    require_3_decimals(r.weights[j], printed_w[j]);
+  }
+  // The intermediate tanh values the unit prints.
+  require_3_decimals(std::tanh(1.5), 0.905);
+  require_3_decimals(std::tanh(-0.5), -0.462);
+}
+
+TEST_CASE("The four scores and their gradients", "[score]") {
+  const std::vector<double> q{0.5, -1, 2};
+  const std::vector<double> h{1, 3, -0.25};
+  std::vector<double> g(3);
+  REQUIRE(attn::dot(q, h) == 0.5 - 3 - 0.5);
+  REQUIRE_THAT(attn::scaled_dot(q, h), WithinRel(-3.0 / std::sqrt(3.0), 2 * eps));
+  attn::dot.gradient_note<double>(q, h, g);
+  REQUIRE(g == q);
+  attn::scaled_dot.gradient_query<double>(q, h, g);
+  REQUIRE_THAT(g[1], WithinRel(3 / std::sqrt(3.0), 2 * eps));
+
+  SECTION("general works when d_q ≠ d_h") {
+    const Matrix<double> W{{1, 2, 0, -1}, {0.5, 0, 1, 1}};  // d_q = 2, d_h = 4
+    const attn::general score(W);
+    const std::vector<double> q2{2, -1};
+    const std::vector<double> h4{1, 0.5, -2, 3};
+    double expect = 0;
+    for (std::size_t a = 0; a < 2; ++a)
+      for (std::size_t b = 0; b < 4; ++b) expect += q2[a] * W(a, b) * h4[b];
+    REQUIRE_THAT(score(q2, h4), WithinRel(expect, 4 * eps));
+    std::vector<double> gh(4), gq(2);
+    score.gradient_note(q2, h4, gh);  // Wᵀq
+    score.gradient_query(q2, h4, gq);  // W h
+    for (std::size_t b = 0; b < 4; ++b) REQUIRE_THAT(gh[b], WithinAbs(q2[0] * W(0, b) + q2[1] * W(1, b), 4 * eps));
+    REQUIRE_THAT(gq[0], WithinAbs(1 + 1 - 0 - 3, 4 * eps));
+    REQUIRE_THROWS_AS(score.check(3, 4), attn::dimension_error);
+    REQUIRE_THROWS_AS(attn::attend(h4, Matrix<double>{{1, 2, 3, 4}}, score), attn::dimension_error);
+  }
+  SECTION("additive works when d_q ≠ d_h, and checks k") {
+    const Matrix<double> W1{{1, 0, 2}, {0, 1, -1}};  // k = 2, d_h = 3
+    const Matrix<double> W2{{0.5}, {-0.5}};          // d_q = 1
+    const Vector<double> v{1, -2};
+    const attn::additive score(W1, W2, v);
+    const std::vector<double> q1{2};
+    const std::vector<double> h3{1, 1, 1};
+    REQUIRE_THAT(score(q1, h3), WithinRel(std::tanh(3.0 + 1.0) - 2 * std::tanh(0.0 - 1.0), 4 * eps));
+    const Vector<double> short_v{1};
+    REQUIRE_THROWS_AS(attn::additive(W1, W2, short_v), attn::dimension_error);
+  }
+}
+
+TEST_CASE("Keys differ from values: attention as a soft lookup", "[attention]") {
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{10, 0, 0, 1}, {0, 10, 0, 1}, {0, 0, 10, 1}};
+  const std::vector<double> q{2, -1};
+  const auto r = attn::attend(q, keys, values, attn::dot);
+  const auto ref = softmax3(2, -1, 1);
+  REQUIRE(r.context.size() == 4);
+  for (std::size_t j = 0; j < 3; ++j) REQUIRE_THAT(r.context[j], WithinRel(10 * ref[j], 4 * eps));
+  REQUIRE_THAT(r.context[3], WithinRel(1.0, 4 * eps));
+}
+
+TEST_CASE("align: the alignment map, one row per written word", "[attention][align]") {
+  const Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const Matrix<double, 4, 3> states{{2, 0.5, 0}, {0, 0.5, 2}, {0, 2, 0.5}, {1, 1, 0}};
+  const auto map = attn::align(states, notes, attn::dot);
+  static_assert(decltype(map.weights)::rows_extent == 4 && decltype(map.weights)::cols_extent == 3);
+  for (std::size_t t = 0; t < 4; ++t) {
+    const auto one = attn::attend(states.row(t), notes, attn::dot);
+    double sum = 0;
+    for (std::size_t j = 0; j < 3; ++j) {
+      REQUIRE(map.weights(t, j) == one.weights[j]);
+      REQUIRE(map.contexts(t, j) == one.context[j]);
+      sum += map.weights(t, j);
+    }
+    REQUIRE_THAT(sum, WithinAbs(1.0, 7 * eps));
+  }
+  // No attention: every written word gets the same summary, the last note.
+  const auto summary = attn::no_attention(states, notes);
+  for (std::size_t t = 0; t < 4; ++t) REQUIRE((summary(t, 0) == 0 && summary(t, 1) == 0 && summary(t, 2) == 1));
+
+  SECTION("dynamic sizes and a wrong output shape leave every output untouched") {
+    const Matrix<double> qs{{1, 0, 0}, {0, 1, 0}};
+    Matrix<double> s(2, 3, 9.0), w(2, 3, 9.0), c(3, 3, 9.0);
+    REQUIRE_THROWS_AS(attn::align(qs, notes, attn::dot, s.view(), w.view(), c.view()), attn::dimension_error);
+    for (std::size_t i = 0; i < 6; ++i) REQUIRE((s.data()[i] == 9.0 && w.data()[i] == 9.0));
+  }
+}
+
+TEST_CASE("Dynamic size errors name both sizes and leave outputs untouched", "[attention][errors]") {
+  const Matrix<double> notes{{1, 0, 0}, {0, 1, 0}};
+  const std::vector<double> q{1, 2};
+  std::vector<double> s(2, 7.0), w(2, 7.0), c(3, 7.0);
+  try {
+    attn::attend(q, notes, attn::dot, s, w, c);
+    FAIL("no throw");
+  } catch (const attn::dimension_error& e) {
+    REQUIRE(std::string(e.what()) == "attn::dot: query size is 2 but note size is 3");
+  }
+  const std::vector<double> q3{1, 2, 3};
+  std::vector<double> c_short(2, 7.0);
+  REQUIRE_THROWS_WITH(attn::attend(q3, notes, attn::dot, s, w, c_short),
+                      "attn::attend: context size is 2 but columns of values is 3");
+  const std::array<bool, 2> none{false, false};
+  REQUIRE_THROWS_AS(attn::attend(q3, notes, attn::dot, s, w, c,
+                                 {.mask = none, .if_all_masked = attn::all_masked_policy::throw_error}),
+                    attn::domain_error);
+  // Scores of −inf everywhere are found before anything is written, too.
+  const Matrix<double> far{{-1e308, 0, 0}, {-1e308, 0, 0}};
+  const std::vector<double> big{1e308, 0, 0};
+  REQUIRE_THROWS_AS(attn::attend(big, far, attn::dot, s, w, c, {.if_all_masked = attn::all_masked_policy::throw_error}),
+                    attn::domain_error);
+  for (double x : s) REQUIRE(x == 7.0);
+  for (double x : w) REQUIRE(x == 7.0);
+  for (double x : c) REQUIRE(x == 7.0);
+  const Matrix<double> empty;
+  REQUIRE_THROWS_WITH(attn::attend(q3, attn::MatrixView<const double>(nullptr, 0, 3), attn::dot),
+                      "attn::attend: the notes is empty");
+  (void)empty;
+}
+
+TEST_CASE("Masked notes get weight 0 and cannot leak NaN into the context", "[attention][mask]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Matrix<double> notes{{1, 0}, {nan, nan}, {0, 1}};
+  const std::vector<double> q{1, 1};
+  const std::array<bool, 3> keep{true, false, true};
+  const auto r = attn::attend(q, notes, attn::dot, {.mask = keep});
+  REQUIRE(r.weights[1] == 0.0);
+  REQUIRE(r.context[0] == 0.5);
+  REQUIRE(r.context[1] == 0.5);
+  const std::array<bool, 3> none{};
+  const auto z = attn::attend(q, notes, attn::dot, {.mask = none});
+  REQUIRE((z.context[0] == 0.0 && z.context[1] == 0.0));
+}
+
+namespace {
+// How far the batched scores may be from one-note-at-a-time ones: 0 where both sum in the same
+// order (dot, scaled_dot, additive, a user's score); general forms Wᵀq first, so the two
+// orders differ by at most 2(d_q + d_h)·ε·Σ|q_a W_ab h_b|.
+double no_reordering(std::span<const double>, std::span<const double>) { return 0; }
+
+template <class S, class Tolerance = decltype(&no_reordering)>
+void check_properties(const S& score, std::size_t dq, std::size_t dh, std::mt19937_64& rng,
+                      Tolerance batch_tolerance = &no_reordering) {
+  std::normal_distribution<double> normal(0, 1);
+  for (std::size_t n : {1u, 3u, 17u, 64u}) {
+    for (double scale : {1e-3, 1.0, 10.0}) {
+      std::vector<double> q(dq);
+      for (auto& x : q) x = scale * normal(rng);
+      Matrix<double> notes(n, dh);
+      for (std::size_t i = 0; i < n * dh; ++i) notes.data()[i] = scale * normal(rng);
+      const auto r = attn::attend(q, notes, score);
+      double sum = 0;
+      for (double a : r.weights) {
+        REQUIRE(a >= 0);
+        sum += a;
+      }
+      REQUIRE(std::abs(sum - 1) <= static_cast<double>(n + 4) * eps);
+      // The context lies in the convex hull of the notes: along any direction u,
+      // u·c ≤ max_j u·h_j (up to the rounding of a convex combination, (n + d + 4)·ε·max|u·h|).
+      for (int trial = 0; trial < 4; ++trial) {
+        std::vector<double> u(dh);
+        for (auto& x : u) x = normal(rng);
+        double hi = -std::numeric_limits<double>::infinity(), mag = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          const double p = attn::dot(u, notes.row(j));
+          hi = std::max(hi, p);
+          mag = std::max(mag, std::abs(p));
+          for (std::size_t i = 0; i < dh; ++i) mag = std::max(mag, std::abs(u[i] * notes(j, i)) * static_cast<double>(dh));
+        }
+        REQUIRE(attn::dot(u, r.context) <= hi + static_cast<double>(n + dh + 4) * eps * mag);
+      }
+      // β = 0: uniform; β large: the argmax note.
+      const auto flat = attn::attend(q, notes, score, {.beta = 0});
+      for (double a : flat.weights) REQUIRE_THAT(a, WithinRel(1.0 / static_cast<double>(n), 2 * eps));
+      std::size_t best = 0;
+      for (std::size_t j = 1; j < n; ++j)
+        if (r.scores[j] > r.scores[best]) best = j;
+      double gap = std::numeric_limits<double>::infinity();
+      for (std::size_t j = 0; j < n; ++j)
+        if (j != best) gap = std::min(gap, r.scores[best] - r.scores[j]);
+      if (gap > 1e-9) {
+        const auto sharp = attn::attend(q, notes, score, {.beta = 800 / gap});
+        REQUIRE(sharp.weights[best] == 1.0);
+      }
+      // Each score matches score(q, h_j) one note at a time.
+      for (std::size_t j = 0; j < n; ++j)
+        REQUIRE_THAT(r.scores[j], WithinAbs(score(std::span<const double>(q), std::span<const double>(notes.row(j))),
+                                            batch_tolerance(q, notes.row(j))));
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("Properties over random inputs, for every score", "[attention][property]") {
+  std::mt19937_64 rng(2026);
+  std::normal_distribution<double> normal(0, 1);
+  for (std::size_t d : {1u, 4u, 9u}) {
+    check_properties(attn::dot, d, d, rng);
+    check_properties(attn::scaled_dot, d, d, rng);
+    check_properties(cosine_score{}, d, d, rng);
+    const std::size_t dq = d + 2, k = 5;
+    Matrix<double> W(dq, d), W1(k, d), W2(k, dq);
+    Vector<double> v(k);
+    for (std::size_t i = 0; i < W.size(); ++i) W.data()[i] = normal(rng);
+    for (std::size_t i = 0; i < W1.size(); ++i) W1.data()[i] = normal(rng);
+    for (std::size_t i = 0; i < W2.size(); ++i) W2.data()[i] = normal(rng);
+    for (auto& x : v) x = normal(rng);
+    const auto general_tolerance = [&](std::span<const double> q, std::span<const double> h) {
+      double m = 0;
+      for (std::size_t a = 0; a < q.size(); ++a)
+        for (std::size_t b = 0; b < h.size(); ++b) m += std::abs(q[a] * W(a, b) * h[b]);
+      return 2 * static_cast<double>(q.size() + h.size()) * eps * m;
+    };
+    check_properties(attn::general(W), dq, d, rng, general_tolerance);
+    check_properties(attn::additive(W1, W2, v), dq, d, rng);
+  }
+}
+
+TEST_CASE("Long rows: general and additive work in blocks without allocating", "[score]") {
+  // d_h and k above the block size of 128 exercise the blocked paths.
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> normal(0, 0.1);
+  const std::size_t n = 7, dh = 300, dq = 3, k = 260;
+  Matrix<double> notes(n, dh), W(dq, dh), W1(k, dh), W2(k, dq);
+  Vector<double> v(k);
+  for (auto* m : {&notes, &W, &W1, &W2})
+    for (std::size_t i = 0; i < m->size(); ++i) m->data()[i] = normal(rng);
+  for (auto& x : v) x = normal(rng);
+  const std::vector<double> q{0.3, -0.2, 0.9};
+  const attn::general g(W);
+  const attn::additive a(W1, W2, v);
+  const auto rg = attn::attend(q, notes, g);
+  const auto ra = attn::attend(q, notes, a);
+  for (std::size_t j = 0; j < n; ++j) {
+    REQUIRE_THAT(rg.scores[j], WithinAbs(g(q, notes.row(j)), 1e-13));
+    REQUIRE_THAT(ra.scores[j], WithinAbs(a(q, notes.row(j)), 1e-13));
+  }
+}
