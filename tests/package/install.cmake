@@ -1,0 +1,50 @@
+# cmake -DBUILD_DIR=... -DCONFIG=... -DPREFIX=... -DSOURCE_DIR=... -P install.cmake
+# Installs the build into a fresh PREFIX and checks what landed there.
+file(REMOVE_RECURSE "${PREFIX}")
+set(config_args)
+if(CONFIG)
+  set(config_args --config "${CONFIG}")
+endif()
+execute_process(
+  COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${PREFIX}" ${config_args}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed:\n${out}")
+endif()
+
+set(problems)
+foreach(file IN ITEMS share/cmake/attn/attnConfig.cmake share/cmake/attn/attnConfigVersion.cmake
+                      share/cmake/attn/attnTargets.cmake share/pkgconfig/attn.pc)
+  if(NOT EXISTS "${PREFIX}/${file}")
+    list(APPEND problems "missing ${file}")
+  endif()
+endforeach()
+
+# Every header of the source tree is installed, and nothing else lands in include/.
+file(GLOB_RECURSE source_headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/*")
+file(GLOB_RECURSE installed_headers RELATIVE "${PREFIX}/include" "${PREFIX}/include/*")
+list(SORT source_headers)
+list(SORT installed_headers)
+if(NOT source_headers STREQUAL installed_headers)
+  list(APPEND problems "include/ differs from the source tree:\n  source:    ${source_headers}\n  installed: ${installed_headers}")
+endif()
+
+# The exported target carries no flags, definitions or libraries (our warnings stay ours).
+file(READ "${PREFIX}/share/cmake/attn/attnTargets.cmake" targets)
+foreach(word IN ITEMS INTERFACE_COMPILE_OPTIONS INTERFACE_COMPILE_DEFINITIONS INTERFACE_LINK_LIBRARIES
+                      attn_warnings)
+  if(targets MATCHES "${word}")
+    list(APPEND problems "attnTargets.cmake mentions ${word}")
+  endif()
+endforeach()
+
+file(READ "${PREFIX}/share/pkgconfig/attn.pc" pc)
+if(pc MATCHES "\nLibs")
+  list(APPEND problems "attn.pc has a Libs line; a header-only library needs none")
+endif()
+
+if(problems)
+  list(JOIN problems "\n" problems)
+  message(FATAL_ERROR "${problems}\n\ncmake --install said:\n${out}")
+endif()
+message(STATUS "installed into ${PREFIX}")

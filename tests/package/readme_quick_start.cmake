@@ -1,0 +1,18 @@
+# cmake -DREADME=.../README.md -P readme_quick_start.cmake
+# README.md must state the two quick-start lines exactly as .ci/run and our presets make them
+# work (.ci/run runs line 2 verbatim).
+set(lines
+  "cmake --workflow --preset default && ./build/default/examples/attn-calc"
+  "apt-get install -y catch2 && cmake --workflow --preset test")
+if(NOT EXISTS "${README}")
+  message(STATUS "SKIPPED: ${README} does not exist yet")
+  return()
+endif()
+file(READ "${README}" readme)
+string(REPLACE "\r" "" readme "\n${readme}\n")
+foreach(line IN LISTS lines)
+  string(FIND "${readme}" "\n${line}\n" index)
+  if(index EQUAL -1)
+    message(FATAL_ERROR "README.md must contain this quick-start line, on a line of its own:\n  ${line}")
+  endif()
+endforeach()
