@@ -1,0 +1,100 @@
+// Fixed sizes never allocate, and the caller-buffer overloads allocate nothing at any size.
+// This file replaces the global operator new to count allocations, so it is its own test
+// executable.
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}
+
+// The replacements below pair malloc with free; GCC sees `delete p` inlined into free(p) on a
+// pointer from `new` and warns, although that is exactly what a replacement does.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) { return ::operator new(size); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+// Runs f and returns how many allocations it made.
+template <class F>
+long count_allocations(F&& f) {
+  const long before = allocations.load();
+  f();
+  return allocations.load() - before;
+}
+}  // namespace
+
+TEST_CASE("The counter sees allocations", "[alloc]") {
+  REQUIRE(count_allocations([] { std::vector<double> v(3); (void)v; }) == 1);
+}
+
+TEST_CASE("Fixed-size attend, softmax and align allocate nothing", "[alloc]") {
+  const attn::Vector<float, 3> q{0, 0.5f, 2};
+  const attn::Matrix<float, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<float, 4, 3> states{{2, 0, 0}, {0, 0.5f, 2}, {0, 2, 0}, {1, 1, 0}};
+  const attn::Matrix<float, 2, 3> W{{1, 0, 1}, {0, 1, 0}};
+  const attn::Matrix<float, 2, 3> W1{{1, 0, 1}, {0, 1, 0}};
+  const attn::Matrix<float, 2, 3> W2{{0, 1, 0}, {1, 0, 1}};
+  const attn::Vector<float, 2> v{1, -1};
+  const std::array<bool, 3> mask{true, false, true};
+  float sink = 0;
+  const long n = count_allocations([&] {
+    const auto r = attn::attend(q, notes, attn::dot);
+    const auto s = attn::attend(q, notes, attn::scaled_dot, {.beta = 2, .mask = mask});
+    const auto g = attn::attend(attn::Vector<float, 2>{1, 2}, notes, attn::general(W));
+    const auto a = attn::attend(q, notes, attn::additive(W1, W2, v));
+    const auto w = attn::softmax(q);
+    const auto map = attn::align(states, notes, attn::dot);
+    const auto none = attn::no_attention(states, notes);
+    sink += r.context[2] + s.weights[0] + g.context[0] + a.context[1] + w[2] + map.weights(3, 1) + none(0, 0);
+  });
+  REQUIRE(n == 0);
+  REQUIRE(sink > 0);
+}
+
+TEST_CASE("Caller buffers: dynamic attend and align allocate nothing", "[alloc]") {
+  const std::size_t count = 300, d = 160;  // d and k above the score block size
+  std::vector<double> notes(count * d), q(d), W(d * d), W1(200 * d), W2(200 * d), v(200);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = static_cast<double>(i % 5) * 0.1;
+  for (std::size_t i = 0; i < W.size(); ++i) W[i] = static_cast<double>(i % 3) * 0.01;
+  for (std::size_t i = 0; i < W1.size(); ++i) W1[i] = W2[i] = static_cast<double>(i % 11) * 0.001;
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1;
+  std::vector<double> scores(count), weights(count), context(d);
+  std::vector<double> map_s(2 * count), map_w(2 * count), map_c(2 * d);
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  const attn::MatrixView<const double> queries(notes.data(), 2, d);
+  const attn::general g(attn::MatrixView<const double>(W.data(), d, d));
+  const attn::additive a(attn::MatrixView<const double>(W1.data(), 200, d),
+                         attn::MatrixView<const double>(W2.data(), 200, d), std::span<const double>(v));
+  const long n = count_allocations([&] {
+    attn::attend(q, H, attn::dot, scores, weights, context);
+    attn::attend(q, H, H, attn::scaled_dot, scores, weights, context, {.beta = 0.5});
+    attn::attend(q, H, g, scores, weights, context);
+    attn::attend(q, H, a, scores, weights, context);
+    attn::softmax_inplace(scores);
+    attn::align(queries, H, attn::dot, attn::MatrixView<double>(map_s.data(), 2, count),
+                attn::MatrixView<double>(map_w.data(), 2, count), attn::MatrixView<double>(map_c.data(), 2, d));
+  });
+  REQUIRE(n == 0);
+  double sum = 0;
+  for (double x : weights) sum += x;
+  REQUIRE(std::abs(sum - 1) < 1e-12);
+}
