@@ -30,6 +30,11 @@ namespace attn {
 /// writes ∂s/∂q (d_q numbers). Optional: `s.scores(q, notes, out)` for all notes at once
 /// (used when present), a static `same_size = true` (d_q must equal d_h), and static
 /// `query_extent` / `note_extent` fixed at compile time (checked when the inputs are fixed).
+/// Optional, for backward (attn/jacobian.hpp; docs/derivatives.md): a batched vector-Jacobian
+/// product `s.accumulate_gradients(q, keys, a, grad_q, grad_keys[, grads])` adding
+/// Σ_j a_j ∂s_j/∂q and a_j ∂s_j/∂k_j (and the parameters' share), and, for a score with
+/// parameters, `s.zero_parameter_gradient()` with a per-note
+/// `s.accumulate_parameter_gradient(q, h, a, grads)` (grads += a ∂s/∂θ) or the batched form.
 template <class S, class T>
 concept Score = real<T> && requires(const S& s, std::span<const T> q, std::span<const T> h,
                                     std::span<T> out, std::size_t d) {
@@ -107,6 +112,19 @@ struct dot_score {
   constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
     for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
   }
+  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += a_j q and
+  /// grad_q += Σ_j a_j h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN).
+  /// Cost n·d; nothing allocated.
+  template <real T>
+  constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                      std::span<const T> a, std::span<T> grad_q,
+                                      MatrixView<T> grad_keys) const {
+    for (std::size_t j = 0; j < keys.rows(); ++j) {
+      if (a[j] == T(0)) continue;
+      detail::axpy(a[j], q.data(), grad_keys.row(j).data(), q.size());
+      detail::axpy(a[j], keys.row(j).data(), grad_q.data(), q.size());
+    }
+  }
 };
 /// The dot score s = q·h (Luong, 2015), and the dot product of two vectors.
 inline constexpr dot_score dot{};
@@ -152,6 +170,18 @@ struct scaled_dot_score {
   void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
     const T f = factor<T>(h.size());
     for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i] * f;
+  }
+  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j/√d) q and
+  /// grad_q += Σ_j (a_j/√d) h_j. Notes with a_j = 0 add nothing. Cost n·d; nothing allocated.
+  template <real T>
+  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                            std::span<T> grad_q, MatrixView<T> grad_keys) const {
+    const T f = factor<T>(q.size());
+    for (std::size_t j = 0; j < keys.rows(); ++j) {
+      if (a[j] == T(0)) continue;
+      detail::axpy(a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
+      detail::axpy(a[j] * f, keys.row(j).data(), grad_q.data(), q.size());
+    }
   }
 };
 /// The transformer's score s = q·h/√d.
@@ -224,6 +254,70 @@ public:
   constexpr void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
     for (std::size_t a = 0; a < q.size(); ++a) out[a] = detail::dot(W_.row(a).data(), h.data(), h.size());
   }
+
+  /// Where backward adds ∂L/∂W: a writable d_q × d_h view.
+  struct gradient_view {
+    MatrixView<T, DQ, DH> W;  ///< ∂L/∂W = Σ_j a_j q h_jᵀ
+  };
+  /// An owned ∂L/∂W shaped like W (what the returning `backward` gives); converts to
+  /// gradient_view.
+  struct gradient {
+    Matrix<T, DQ, DH> W;  ///< ∂L/∂W = Σ_j a_j q h_jᵀ
+    /// Borrows the gradient for writing.
+    [[nodiscard]] constexpr gradient_view view() noexcept { return {W.view()}; }
+    constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
+  };
+  /// Returns ∂L/∂W = 0, shaped like W (fixed shapes: no allocation).
+  [[nodiscard]] gradient zero_parameter_gradient() const {
+    gradient g{};
+    if constexpr (DQ == dynamic || DH == dynamic) g.W = Matrix<T, DQ, DH>(W_.rows(), W_.cols());
+    return g;
+  }
+  /// Throws dimension_error unless g.W is shaped like W.
+  constexpr void check_gradient(const gradient_view& g) const {
+    detail::check_equal("attn::general", "rows of dL/dW", g.W.rows(), "rows of W", W_.rows());
+    detail::check_equal("attn::general", "columns of dL/dW", g.W.cols(), "columns of W", W_.cols());
+  }
+  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += a_j Wᵀq and grad_q += W r with
+  /// r = Σ_j a_j h_j. Wᵀq and r are formed once per block of columns: cost n·d_h + d_q·d_h,
+  /// nothing allocated. Notes with a_j = 0 add nothing.
+  constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                      std::span<const T> a, std::span<T> grad_q,
+                                      MatrixView<T> grad_keys) const {
+    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
+  }
+  /// As above, and also ∂L/∂W += q rᵀ (r = Σ_j a_j h_j) into `g`.
+  constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                      std::span<const T> a, std::span<T> grad_q,
+                                      MatrixView<T> grad_keys, gradient_view g) const {
+    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g.W);
+  }
+
+private:
+  constexpr void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
+                                           std::span<const T> a, std::span<T> grad_q,
+                                           MatrixView<T> grad_keys,
+                                           const MatrixView<T, DQ, DH>* gW) const {
+    const std::size_t n = keys.rows(), dh = keys.cols();
+    detail::block_buffer<T, DH> u{};  // (Wᵀq) on this block of columns
+    detail::block_buffer<T, DH> r{};  // (Σ_j a_j h_j) on this block of columns
+    for (std::size_t c0 = 0; c0 < dh; c0 += u.size()) {
+      const std::size_t w = dh - c0 < u.size() ? dh - c0 : u.size();
+      for (std::size_t c = 0; c < w; ++c) u[c] = r[c] = T(0);
+      for (std::size_t i = 0; i < q.size(); ++i) detail::axpy(q[i], W_.row(i).data() + c0, u.data(), w);
+      for (std::size_t j = 0; j < n; ++j) {
+        if (a[j] == T(0)) continue;
+        detail::axpy(a[j], u.data(), grad_keys.row(j).data() + c0, w);
+        detail::axpy(a[j], keys.row(j).data() + c0, r.data(), w);
+      }
+      for (std::size_t i = 0; i < q.size(); ++i) {
+        grad_q[i] += detail::dot(W_.row(i).data() + c0, r.data(), w);
+        if (gW != nullptr) detail::axpy(q[i], r.data(), gW->row(i).data() + c0, w);
+      }
+    }
+  }
+
+public:
 };
 template <class T, std::size_t R, std::size_t C>
 general(const Matrix<T, R, C>&) -> general<T, R, C>;
@@ -315,6 +409,90 @@ public:
       detail::axpy(v_[i] * (T(1) - t * t), W2_.row(i).data(), out.data(), q.size());
     }
   }
+
+  /// Where backward adds ∂L/∂W1, ∂L/∂W2 and ∂L/∂v: writable views shaped like W1, W2 and v.
+  struct gradient_view {
+    MatrixView<T, K, DH> W1;  ///< ∂L/∂W1 = Σ_j δ_j h_jᵀ,  δ_j = a_j v ⊙ (1 − t_j²)
+    MatrixView<T, K, DQ> W2;  ///< ∂L/∂W2 = (Σ_j δ_j) qᵀ
+    std::span<T, K> v;        ///< ∂L/∂v  = Σ_j a_j t_j,   t_j = tanh(W1 h_j + W2 q)
+  };
+  /// Owned ∂L/∂W1, ∂L/∂W2 and ∂L/∂v (what the returning `backward` gives); converts to
+  /// gradient_view.
+  struct gradient {
+    Matrix<T, K, DH> W1;  ///< ∂L/∂W1
+    Matrix<T, K, DQ> W2;  ///< ∂L/∂W2
+    Vector<T, K> v;       ///< ∂L/∂v
+    /// Borrows the gradients for writing.
+    [[nodiscard]] constexpr gradient_view view() noexcept {
+      return {W1.view(), W2.view(), std::span<T, K>(v)};
+    }
+    constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
+  };
+  /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
+  [[nodiscard]] gradient zero_parameter_gradient() const {
+    gradient g{};
+    if constexpr (K == dynamic || DH == dynamic) g.W1 = Matrix<T, K, DH>(W1_.rows(), W1_.cols());
+    if constexpr (K == dynamic || DQ == dynamic) g.W2 = Matrix<T, K, DQ>(W2_.rows(), W2_.cols());
+    if constexpr (K == dynamic) g.v = Vector<T, K>(v_.size());
+    return g;
+  }
+  /// Throws dimension_error unless the views are shaped like W1, W2 and v.
+  constexpr void check_gradient(const gradient_view& g) const {
+    detail::check_equal("attn::additive", "rows of dL/dW1", g.W1.rows(), "rows of W1", W1_.rows());
+    detail::check_equal("attn::additive", "columns of dL/dW1", g.W1.cols(), "columns of W1", W1_.cols());
+    detail::check_equal("attn::additive", "rows of dL/dW2", g.W2.rows(), "rows of W2", W2_.rows());
+    detail::check_equal("attn::additive", "columns of dL/dW2", g.W2.cols(), "columns of W2", W2_.cols());
+    detail::check_equal("attn::additive", "size of dL/dv", g.v.size(), "size of v", v_.size());
+  }
+  /// Backward over all notes, given a_j = ∂L/∂s_j: with t_j = tanh(W1 h_j + W2 q) and
+  /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
+  /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
+  /// Notes with a_j = 0 add nothing.
+  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                            std::span<T> grad_q, MatrixView<T> grad_keys) const {
+    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
+  }
+  /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
+  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                            std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
+    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
+  }
+
+private:
+  void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                                 std::span<T> grad_q, MatrixView<T> grad_keys,
+                                 const gradient_view* g) const {
+    const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
+    detail::block_buffer<T, K> p{};  // W2 q on this block of hidden units
+    detail::block_buffer<T, K> e{};  // Σ_j δ_j on this block
+    for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
+      const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
+      for (std::size_t i = 0; i < w; ++i) {
+        p[i] = detail::dot(W2_.row(i0 + i).data(), q.data(), q.size());
+        e[i] = T(0);
+      }
+      for (std::size_t j = 0; j < n; ++j) {
+        if (a[j] == T(0)) continue;
+        const T* h = keys.row(j).data();
+        for (std::size_t i = 0; i < w; ++i) {
+          const T t = std::tanh(detail::dot(W1_.row(i0 + i).data(), h, dh) + p[i]);
+          const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
+          detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
+          e[i] += delta;
+          if (g != nullptr) {
+            detail::axpy(delta, h, g->W1.row(i0 + i).data(), dh);
+            g->v[i0 + i] += a[j] * t;
+          }
+        }
+      }
+      for (std::size_t i = 0; i < w; ++i) {
+        detail::axpy(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
+        if (g != nullptr) detail::axpy(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
+      }
+    }
+  }
+
+public:
 };
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ>
 additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&) -> additive<T, K, DH, DQ>;
