@@ -23,6 +23,7 @@
 #include "attn/detail/kernels.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
+#include "attn/matrix.hpp"
 #include "attn/vector.hpp"
 
 namespace attn {
@@ -263,6 +264,139 @@ template <vector_like In>
   if (opt.if_all_masked == all_masked_policy::nan) return std::numeric_limits<T>::quiet_NaN();
   if (opt.if_all_masked == all_masked_policy::throw_error) detail::throw_all_masked(where);
   return -std::numeric_limits<T>::infinity();
+}
+
+}  // namespace attn
+
+// ---------------------------------------------------------------------------------------------
+// The softmax Jacobian and its vector-Jacobian product (docs/derivatives.md).
+// ---------------------------------------------------------------------------------------------
+namespace attn {
+namespace detail {
+
+/// Which rule a row follows (softmax's classification of β·x over the kept entries).
+template <class T>
+constexpr row_kind softmax_row_kind(const T* x, std::size_t n, const options& opt) {
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  return classify(x, n, scan_row(x, n, beta, mask), mask);
+}
+
+/// The index of the weight above 1/2, or n if there is none. For that entry 1 − α_m and
+/// g_m − ⟨g, α⟩ are formed from the other weights (Σ_{k≠m} α_k …), which keeps their relative
+/// accuracy when α_m is close to 1; for every other entry the direct form is already accurate.
+template <class T>
+constexpr std::size_t dominant_weight(const T* alpha, std::size_t n) noexcept {
+  for (std::size_t j = 0; j < n; ++j)
+    if (alpha[j] > T(0.5)) return j;
+  return n;
+}
+
+}  // namespace detail
+
+/// Writes the softmax Jacobian ∂α_i/∂x_j = β α_i (δ_ij − α_j), i.e. β (diag α − α αᵀ) with
+/// α = softmax(β·x, mask), into the n×n `out` (which must not alias x). Masked entries
+/// (α = 0) get zero rows and columns. A row whose weights do not move with x — every entry
+/// masked or −inf (policies zeros and uniform), or some kept entry +inf — gets the zero
+/// matrix; a NaN row (or the nan policy) gets NaN. Errors as for softmax, and
+/// dimension_error unless out is n×n; nothing is written on a throw.
+template <vector_like In, mutable_matrix_like Out>
+  requires std::same_as<scalar_of<In>, matrix_scalar_of<Out>> &&
+           compatible_extents<extent_of<In>, rows_of<Out>> &&
+           compatible_extents<extent_of<In>, cols_of<Out>>
+void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
+  using T = scalar_of<In>;
+  const char* where = "attn::softmax_jacobian";
+  const auto xs = as_span(x);
+  const MatrixView<T> o = as_mutable_view(out);
+  const std::size_t n = xs.size();
+  detail::check_softmax_args(where, n, n, opt);
+  detail::check_equal(where, "rows of the Jacobian", o.rows(), "input size", n);
+  detail::check_equal(where, "columns of the Jacobian", o.cols(), "input size", n);
+  const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
+  detail::softmax(where, xs.data(), o.row(0).data(), n, n, opt);  // α, in row 0 for now
+  if (kind != detail::row_kind::finite) {
+    const T fill = o(0, 0) == o(0, 0) ? T(0) : std::numeric_limits<T>::quiet_NaN();
+    for (std::size_t i = 0; i < n; ++i) detail::fill(o.row(i).data(), n, fill);
+    return;
+  }
+  const T beta = static_cast<T>(opt.beta);
+  for (std::size_t j = 1; j < n; ++j) o(j, j) = o(0, j);  // α moves to the diagonal
+  const auto alpha = [&](std::size_t j) { return o(j, j); };
+  std::size_t m = n;  // the weight above 1/2, if any
+  for (std::size_t j = 0; j < n && m == n; ++j) m = alpha(j) > T(0.5) ? j : n;
+  T rest = 0;  // 1 − α_m, summed from the others
+  for (std::size_t k = 0; k < n; ++k) rest += k == m ? T(0) : alpha(k);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      if (i != j) o(i, j) = -beta * alpha(i) * alpha(j);
+  for (std::size_t i = 0; i < n; ++i) {
+    const T a = o(i, i);
+    o(i, i) = beta * a * (i == m ? rest : T(1) - a);
+  }
+}
+
+/// Returns the softmax Jacobian β (diag α − α αᵀ) as an n×n Matrix (fixed n: no allocation).
+/// Rules as for the overload that writes into a view.
+template <vector_like In>
+[[nodiscard]] Matrix<scalar_of<In>, extent_of<In>, extent_of<In>> softmax_jacobian(
+    const In& x, const options& opt = {}) {
+  using T = scalar_of<In>;
+  constexpr std::size_t N = extent_of<In>;
+  Matrix<T, N, N> out;
+  if constexpr (N == dynamic) {
+    detail::check_nonempty("attn::softmax_jacobian", "the input", as_span(x).size());
+    out = Matrix<T>(as_span(x).size(), as_span(x).size());
+  }
+  softmax_jacobian(x, out.view(), opt);
+  return out;
+}
+
+/// Writes the softmax vector-Jacobian product ∂L/∂x_j = β α_j (g_j − ⟨g, α⟩), given
+/// g = ∂L/∂α and α = softmax(β·x, mask), without forming the Jacobian (O(n)). `out` may be x
+/// but not g. Masked entries get 0 whatever g holds there (inf and NaN included); a row whose
+/// weights do not move with x (see softmax_jacobian) gets zeros; a NaN row gets NaN. Errors
+/// as for softmax, and dimension_error unless g and out have n entries.
+template <vector_like In, vector_like G, mutable_vector_like Out>
+  requires std::same_as<scalar_of<In>, scalar_of<G>> && std::same_as<scalar_of<In>, scalar_of<Out>> &&
+           compatible_extents<extent_of<In>, extent_of<G>> &&
+           compatible_extents<extent_of<In>, extent_of<Out>>
+void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
+  using T = scalar_of<In>;
+  const char* where = "attn::softmax_vjp";
+  const auto xs = as_span(x);
+  const auto gs = as_span(g);
+  const auto os = as_mutable_span(out);
+  const std::size_t n = xs.size();
+  detail::check_softmax_args(where, n, os.size(), opt);
+  detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
+  const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
+  detail::softmax(where, xs.data(), os.data(), n, n, opt);  // α
+  if (kind != detail::row_kind::finite) {
+    detail::fill(os.data(), n, os[0] == os[0] ? T(0) : std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
+  const T beta = static_cast<T>(opt.beta);
+  T mean = 0;  // ⟨g, α⟩ over the entries with weight
+  for (std::size_t k = 0; k < n; ++k)
+    if (os[k] != T(0)) mean += os[k] * gs[k];
+  const std::size_t m = detail::dominant_weight(os.data(), n);
+  T dm = 0;  // g_m − ⟨g, α⟩ = Σ_{k≠m} α_k (g_m − g_k)
+  if (m < n)
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && os[k] != T(0)) dm += os[k] * (gs[m] - gs[k]);
+  for (std::size_t j = 0; j < n; ++j)
+    if (os[j] != T(0)) os[j] = beta * os[j] * (j == m ? dm : gs[j] - mean);
+}
+
+/// Returns the softmax vector-Jacobian product β α ⊙ (g − ⟨g, α⟩) as a Vector of x's extent.
+template <vector_like In, vector_like G>
+  requires std::same_as<scalar_of<In>, scalar_of<G>> && compatible_extents<extent_of<In>, extent_of<G>>
+[[nodiscard]] Vector<scalar_of<In>, extent_of<In>> softmax_vjp(const In& x, const G& g,
+                                                              const options& opt = {}) {
+  Vector<scalar_of<In>, extent_of<In>> out(as_span(x));
+  softmax_vjp(as_span(x), g, out, opt);
+  return out;
 }
 
 }  // namespace attn
