@@ -5,6 +5,8 @@
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
+#include "attn/gradcheck.hpp"  // IWYU pragma: export
+#include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
 #include "attn/softmax.hpp"    // IWYU pragma: export

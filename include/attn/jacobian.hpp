@@ -1,0 +1,810 @@
+#pragma once
+/// \file attn/jacobian.hpp
+/// Derivatives of one look back, exact, for every score (dot, scaled_dot, general, additive and
+/// any user type that satisfies `Score`), with sharpness β and masks. With s_j = score(q, k_j),
+/// α = softmax(β·s, mask), c = Σ_j α_j v_j, g_j = ∂s_j/∂k_j and loss gradient g = ∂L/∂c:
+///
+///   ∂c/∂h_j = α_j (I + β (h_j − c) g_jᵀ)       notes that are both keys and values
+///   ∂c/∂k_j = β α_j (v_j − c) g_jᵀ,  ∂c/∂v_j = α_j I      keys ≠ values
+///   ∂c/∂q   = β Σ_j α_j (v_j − c) (∂s_j/∂q)ᵀ
+///   backward: ∂L/∂s_j = β α_j ⟨g, v_j − c⟩,  ∂L/∂v_j = α_j g,  ∂L/∂k_j = (∂L/∂s_j) g_j,
+///             ∂L/∂q = Σ_j (∂L/∂s_j) ∂s_j/∂q,  ∂L/∂θ = Σ_j (∂L/∂s_j) ∂s_j/∂θ
+///
+/// `jacobian_*` form the matrices; `backward` and `align_backward` give the vector-Jacobian
+/// products in O(n·d + parameters) without forming any Jacobian. The proofs are in
+/// docs/derivatives.md; the finite-difference checker is attn/gradcheck.hpp.
+///
+/// Rules: a masked note (weight 0) gets a zero Jacobian and zero gradients, whatever it holds
+/// (inf and NaN included). On a row whose weights do not move with the scores — every note
+/// masked or −inf (policies zeros and uniform), or some kept score +inf — the score terms are
+/// zero: under `zeros` every derivative is 0; under `uniform` c is the mean of the values, so
+/// ∂c/∂v_j = I/n and ∂L/∂v_j = g/n, and everything else is 0. A NaN row (a kept NaN score, or
+/// the nan policy) gives NaN. Errors are those of `attend`, checked before anything is written.
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "attn/attention.hpp"
+#include "attn/detail/kernels.hpp"
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/matrix.hpp"
+#include "attn/score.hpp"
+#include "attn/softmax.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// ∂L/∂θ of a score that has no parameters (dot, scaled_dot, a user's score without them).
+struct no_parameters {};
+
+namespace detail {
+template <class S>
+struct parameter_gradient_of {
+  using type = no_parameters;
+};
+template <class S>
+  requires requires(const S& s) { s.zero_parameter_gradient(); }
+struct parameter_gradient_of<S> {
+  using type = std::remove_cvref_t<decltype(std::declval<const S&>().zero_parameter_gradient())>;
+};
+}  // namespace detail
+
+/// The type of ∂L/∂θ for score S: what `S::zero_parameter_gradient()` returns (general:
+/// {W}; additive: {W1, W2, v}), or `no_parameters`.
+template <class S>
+using parameter_gradient_t = typename detail::parameter_gradient_of<S>::type;
+
+/// Returns ∂L/∂θ = 0 shaped like score's parameters (`no_parameters{}` when it has none).
+template <class S>
+[[nodiscard]] parameter_gradient_t<S> zero_parameter_gradient(const S& score) {
+  if constexpr (requires { score.zero_parameter_gradient(); })
+    return score.zero_parameter_gradient();
+  else
+    return no_parameters{};
+}
+
+/// A type that backward can add ∂L/∂θ of score S to: S has `accumulate_gradients(q, keys, a,
+/// grad_q, grad_keys, p)`, a batched `accumulate_parameter_gradient(q, keys, a, p)` or a
+/// per-note `accumulate_parameter_gradient(q, h, a, p)` (p += a ∂s/∂θ) that accepts it.
+template <class P, class S, class T>
+concept parameter_gradient_for =
+    real<T> && !std::same_as<std::remove_cvref_t<P>, options> &&
+    (requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+              std::span<T> gq, MatrixView<T> gk, std::remove_reference_t<P>& p) {
+      s.accumulate_gradients(q, keys, a, gq, gk, p);
+    } || requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                  std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, keys, a, p); } ||
+     requires(const S& s, std::span<const T> q, std::span<const T> h, T a,
+              std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, h, a, p); });
+
+/// What `backward` gives for keys ≠ values (row j of a matrix belongs to note j).
+template <real T, std::size_t DQ = dynamic, std::size_t N = dynamic, std::size_t DK = dynamic,
+          std::size_t DV = dynamic, class P = no_parameters>
+struct backward_result {
+  Vector<T, N> scores;      ///< ∂L/∂s_j = β α_j ⟨g, v_j − c⟩
+  Vector<T, DQ> query;      ///< ∂L/∂q = Σ_j (∂L/∂s_j) ∂s_j/∂q
+  Matrix<T, N, DK> keys;    ///< ∂L/∂k_j = (∂L/∂s_j) ∂s_j/∂k_j
+  Matrix<T, N, DV> values;  ///< ∂L/∂v_j = α_j g
+  P parameters;             ///< ∂L/∂θ = Σ_j (∂L/∂s_j) ∂s_j/∂θ
+};
+
+/// What `backward` gives when the notes are both keys and values.
+template <real T, std::size_t DQ = dynamic, std::size_t N = dynamic, std::size_t D = dynamic,
+          class P = no_parameters>
+struct notes_backward_result {
+  Vector<T, N> scores;    ///< ∂L/∂s_j = β α_j ⟨g, h_j − c⟩
+  Vector<T, DQ> query;    ///< ∂L/∂q = Σ_j (∂L/∂s_j) ∂s_j/∂q
+  Matrix<T, N, D> notes;  ///< ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j
+  P parameters;           ///< ∂L/∂θ = Σ_j (∂L/∂s_j) ∂s_j/∂θ
+};
+
+/// What `align_backward` gives for T queries over keys ≠ values (row t of `scores` and
+/// `queries` belongs to query t; the note gradients are summed over the queries).
+template <real T, std::size_t TQ = dynamic, std::size_t DQ = dynamic, std::size_t N = dynamic,
+          std::size_t DK = dynamic, std::size_t DV = dynamic, class P = no_parameters>
+struct align_backward_result {
+  Matrix<T, TQ, N> scores;    ///< ∂L/∂s_tj = β α_tj ⟨g_t, v_j − c_t⟩
+  Matrix<T, TQ, DQ> queries;  ///< ∂L/∂q_t = Σ_j (∂L/∂s_tj) ∂s_tj/∂q_t
+  Matrix<T, N, DK> keys;      ///< ∂L/∂k_j = Σ_t (∂L/∂s_tj) ∂s_tj/∂k_j
+  Matrix<T, N, DV> values;    ///< ∂L/∂v_j = Σ_t α_tj g_t
+  P parameters;               ///< ∂L/∂θ = Σ_t Σ_j (∂L/∂s_tj) ∂s_tj/∂θ
+};
+
+/// What `align_backward` gives for T queries over notes that are both keys and values.
+template <real T, std::size_t TQ = dynamic, std::size_t DQ = dynamic, std::size_t N = dynamic,
+          std::size_t D = dynamic, class P = no_parameters>
+struct align_notes_backward_result {
+  Matrix<T, TQ, N> scores;    ///< ∂L/∂s_tj = β α_tj ⟨g_t, h_j − c_t⟩
+  Matrix<T, TQ, DQ> queries;  ///< ∂L/∂q_t = Σ_j (∂L/∂s_tj) ∂s_tj/∂q_t
+  Matrix<T, N, D> notes;      ///< ∂L/∂h_j = Σ_t [α_tj g_t + (∂L/∂s_tj) ∂s_tj/∂h_j]
+  P parameters;               ///< ∂L/∂θ = Σ_t Σ_j (∂L/∂s_tj) ∂s_tj/∂θ
+};
+
+namespace detail {
+
+/// n numbers of scratch: inline when N is fixed (no allocation); for dynamic N inline up to 128
+/// numbers, else on the heap.
+template <class T, std::size_t N>
+class scratch {
+  static constexpr std::size_t inline_size = N == dynamic ? 128 : (N > 0 ? N : 1);
+  std::array<T, inline_size> small_{};
+  std::vector<T> big_;
+  std::span<T> s_;
+
+public:
+  explicit scratch(std::size_t n) {
+    if (N == dynamic && n > inline_size) {
+      big_.assign(n, T(0));
+      s_ = std::span<T>(big_);
+    } else {
+      s_ = std::span<T>(small_.data(), n);
+    }
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+  [[nodiscard]] std::span<T> span() const noexcept { return s_; }
+  [[nodiscard]] T& operator[](std::size_t i) const noexcept { return s_[i]; }
+};
+
+template <class T, std::size_t N>
+[[nodiscard]] Vector<T, N> zero_vector(std::size_t n) {
+  if constexpr (N == dynamic)
+    return Vector<T>(n);
+  else
+    return Vector<T, N>{};
+}
+
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
+  if constexpr (R == dynamic || C == dynamic)
+    return Matrix<T, R, C>(r, c);
+  else
+    return Matrix<T, R, C>{};
+}
+
+template <class T>
+void zero(MatrixView<T> m) noexcept {
+  for (std::size_t i = 0; i < m.rows(); ++i) fill(m.row(i).data(), m.cols(), T(0));
+}
+
+inline void check_index(const char* where, std::size_t j, std::size_t n) {
+  if (j >= n)
+    throw dimension_error(std::string(where) + ": note index " + std::to_string(j) +
+                          " is out of range for " + std::to_string(n) + " notes");
+}
+
+/// Throws dimension_error unless `what` is want_rows × want_cols (builds no string unless it throws).
+inline void check_shape(const char* where, const char* what, std::size_t rows, std::size_t cols,
+                        std::size_t want_rows, std::size_t want_cols) {
+  if (rows != want_rows || cols != want_cols)
+    throw dimension_error(std::string(where) + ": " + what + " is " + std::to_string(rows) + "x" +
+                          std::to_string(cols) + " but should be " + std::to_string(want_rows) + "x" +
+                          std::to_string(want_cols));
+}
+
+/// The forward pass into scratch: α (n) and c (d_v). Returns whether the scores move the
+/// weights (softmax's `finite` row kind); sizes must be checked.
+template <real T, class S>
+bool forward_pass(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+             MatrixView<const T> values, std::span<T> alpha, std::span<T> c, const options& opt) {
+  const std::size_t n = keys.rows();
+  score_all(score, q, keys, alpha);
+  const bool flows = softmax_row_kind(alpha.data(), n, opt) == row_kind::finite;
+  softmax(where, alpha.data(), alpha.data(), n, n, opt);
+  blend<T>(alpha, values, c);
+  return flows;
+}
+
+/// out = v_j − c. For the note with α_j > 1/2 it is formed as Σ_{k≠j} α_k (v_j − v_k) (equal,
+/// since Σ_k α_k = 1), which stays accurate when α_j → 1 and v_j − c → 0.
+template <real T>
+void value_minus_context(std::size_t j, std::span<const T> alpha, MatrixView<const T> values,
+                         std::span<const T> c, std::span<T> out) {
+  const std::size_t d = values.cols();
+  const T* vj = values.row(j).data();
+  if (!(alpha[j] > T(0.5))) {
+    for (std::size_t i = 0; i < d; ++i) out[i] = vj[i] - c[i];
+    return;
+  }
+  fill(out.data(), d, T(0));
+  for (std::size_t k = 0; k < values.rows(); ++k) {
+    if (k == j || alpha[k] == T(0)) continue;
+    const T* vk = values.row(k).data();
+    for (std::size_t i = 0; i < d; ++i) out[i] += alpha[k] * (vj[i] - vk[i]);
+  }
+}
+
+/// ∂c/∂k_j (keys ≠ values) or ∂c/∂h_j (add_identity: notes are keys and values) into out.
+template <real T, std::size_t N, std::size_t DK, std::size_t DV, class S>
+void jacobian_key(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                  MatrixView<const T> values, std::size_t j, MatrixView<T> out, bool add_identity,
+                  const options& opt) {
+  const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
+  check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
+  check_index(where, j, n);
+  check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dk);
+  scratch<T, N> alpha(n);
+  scratch<T, DV> c(dv);
+  const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
+  const T aj = alpha[j];
+  zero(out);
+  if (aj == T(0)) return;  // masked (or no weight): c does not depend on this note
+  if (!(aj == aj)) {       // a NaN row
+    for (std::size_t i = 0; i < dv; ++i) fill(out.row(i).data(), dk, aj);
+    return;
+  }
+  if (add_identity)
+    for (std::size_t i = 0; i < dv; ++i) out(i, i) = aj;
+  if (!flows) return;  // the weights do not move with the scores
+  scratch<T, DK> g(dk);
+  score.gradient_note(q, std::span<const T>(keys.row(j)), g.span());
+  scratch<T, DV> d(dv);
+  value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
+  const T beta = static_cast<T>(opt.beta);
+  for (std::size_t a = 0; a < dv; ++a) axpy(beta * aj * d[a], g.span().data(), out.row(a).data(), dk);
+}
+
+/// ∂c/∂v_j = α_j I into out.
+template <real T, std::size_t N, std::size_t DV, class S>
+void jacobian_value(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                    MatrixView<const T> values, std::size_t j, MatrixView<T> out, const options& opt) {
+  const std::size_t n = keys.rows(), dv = values.cols();
+  check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
+  check_index(where, j, n);
+  check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dv);
+  scratch<T, N> alpha(n);
+  score_all(score, q, keys, alpha.span());
+  softmax(where, alpha.span().data(), alpha.span().data(), n, n, opt);
+  const T aj = alpha[j];
+  zero(out);
+  if (!(aj == aj)) {
+    for (std::size_t i = 0; i < dv; ++i) fill(out.row(i).data(), dv, aj);
+    return;
+  }
+  for (std::size_t i = 0; i < dv; ++i) out(i, i) = aj;
+}
+
+/// ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ into out (d_v × d_q).
+template <real T, std::size_t N, std::size_t DQ, std::size_t DV, class S>
+void jacobian_query(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                    MatrixView<const T> values, MatrixView<T> out, const options& opt) {
+  const std::size_t n = keys.rows(), dq = q.size(), dv = values.cols();
+  check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
+  check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dq);
+  scratch<T, N> alpha(n);
+  scratch<T, DV> c(dv);
+  const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
+  zero(out);
+  if (!(alpha[0] == alpha[0])) {  // a NaN row is NaN throughout
+    for (std::size_t i = 0; i < dv; ++i) fill(out.row(i).data(), dq, alpha[0]);
+    return;
+  }
+  if (!flows) return;
+  const T beta = static_cast<T>(opt.beta);
+  scratch<T, DQ> gq(dq);
+  scratch<T, DV> d(dv);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (alpha[j] == T(0)) continue;
+    score.gradient_query(q, std::span<const T>(keys.row(j)), gq.span());
+    value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
+    for (std::size_t a = 0; a < dv; ++a)
+      axpy(beta * alpha[j] * d[a], gq.span().data(), out.row(a).data(), dq);
+  }
+}
+
+/// grad_q += Σ_j a_j ∂s_j/∂q, grad_keys_j += a_j ∂s_j/∂k_j and (grads ≠ null) ∂L/∂θ +=
+/// Σ_j a_j ∂s_j/∂θ, through the score's batched members when it has them, else note by note
+/// through gradient_note / gradient_query. Notes with a_j = 0 are skipped.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                    std::span<T> gq, MatrixView<T> gk, P* grads) {
+  constexpr bool with_parameters = !std::same_as<P, no_parameters>;
+  if constexpr (with_parameters && requires { s.accumulate_gradients(q, keys, a, gq, gk, *grads); }) {
+    s.accumulate_gradients(q, keys, a, gq, gk, *grads);
+  } else {
+    if constexpr (requires { s.accumulate_gradients(q, keys, a, gq, gk); }) {
+      s.accumulate_gradients(q, keys, a, gq, gk);
+    } else {
+      scratch<T, DK> gh(keys.cols());
+      scratch<T, DQ> gqj(q.size());
+      for (std::size_t j = 0; j < keys.rows(); ++j) {
+        if (a[j] == T(0)) continue;
+        const std::span<const T> h = keys.row(j);
+        s.gradient_note(q, h, gh.span());
+        axpy(a[j], gh.span().data(), gk.row(j).data(), keys.cols());
+        s.gradient_query(q, h, gqj.span());
+        axpy(a[j], gqj.span().data(), gq.data(), q.size());
+      }
+    }
+    if constexpr (with_parameters) {
+      if constexpr (requires { s.accumulate_parameter_gradient(q, keys, a, *grads); }) {
+        s.accumulate_parameter_gradient(q, keys, a, *grads);
+      } else {
+        for (std::size_t j = 0; j < keys.rows(); ++j)
+          if (a[j] != T(0)) s.accumulate_parameter_gradient(q, std::span<const T>(keys.row(j)), a[j], *grads);
+      }
+    }
+  }
+}
+
+/// One query's backward. gk and gv hold what to add to (they may be the same view when the
+/// notes are keys and values); gs and gq are overwritten. Sizes must be checked.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_row(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                  MatrixView<const T> values, std::span<const T> gc, std::span<T> gs,
+                  std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, P* grads, const options& opt) {
+  const std::size_t n = keys.rows(), dv = values.cols();
+  const T beta = static_cast<T>(opt.beta);
+  score_all(score, q, keys, gs);
+  const bool flows = softmax_row_kind(gs.data(), n, opt) == row_kind::finite;
+  softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until it is overwritten
+  const auto u = [&](std::size_t k) { return dot(gc.data(), values.row(k).data(), dv); };
+  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
+  for (std::size_t k = 0; k < n; ++k)
+    if (gs[k] != T(0)) ubar += gs[k] * u(k);
+  const std::size_t m = flows ? dominant_weight(gs.data(), n) : n;
+  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
+  if (m < n) {
+    const T u_m = u(m);
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && gs[k] != T(0)) um += gs[k] * (u_m - u(k));
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const T alpha = gs[j];
+    if (alpha == T(0)) continue;  // masked: nothing flows, whatever the note holds
+    axpy(alpha, gc.data(), gv.row(j).data(), dv);
+    if (flows)
+      gs[j] = beta * alpha * (j == m ? um : u(j) - ubar);
+    else
+      gs[j] = alpha == alpha ? T(0) : alpha;  // weights fixed: no gradient to the scores
+  }
+  fill(gq.data(), gq.size(), T(0));
+  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
+}
+
+template <class S, class P>
+void check_parameter_gradient(const S& score, P* grads) {
+  if constexpr (!std::same_as<P, no_parameters>) {
+    if constexpr (requires { score.check_gradient(*grads); }) score.check_gradient(*grads);
+  }
+}
+
+/// backward for one query into caller buffers: checks every size, then writes.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+              MatrixView<const T> values, std::span<const T> gc, std::span<T> gs, std::span<T> gq,
+              MatrixView<T> gk, MatrixView<T> gv, bool notes_both, P* grads, const options& opt) {
+  const std::size_t n = keys.rows();
+  check_attend<T>(where, q, keys, values, score, gs.size(), gs.size(), gc.size(), opt);
+  check_equal(where, "size of dL/dq", gq.size(), "query size", q.size());
+  check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
+  if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
+  check_parameter_gradient(score, grads);
+  zero(gk);
+  if (!notes_both) zero(gv);
+  backward_row<T, DQ, DK>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, grads, opt);
+}
+
+/// align_backward into caller buffers: checks every row, then writes.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void align_backward(const char* where, const S& score, MatrixView<const T> qs, MatrixView<const T> keys,
+                    MatrixView<const T> values, MatrixView<const T> gcs, MatrixView<T> gss,
+                    MatrixView<T> gqs, MatrixView<T> gk, MatrixView<T> gv, bool notes_both, P* grads,
+                    const options& opt) {
+  const std::size_t tq = qs.rows(), n = keys.rows();
+  check_nonempty(where, "the queries", tq);
+  check_shape(where, "dL/dcontexts", gcs.rows(), gcs.cols(), tq, values.cols());
+  check_shape(where, "dL/dscores", gss.rows(), gss.cols(), tq, n);
+  check_shape(where, "dL/dqueries", gqs.rows(), gqs.cols(), tq, qs.cols());
+  check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
+  if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
+  for (std::size_t t = 0; t < tq; ++t)
+    check_attend<T>(where, qs.row(t), keys, values, score, n, n, values.cols(), opt);
+  check_parameter_gradient(score, grads);
+  zero(gk);
+  if (!notes_both) zero(gv);
+  for (std::size_t t = 0; t < tq; ++t)
+    backward_row<T, DQ, DK>(where, score, qs.row(t), keys, values, gcs.row(t), gss.row(t), gqs.row(t),
+                            gk, notes_both ? gk : gv, grads, opt);
+}
+
+template <class In, class T, std::size_t N>
+concept input_for = vector_like<In> && std::same_as<scalar_of<In>, T> && compatible_extents<extent_of<In>, N>;
+
+template <class M, class T, std::size_t R, std::size_t C>
+concept matrix_input_for = matrix_like<M> && std::same_as<matrix_scalar_of<M>, T> &&
+                           compatible_extents<rows_of<M>, R> && compatible_extents<cols_of<M>, C>;
+
+template <class M, class T, std::size_t R, std::size_t C>
+concept matrix_output_for = mutable_matrix_like<M> && matrix_input_for<M, T, R, C>;
+
+template <class S>
+inline constexpr bool has_parameters = !std::same_as<parameter_gradient_t<S>, no_parameters>;
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Jacobians of the context
+// ---------------------------------------------------------------------------------------------
+
+/// Writes ∂c/∂h_j = α_j (I + β (h_j − c) g_jᵀ), g_j = ∂s_j/∂h_j, for notes that are both keys
+/// and values, into the d×d `out`. A masked note gets 0; see the file comment for all-masked
+/// and NaN rows. Throws dimension_error on sizes that disagree or j ≥ n. Fixed sizes allocate
+/// nothing; dynamic ones may allocate O(n + d) scratch.
+template <vector_like Q, matrix_like N, class S, class Out>
+  requires detail::attend_inputs<Q, N, N, S> &&
+           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, cols_of<N>>
+void jacobian_note(const Q& q, const N& notes, const S& score, std::size_t j, Out&& out,
+                   const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  detail::jacobian_key<T, rows_of<N>, cols_of<N>, cols_of<N>>("attn::jacobian_note", score, as_span(q),
+                                                            nv, nv, j, as_mutable_view(out), true, opt);
+}
+
+/// Returns ∂c/∂h_j = α_j (I + β (h_j − c) g_jᵀ) as a d×d Matrix (fixed d: no allocation).
+template <vector_like Q, matrix_like N, class S>
+  requires detail::attend_inputs<Q, N, N, S>
+[[nodiscard]] Matrix<scalar_of<Q>, cols_of<N>, cols_of<N>> jacobian_note(const Q& q, const N& notes,
+                                                                          const S& score, std::size_t j,
+                                                                          const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  auto out = detail::zero_matrix<T, cols_of<N>, cols_of<N>>(nv.cols(), nv.cols());
+  jacobian_note(q, notes, score, j, out.view(), opt);
+  return out;
+}
+
+/// Writes ∂c/∂k_j = β α_j (v_j − c) g_jᵀ (d_v × d_k), g_j = ∂s_j/∂k_j, into `out`. Rules and
+/// errors as for jacobian_note.
+template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<Q, K, V, S> &&
+           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<K>>
+void jacobian_key(const Q& q, const K& keys, const V& values, const S& score, std::size_t j, Out&& out,
+                  const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::jacobian_key<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<K>, cols_of<V>>(
+      "attn::jacobian_key", score, as_span(q), as_view(keys), as_view(values), j, as_mutable_view(out),
+      false, opt);
+}
+
+/// Returns ∂c/∂k_j = β α_j (v_j − c) g_jᵀ as a d_v × d_k Matrix (fixed sizes: no allocation).
+template <vector_like Q, matrix_like K, matrix_like V, class S>
+  requires detail::attend_inputs<Q, K, V, S>
+[[nodiscard]] Matrix<scalar_of<Q>, cols_of<V>, cols_of<K>> jacobian_key(const Q& q, const K& keys,
+                                                                         const V& values, const S& score,
+                                                                         std::size_t j,
+                                                                         const options& opt = {}) {
+  using T = scalar_of<Q>;
+  auto out = detail::zero_matrix<T, cols_of<V>, cols_of<K>>(as_view(values).cols(), as_view(keys).cols());
+  jacobian_key(q, keys, values, score, j, out.view(), opt);
+  return out;
+}
+
+/// Writes ∂c/∂v_j = α_j I (d_v × d_v) into `out`. Under `uniform` on an all-masked row this is
+/// I/n; a masked note gets 0. Errors as for jacobian_note.
+template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<Q, K, V, S> &&
+           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<V>>
+void jacobian_value(const Q& q, const K& keys, const V& values, const S& score, std::size_t j, Out&& out,
+                    const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::jacobian_value<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<V>>(
+      "attn::jacobian_value", score, as_span(q), as_view(keys), as_view(values), j, as_mutable_view(out),
+      opt);
+}
+
+/// Returns ∂c/∂v_j = α_j I as a d_v × d_v Matrix (fixed sizes: no allocation).
+template <vector_like Q, matrix_like K, matrix_like V, class S>
+  requires detail::attend_inputs<Q, K, V, S>
+[[nodiscard]] Matrix<scalar_of<Q>, cols_of<V>, cols_of<V>> jacobian_value(const Q& q, const K& keys,
+                                                                           const V& values, const S& score,
+                                                                           std::size_t j,
+                                                                           const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const std::size_t dv = as_view(values).cols();
+  auto out = detail::zero_matrix<T, cols_of<V>, cols_of<V>>(dv, dv);
+  jacobian_value(q, keys, values, score, j, out.view(), opt);
+  return out;
+}
+
+/// Writes ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ (d_v × d_q) into `out`. Zero on a row whose
+/// weights do not move with the scores; errors as for jacobian_note.
+template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<Q, K, V, S> &&
+           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, extent_of<Q>>
+void jacobian_query(const Q& q, const K& keys, const V& values, const S& score, Out&& out,
+                    const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::jacobian_query<T, common_extent<rows_of<K>, rows_of<V>>, extent_of<Q>, cols_of<V>>(
+      "attn::jacobian_query", score, as_span(q), as_view(keys), as_view(values), as_mutable_view(out), opt);
+}
+
+/// Returns ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ as a d_v × d_q Matrix (fixed: no allocation).
+template <vector_like Q, matrix_like K, matrix_like V, class S>
+  requires detail::attend_inputs<Q, K, V, S>
+[[nodiscard]] Matrix<scalar_of<Q>, cols_of<V>, extent_of<Q>> jacobian_query(const Q& q, const K& keys,
+                                                                              const V& values, const S& score,
+                                                                              const options& opt = {}) {
+  using T = scalar_of<Q>;
+  auto out = detail::zero_matrix<T, cols_of<V>, extent_of<Q>>(as_view(values).cols(), as_span(q).size());
+  jacobian_query(q, keys, values, score, out.view(), opt);
+  return out;
+}
+
+/// Writes ∂c/∂q = β Σ_j α_j (h_j − c)(∂s_j/∂q)ᵀ (d × d_q) for notes that are keys and values.
+template <vector_like Q, matrix_like N, class S, class Out>
+  requires detail::attend_inputs<Q, N, N, S> &&
+           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, extent_of<Q>>
+void jacobian_query(const Q& q, const N& notes, const S& score, Out&& out, const options& opt = {}) {
+  jacobian_query(q, notes, notes, score, std::forward<Out>(out), opt);
+}
+
+/// Returns ∂c/∂q = β Σ_j α_j (h_j − c)(∂s_j/∂q)ᵀ for notes that are keys and values.
+template <vector_like Q, matrix_like N, class S>
+  requires detail::attend_inputs<Q, N, N, S>
+[[nodiscard]] Matrix<scalar_of<Q>, cols_of<N>, extent_of<Q>> jacobian_query(const Q& q, const N& notes,
+                                                                              const S& score,
+                                                                              const options& opt = {}) {
+  return jacobian_query(q, notes, notes, score, opt);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward: vector-Jacobian products, O(n·d + parameters), no Jacobian formed
+// ---------------------------------------------------------------------------------------------
+
+/// From g = ∂L/∂c (d_v numbers) for keys ≠ values, writes ∂L/∂s (n), ∂L/∂q (d_q), ∂L/∂k_j
+/// (n × d_k) and ∂L/∂v_j = α_j g (n × d_v) into the caller's buffers; allocates nothing (a
+/// user's score without `accumulate_gradients`, at dynamic sizes above 128, excepted). The
+/// scores are recomputed (∂L/∂s's buffer holds them meanwhile). Masked notes get exactly 0.
+/// Sizes are checked before anything is written (dimension_error).
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G, class GS, class GQ, class GK,
+          class GV>
+  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>>
+void backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
+              GS&& grad_scores, GQ&& grad_query, GK&& grad_keys, GV&& grad_values, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::backward<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward", score, as_span(q), as_view(keys), as_view(values), as_span(grad_context),
+      as_mutable_span(grad_scores), as_mutable_span(grad_query), as_mutable_view(grad_keys),
+      as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr), opt);
+}
+
+/// As above, and also adds ∂L/∂θ = Σ_j (∂L/∂s_j) ∂s_j/∂θ to `grad_parameters` (e.g.
+/// `general::gradient_view{dW}` or a `gradient` from zero_parameter_gradient): parameter
+/// gradients accumulate, so a batch can sum into one buffer; every other output is overwritten.
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G, class GS, class GQ, class GK,
+          class GV, class P>
+  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
+              GS&& grad_scores, GQ&& grad_query, GK&& grad_keys, GV&& grad_values, P&& grad_parameters,
+              const options& opt = {}) {
+  using T = scalar_of<Q>;
+  auto* p = &grad_parameters;
+  detail::backward<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward", score, as_span(q), as_view(keys), as_view(values), as_span(grad_context),
+      as_mutable_span(grad_scores), as_mutable_span(grad_query), as_mutable_view(grad_keys),
+      as_mutable_view(grad_values), false, p, opt);
+}
+
+/// From g = ∂L/∂c for notes that are keys and values, writes ∂L/∂s (n), ∂L/∂q (d_q) and
+/// ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j (n × d) into the caller's buffers; allocates nothing
+/// (as above). Masked notes get exactly 0.
+template <vector_like Q, matrix_like N, class S, vector_like G, class GS, class GQ, class GN>
+  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>>
+void backward(const Q& q, const N& notes, const S& score, const G& grad_context, GS&& grad_scores,
+              GQ&& grad_query, GN&& grad_notes, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  detail::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
+                                                as_span(grad_context), as_mutable_span(grad_scores),
+                                                as_mutable_span(grad_query), gn, gn, true,
+                                                static_cast<no_parameters*>(nullptr), opt);
+}
+
+/// As above, and also adds ∂L/∂θ to `grad_parameters` (accumulated; see the keys ≠ values form).
+template <vector_like Q, matrix_like N, class S, vector_like G, class GS, class GQ, class GN, class P>
+  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward(const Q& q, const N& notes, const S& score, const G& grad_context, GS&& grad_scores,
+              GQ&& grad_query, GN&& grad_notes, P&& grad_parameters, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  auto* p = &grad_parameters;
+  detail::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
+                                                as_span(grad_context), as_mutable_span(grad_scores),
+                                                as_mutable_span(grad_query), gn, gn, true, p, opt);
+}
+
+/// From g = ∂L/∂c for keys ≠ values, returns ∂L/∂s, ∂L/∂q, ∂L/∂k_j, ∂L/∂v_j and ∂L/∂θ
+/// (`parameters`, of type parameter_gradient_t<S>). Fixed sizes: no allocation.
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G>
+  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>>
+[[nodiscard]] auto backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
+                            const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
+      detail::zero_vector<T, N>(kv.rows()), detail::zero_vector<T, DQ>(as_span(q).size()),
+      detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
+  detail::backward<T, DQ, cols_of<K>>("attn::backward", score, as_span(q), kv, vv, as_span(grad_context),
+                                      std::span<T>(r.scores), std::span<T>(r.query), r.keys.view(),
+                                      r.values.view(), false, p, opt);
+  return r;
+}
+
+/// From g = ∂L/∂c for notes that are keys and values, returns ∂L/∂s, ∂L/∂q,
+/// ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j and ∂L/∂θ. Fixed sizes: no allocation.
+template <vector_like Q, matrix_like N, class S, vector_like G>
+  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>>
+[[nodiscard]] auto backward(const Q& q, const N& notes, const S& score, const G& grad_context,
+                            const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
+  const auto nv = as_view(notes);
+  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
+      detail::zero_vector<T, NN>(nv.rows()), detail::zero_vector<T, DQ>(as_span(q).size()),
+      detail::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
+  detail::backward<T, DQ, D>("attn::backward", score, as_span(q), nv, nv, as_span(grad_context),
+                             std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(),
+                             true, p, opt);
+  return r;
+}
+
+/// From ∂L/∂c_t (T × d_v; row t for query t) over keys ≠ values, writes ∂L/∂s (T × n),
+/// ∂L/∂q_t (T × d_q), ∂L/∂k_j and ∂L/∂v_j (summed over the queries) into the caller's
+/// buffers; allocates nothing (as for backward). Every row's sizes are checked first.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G, class GS, class GQ, class GK,
+          class GV>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
+           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
+           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
+           detail::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>>
+void align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
+                    const G& grad_contexts, GS&& grad_scores, GQ&& grad_queries, GK&& grad_keys,
+                    GV&& grad_values, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  detail::align_backward<T, cols_of<Qs>, cols_of<K>>(
+      "attn::align_backward", score, as_view(queries), as_view(keys), as_view(values),
+      as_view(grad_contexts), as_mutable_view(grad_scores), as_mutable_view(grad_queries),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr),
+      opt);
+}
+
+/// As above, and also adds ∂L/∂θ (summed over the queries) to `grad_parameters`.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G, class GS, class GQ, class GK,
+          class GV, class P>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
+           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
+           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
+           detail::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>> &&
+           parameter_gradient_for<P, S, matrix_scalar_of<Qs>>
+void align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
+                    const G& grad_contexts, GS&& grad_scores, GQ&& grad_queries, GK&& grad_keys,
+                    GV&& grad_values, P&& grad_parameters, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  auto* p = &grad_parameters;
+  detail::align_backward<T, cols_of<Qs>, cols_of<K>>(
+      "attn::align_backward", score, as_view(queries), as_view(keys), as_view(values),
+      as_view(grad_contexts), as_mutable_view(grad_scores), as_mutable_view(grad_queries),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, p, opt);
+}
+
+/// From ∂L/∂c_t (T × d) over notes that are keys and values, writes ∂L/∂s (T × n), ∂L/∂q_t
+/// (T × d_q) and ∂L/∂h_j (n × d, summed over the queries); allocates nothing (as for backward).
+template <matrix_like Qs, matrix_like N, class S, matrix_like G, class GS, class GQ, class GN>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
+           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
+           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>>
+void align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
+                    GS&& grad_scores, GQ&& grad_queries, GN&& grad_notes, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  detail::align_backward<T, cols_of<Qs>, cols_of<N>>(
+      "attn::align_backward", score, as_view(queries), nv, nv, as_view(grad_contexts),
+      as_mutable_view(grad_scores), as_mutable_view(grad_queries), gn, gn, true,
+      static_cast<no_parameters*>(nullptr), opt);
+}
+
+/// As above, and also adds ∂L/∂θ (summed over the queries) to `grad_parameters`.
+template <matrix_like Qs, matrix_like N, class S, matrix_like G, class GS, class GQ, class GN, class P>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
+           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
+           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>> &&
+           parameter_gradient_for<P, S, matrix_scalar_of<Qs>>
+void align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
+                    GS&& grad_scores, GQ&& grad_queries, GN&& grad_notes, P&& grad_parameters,
+                    const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  auto* p = &grad_parameters;
+  detail::align_backward<T, cols_of<Qs>, cols_of<N>>(
+      "attn::align_backward", score, as_view(queries), nv, nv, as_view(grad_contexts),
+      as_mutable_view(grad_scores), as_mutable_view(grad_queries), gn, gn, true, p, opt);
+}
+
+/// From ∂L/∂c_t (T × d_v) over keys ≠ values, returns ∂L/∂s (T × n), ∂L/∂q_t (T × d_q),
+/// ∂L/∂k_j, ∂L/∂v_j (summed over the queries) and ∂L/∂θ. Fixed sizes: no allocation.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>>
+[[nodiscard]] auto align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
+                                  const G& grad_contexts, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  constexpr std::size_t TQ = rows_of<Qs>, DQ = cols_of<Qs>, N = common_extent<rows_of<K>, rows_of<V>>;
+  const auto qv = as_view(queries);
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  align_backward_result<T, TQ, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
+      detail::zero_matrix<T, TQ, N>(qv.rows(), kv.rows()), detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
+      detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
+  detail::align_backward<T, DQ, cols_of<K>>("attn::align_backward", score, qv, kv, vv, as_view(grad_contexts),
+                                            r.scores.view(), r.queries.view(), r.keys.view(), r.values.view(),
+                                            false, p, opt);
+  return r;
+}
+
+/// From ∂L/∂c_t (T × d) over notes that are keys and values, returns ∂L/∂s (T × n),
+/// ∂L/∂q_t (T × d_q), ∂L/∂h_j (summed over the queries) and ∂L/∂θ. Fixed sizes: no allocation.
+template <matrix_like Qs, matrix_like N, class S, matrix_like G>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
+           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>>
+[[nodiscard]] auto align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
+                                  const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  constexpr std::size_t TQ = rows_of<Qs>, DQ = cols_of<Qs>, NN = rows_of<N>, D = cols_of<N>;
+  const auto qv = as_view(queries);
+  const auto nv = as_view(notes);
+  align_notes_backward_result<T, TQ, DQ, NN, D, parameter_gradient_t<S>> r{
+      detail::zero_matrix<T, TQ, NN>(qv.rows(), nv.rows()), detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
+      detail::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
+  detail::align_backward<T, DQ, D>("attn::align_backward", score, qv, nv, nv, as_view(grad_contexts),
+                                   r.scores.view(), r.queries.view(), r.notes.view(), r.notes.view(), true, p,
+                                   opt);
+  return r;
+}
+
+}  // namespace attn
