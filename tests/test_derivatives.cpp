@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -249,12 +250,100 @@ struct weighted_dot_case {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The checks
+// One score behind a table of functions, so that the checks below compile once per type
 // ---------------------------------------------------------------------------------------------
 
-/// A function from a vector to a vector, type-erased so that the checker is compiled once per type.
+template <class T>
+using vec_in = std::span<const T>;
+template <class T>
+using mat_in = attn::MatrixView<const T>;
+/// A function from a vector to a vector: what the checker differentiates.
 template <class T>
 using fn = std::function<Vector<T>(std::span<const T>)>;
+
+/// backward's outputs, flattened to dynamic sizes (`keys` holds ∂L/∂h when notes are both).
+template <class T>
+struct grads {
+  Matrix<T> scores, queries;  // one row per query
+  Matrix<T> keys, values;
+  Vector<T> theta;  // ∂L/∂θ, flattened as the case flattens θ
+};
+
+/// Everything the checks call, for one score (built by `erase` from a case).
+template <class T>
+struct erased_score {
+  const char* name = "";
+  Vector<T> theta;  // the score's parameters, flattened
+  std::function<Vector<T>(vec_in<T> theta, vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> context;
+  std::function<Vector<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> scores;
+  std::function<Matrix<T>(vec_in<T> q, mat_in<T> N, std::size_t j, const attn::options&)> jacobian_note;
+  std::function<Matrix<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, std::size_t j, const attn::options&)> jacobian_key,
+      jacobian_value;
+  std::function<Matrix<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> jacobian_query;
+  std::function<Matrix<T>(vec_in<T> q, mat_in<T> N, const attn::options&)> jacobian_query_notes;
+  std::function<grads<T>(vec_in<T> q, mat_in<T> N, vec_in<T> g, const attn::options&)> backward_notes;
+  std::function<grads<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> g, const attn::options&)> backward;
+  std::function<grads<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, mat_in<T> G, const attn::options&)> align_backward;
+  std::function<Matrix<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, const attn::options&)> align_contexts;
+};
+
+template <class T>
+Matrix<T> row_matrix(std::span<const T> v) {
+  return Matrix<T>(attn::MatrixView<const T>(v.data(), 1, v.size()));
+}
+
+/// The table for one case; the case is shared with the functions, which keep it alive.
+template <class T, class C>
+erased_score<T> erase(std::shared_ptr<const C> cs) {
+  using attn::options;
+  erased_score<T> e;
+  e.name = C::name;
+  e.theta = cs->theta();
+  const auto sc = cs->score();  // borrows the case's parameters
+  e.context = [cs](vec_in<T> th, vec_in<T> q, mat_in<T> K, mat_in<T> V, const options& o) {
+    return cs->with_theta(th, [&](const auto& s) { return attn::attend(q, K, V, s, o).context; });
+  };
+  e.scores = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, const options& o) {
+    return attn::attend(q, K, V, sc, o).scores;
+  };
+  e.jacobian_note = [cs, sc](vec_in<T> q, mat_in<T> N, std::size_t j, const options& o) {
+    return attn::jacobian_note(q, N, sc, j, o);
+  };
+  e.jacobian_key = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, std::size_t j, const options& o) {
+    return attn::jacobian_key(q, K, V, sc, j, o);
+  };
+  e.jacobian_value = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, std::size_t j, const options& o) {
+    return attn::jacobian_value(q, K, V, sc, j, o);
+  };
+  e.jacobian_query = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, const options& o) {
+    return attn::jacobian_query(q, K, V, sc, o);
+  };
+  e.jacobian_query_notes = [cs, sc](vec_in<T> q, mat_in<T> N, const options& o) {
+    return attn::jacobian_query(q, N, sc, o);
+  };
+  e.backward_notes = [cs, sc](vec_in<T> q, mat_in<T> N, vec_in<T> g, const options& o) {
+    const auto b = attn::backward(q, N, sc, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.notes, Matrix<T>(),
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.backward = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> g, const options& o) {
+    const auto b = attn::backward(q, K, V, sc, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.keys, b.values,
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.align_backward = [cs, sc](mat_in<T> Qs, mat_in<T> K, mat_in<T> V, mat_in<T> G, const options& o) {
+    const auto b = attn::align_backward(Qs, K, V, sc, G, o);
+    return grads<T>{b.scores, b.queries, b.keys, b.values, cs->flat_gradient(b.parameters)};
+  };
+  e.align_contexts = [cs, sc](mat_in<T> Qs, mat_in<T> K, mat_in<T> V, const options& o) {
+    return attn::align(Qs, K, V, sc, o).contexts;
+  };
+  return e;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks
+// ---------------------------------------------------------------------------------------------
 
 /// The worst agreement seen: finite differences (fd) and Jacobian-vs-backward (vjp).
 template <class T>
@@ -293,112 +382,109 @@ Vector<T> loss_by_weights(const Vector<T>& g, const Matrix<T>& values) {
 }
 
 /// Every derivative of one look back over notes that are both keys and values.
-template <class T, class C>
-void check_notes(tally<T>& t, const C& cs, const Vector<T>& q, const Matrix<T>& N, const Vector<T>& g,
-                 const attn::options& opt) {
-  const auto sc = cs.score();
-  const auto fwd = attn::attend(q, N, sc, opt);
-  const auto b = attn::backward(q, N, sc, g, opt);
+template <class T>
+void check_notes(tally<T>& t, const erased_score<T>& sc, const Vector<T>& q, const Matrix<T>& N,
+                 const Vector<T>& g, const attn::options& opt) {
+  const vec_in<T> th = attn::as_span(sc.theta);
+  const grads<T> b = sc.backward_notes(q, N, g, opt);
   for (std::size_t j = 0; j < N.rows(); ++j) {
-    const auto J = attn::jacobian_note(q, N, sc, j, opt);
-    const fn<T> f = [&](std::span<const T> x) { return attn::attend(q, with_row(N, j, x), sc, opt).context; };
+    const Matrix<T> J = sc.jacobian_note(q, N, j, opt);
+    const fn<T> f = [&](std::span<const T> x) {
+      const Matrix<T> N2 = with_row(N, j, x);
+      return sc.context(th, q, N2, N2, opt);
+    };
     const std::string h = "h_" + std::to_string(j);
     t.fd_check(attn::check_jacobian(f, N.row(j), J, "dc/d" + h));
-    t.fd_check(attn::check_vjp(f, N.row(j), g, b.notes.row(j), "dL/d" + h));
-    t.vjp_check(attn::compare_vjp(J, g, b.notes.row(j), h));
+    t.fd_check(attn::check_vjp(f, N.row(j), g, b.keys.row(j), "dL/d" + h));
+    t.vjp_check(attn::compare_vjp(J, g, b.keys.row(j), h));
   }
-  const auto Jq = attn::jacobian_query(q, N, sc, opt);
-  const fn<T> fq = [&](std::span<const T> x) { return attn::attend(x, N, sc, opt).context; };
+  const Matrix<T> Jq = sc.jacobian_query_notes(q, N, opt);
+  const fn<T> fq = [&](std::span<const T> x) { return sc.context(th, x, N, N, opt); };
   t.fd_check(attn::check_jacobian(fq, q, Jq, "dc/dq"));
-  t.fd_check(attn::check_vjp(fq, q, g, b.query, "dL/dq"));
-  t.vjp_check(attn::compare_vjp(Jq, g, b.query, "q"));
+  t.fd_check(attn::check_vjp(fq, q, g, b.queries.row(0), "dL/dq"));
+  t.vjp_check(attn::compare_vjp(Jq, g, b.queries.row(0), "q"));
   // the scores: softmax Jacobian, softmax VJP and backward's ∂L/∂s
+  const Vector<T> s = sc.scores(q, N, N, opt);
   const Vector<T> u = loss_by_weights(g, N);
-  const auto Js = attn::softmax_jacobian(fwd.scores, opt);
-  const fn<T> fa = [&](std::span<const T> s) { return attn::softmax(s, opt); };
-  t.fd_check(attn::check_jacobian(fa, fwd.scores, Js, "dalpha/ds"));
-  const fn<T> fs = [&](std::span<const T> s) { return context_of_scores(s, N, opt); };
-  t.fd_check(attn::check_vjp(fs, fwd.scores, g, b.scores, "dL/ds"));
-  t.vjp_check(attn::compare_vjp(Js, u, b.scores, "s"));
-  t.vjp_check(attn::compare_vjp(Js, u, attn::softmax_vjp(fwd.scores, u, opt), "softmax_vjp"));
+  const Matrix<T> Js = attn::softmax_jacobian(s, opt);
+  const fn<T> fa = [&](std::span<const T> x) { return attn::softmax(x, opt); };
+  t.fd_check(attn::check_jacobian(fa, s, Js, "dalpha/ds"));
+  const fn<T> fs = [&](std::span<const T> x) { return context_of_scores(x, N, opt); };
+  t.fd_check(attn::check_vjp(fs, s, g, b.scores.row(0), "dL/ds"));
+  t.vjp_check(attn::compare_vjp(Js, u, b.scores.row(0), "s"));
+  t.vjp_check(attn::compare_vjp(Js, u, attn::softmax_vjp(s, u, opt), "softmax_vjp"));
   // the parameters
-  const Vector<T> th = cs.theta();
   if (th.size() != 0) {
-    const fn<T> fth = [&](std::span<const T> x) {
-      return cs.with_theta(x, [&](const auto& s2) { return attn::attend(q, N, s2, opt).context; });
-    };
-    t.fd_check(attn::check_vjp(fth, th, g, cs.flat_gradient(b.parameters), "dL/dtheta"));
+    const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, N, N, opt); };
+    t.fd_check(attn::check_vjp(fth, th, g, b.theta, "dL/dtheta"));
   }
 }
 
 /// Every derivative of one look back over keys ≠ values.
-template <class T, class C>
-void check_keys_values(tally<T>& t, const C& cs, const Vector<T>& q, const Matrix<T>& K, const Matrix<T>& V,
-                       const Vector<T>& g, const attn::options& opt) {
-  const auto sc = cs.score();
-  const auto fwd = attn::attend(q, K, V, sc, opt);
-  const auto b = attn::backward(q, K, V, sc, g, opt);
+template <class T>
+void check_keys_values(tally<T>& t, const erased_score<T>& sc, const Vector<T>& q, const Matrix<T>& K,
+                       const Matrix<T>& V, const Vector<T>& g, const attn::options& opt) {
+  const vec_in<T> th = attn::as_span(sc.theta);
+  const grads<T> b = sc.backward(q, K, V, g, opt);
   for (std::size_t j = 0; j < K.rows(); ++j) {
     const std::string k = "k_" + std::to_string(j), v = "v_" + std::to_string(j);
-    const auto Jk = attn::jacobian_key(q, K, V, sc, j, opt);
-    const fn<T> fk = [&](std::span<const T> x) { return attn::attend(q, with_row(K, j, x), V, sc, opt).context; };
+    const Matrix<T> Jk = sc.jacobian_key(q, K, V, j, opt);
+    const fn<T> fk = [&](std::span<const T> x) { return sc.context(th, q, with_row(K, j, x), V, opt); };
     t.fd_check(attn::check_jacobian(fk, K.row(j), Jk, "dc/d" + k));
     t.fd_check(attn::check_vjp(fk, K.row(j), g, b.keys.row(j), "dL/d" + k));
     t.vjp_check(attn::compare_vjp(Jk, g, b.keys.row(j), k));
-    const auto Jv = attn::jacobian_value(q, K, V, sc, j, opt);
-    const fn<T> fv = [&](std::span<const T> x) { return attn::attend(q, K, with_row(V, j, x), sc, opt).context; };
+    const Matrix<T> Jv = sc.jacobian_value(q, K, V, j, opt);
+    const fn<T> fv = [&](std::span<const T> x) { return sc.context(th, q, K, with_row(V, j, x), opt); };
     t.fd_check(attn::check_jacobian(fv, V.row(j), Jv, "dc/d" + v));
     t.fd_check(attn::check_vjp(fv, V.row(j), g, b.values.row(j), "dL/d" + v));
     t.vjp_check(attn::compare_vjp(Jv, g, b.values.row(j), v));
   }
-  const auto Jq = attn::jacobian_query(q, K, V, sc, opt);
-  const fn<T> fq = [&](std::span<const T> x) { return attn::attend(x, K, V, sc, opt).context; };
+  const Matrix<T> Jq = sc.jacobian_query(q, K, V, opt);
+  const fn<T> fq = [&](std::span<const T> x) { return sc.context(th, x, K, V, opt); };
   t.fd_check(attn::check_jacobian(fq, q, Jq, "dc/dq"));
-  t.fd_check(attn::check_vjp(fq, q, g, b.query, "dL/dq"));
-  t.vjp_check(attn::compare_vjp(Jq, g, b.query, "q"));
-  const fn<T> fs = [&](std::span<const T> s) { return context_of_scores(s, V, opt); };
-  t.fd_check(attn::check_vjp(fs, fwd.scores, g, b.scores, "dL/ds"));
-  const Vector<T> th = cs.theta();
+  t.fd_check(attn::check_vjp(fq, q, g, b.queries.row(0), "dL/dq"));
+  t.vjp_check(attn::compare_vjp(Jq, g, b.queries.row(0), "q"));
+  const Vector<T> s = sc.scores(q, K, V, opt);
+  const fn<T> fs = [&](std::span<const T> x) { return context_of_scores(x, V, opt); };
+  t.fd_check(attn::check_vjp(fs, s, g, b.scores.row(0), "dL/ds"));
   if (th.size() != 0) {
-    const fn<T> fth = [&](std::span<const T> x) {
-      return cs.with_theta(x, [&](const auto& s2) { return attn::attend(q, K, V, s2, opt).context; });
-    };
-    t.fd_check(attn::check_vjp(fth, th, g, cs.flat_gradient(b.parameters), "dL/dtheta"));
+    const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, K, V, opt); };
+    t.fd_check(attn::check_vjp(fth, th, g, b.theta, "dL/dtheta"));
   }
 }
 
-/// align_backward against finite differences of L = Σ_t ⟨G_t, c_t⟩, and against the sum of
-/// one-query backward calls.
-template <class T, class C>
-void check_align(tally<T>& t, const C& cs, const Matrix<T>& Qs, const Matrix<T>& K, const Matrix<T>& V,
-                 const Matrix<T>& G, const attn::options& opt) {
-  const auto sc = cs.score();
-  const auto ab = attn::align_backward(Qs, K, V, sc, G, opt);
+/// align_backward against finite differences of L = Σ_t ⟨G_t, c_t⟩ (through align's own
+/// forward), and against the sum of one-query backward calls.
+template <class T>
+void check_align(tally<T>& t, const erased_score<T>& sc, const Matrix<T>& Qs, const Matrix<T>& K,
+                 const Matrix<T>& V, const Matrix<T>& G, const attn::options& opt) {
+  const grads<T> ab = sc.align_backward(Qs, K, V, G, opt);
   const Vector<T> g = flat(G);
-  const auto contexts = [&](const Matrix<T>& qs, const Matrix<T>& k, const Matrix<T>& v, const auto& s) {
-    return flat(attn::align(qs, k, v, s, opt).contexts);
-  };
-  const fn<T> fq = [&](std::span<const T> x) { return contexts(unflat(x, Qs.rows(), Qs.cols()), K, V, sc); };
-  const fn<T> fk = [&](std::span<const T> x) { return contexts(Qs, unflat(x, K.rows(), K.cols()), V, sc); };
-  const fn<T> fv = [&](std::span<const T> x) { return contexts(Qs, K, unflat(x, V.rows(), V.cols()), sc); };
+  const fn<T> fq = [&](std::span<const T> x) { return flat(sc.align_contexts(unflat(x, Qs.rows(), Qs.cols()), K, V, opt)); };
+  const fn<T> fk = [&](std::span<const T> x) { return flat(sc.align_contexts(Qs, unflat(x, K.rows(), K.cols()), V, opt)); };
+  const fn<T> fv = [&](std::span<const T> x) { return flat(sc.align_contexts(Qs, K, unflat(x, V.rows(), V.cols()), opt)); };
   t.fd_check(attn::check_vjp(fq, flat(Qs), g, flat(ab.queries), "align dL/dQ"));
   t.fd_check(attn::check_vjp(fk, flat(K), g, flat(ab.keys), "align dL/dK"));
   t.fd_check(attn::check_vjp(fv, flat(V), g, flat(ab.values), "align dL/dV"));
-  const Vector<T> th = cs.theta();
-  if (th.size() != 0) {
+  if (sc.theta.size() != 0) {
     const fn<T> fth = [&](std::span<const T> x) {
-      return cs.with_theta(x, [&](const auto& s2) { return contexts(Qs, K, V, s2); });
+      Vector<T> c(Qs.rows() * V.cols());
+      for (std::size_t r = 0; r < Qs.rows(); ++r) {
+        const Vector<T> cr = sc.context(x, Qs.row(r), K, V, opt);
+        for (std::size_t i = 0; i < V.cols(); ++i) c[r * V.cols() + i] = cr[i];
+      }
+      return c;
     };
-    t.fd_check(attn::check_vjp(fth, th, g, cs.flat_gradient(ab.parameters), "align dL/dtheta"));
+    t.fd_check(attn::check_vjp(fth, sc.theta, g, ab.theta, "align dL/dtheta"));
   }
   // the same as T one-query backward calls (the per-query rows exactly; the note gradients,
   // summed in another order, to rounding: |Σ − Σ'| ≤ 16 ε Σ|parts|)
   Matrix<T> sumK(K.rows(), K.cols()), sumV(V.rows(), V.cols()), absK(K.rows(), K.cols());
   for (std::size_t r = 0; r < Qs.rows(); ++r) {
-    const auto b = attn::backward(Qs.row(r), K, V, sc, G.row(r), opt);
-    for (std::size_t i = 0; i < Qs.cols(); ++i) REQUIRE(b.query[i] == ab.queries(r, i));
+    const grads<T> b = sc.backward(Qs.row(r), K, V, G.row(r), opt);
+    for (std::size_t i = 0; i < Qs.cols(); ++i) REQUIRE(b.queries(0, i) == ab.queries(r, i));
     for (std::size_t j = 0; j < K.rows(); ++j) {
-      REQUIRE(b.scores[j] == ab.scores(r, j));
+      REQUIRE(b.scores(0, j) == ab.scores(r, j));
       for (std::size_t i = 0; i < K.cols(); ++i) {
         sumK(j, i) += b.keys(j, i);
         absK(j, i) += std::fabs(b.keys(j, i));
@@ -422,9 +508,20 @@ inline std::vector<char> random_mask(rng_t& rng, std::size_t n) {
   return keep;
 }
 
-/// Runs every check for score case C in type T over sizes, scales, β and masks.
+/// Makes a score of random parameters for query length dq and key length dk.
+template <class T>
+using score_maker = std::function<erased_score<T>(rng_t&, std::size_t dq, std::size_t dk)>;
+
 template <class T, template <class> class C>
-tally<T> run_suite() {
+score_maker<T> maker() {
+  return [](rng_t& rng, std::size_t dq, std::size_t dk) {
+    return erase<T, C<T>>(std::make_shared<const C<T>>(rng, dq, dk));
+  };
+}
+
+/// Runs every check for one score over sizes, scales, β and masks.
+template <class T>
+tally<T> run_suite(const score_maker<T>& make, bool same_size) {
   tally<T> t;
   rng_t rng(20240611);
   struct shape {
@@ -441,10 +538,9 @@ tally<T> run_suite() {
       for (const bool kv : {false, true}) {
         for (const shape& s0 : kv ? std::span<const shape>(kv_shapes) : std::span<const shape>(note_shapes)) {
           shape s = s0;
-          if (C<T>::same_size) s.dq = s.dk;
-          const C<T> cs(rng, s.dq, s.dk);
-          const std::vector<char> keep =
-              variant == 1 ? random_mask(rng, s.n) : std::vector<char>(s.n, 1);
+          if (same_size) s.dq = s.dk;
+          const erased_score<T> sc = make(rng, s.dq, s.dk);
+          const std::vector<char> keep = variant == 1 ? random_mask(rng, s.n) : std::vector<char>(s.n, 1);
           bool mask[16];
           for (std::size_t j = 0; j < s.n; ++j) mask[j] = keep[j] != 0;
           attn::options opt{.beta = beta, .mask = {}};
@@ -454,12 +550,12 @@ tally<T> run_suite() {
           const Vector<T> g = random_vector<T>(rng, s.dv, T(1));
           if (kv) {
             const Matrix<T> V = random_matrix<T>(rng, s.n, s.dv, scale);
-            check_keys_values(t, cs, q, K, V, g, opt);
+            check_keys_values(t, sc, q, K, V, g, opt);
             const Matrix<T> Qs = random_matrix<T>(rng, 3, s.dq, scale);
             const Matrix<T> G = random_matrix<T>(rng, 3, s.dv, T(1));
-            check_align(t, cs, Qs, K, V, G, opt);
+            check_align(t, sc, Qs, K, V, G, opt);
           } else {
-            check_notes(t, cs, q, K, g, opt);
+            check_notes(t, sc, q, K, g, opt);
           }
         }
       }
@@ -470,7 +566,7 @@ tally<T> run_suite() {
 
 template <class T, template <class> class C>
 void require_suite() {
-  const tally<T> t = run_suite<T, C>();
+  const tally<T> t = run_suite<T>(maker<T, C>(), C<T>::same_size);
   INFO(C<T>::name << ", finite differences: " << describe(t.fd));
   INFO(C<T>::name << ", Jacobian vs backward: " << describe(t.vjp));
   REQUIRE(t.fd.passed(attn::gradcheck_tolerance<T>()));
@@ -540,19 +636,21 @@ TEMPLATE_TEST_CASE("derivatives agree with finite differences and with each othe
 TEST_CASE("derivative agreement table", "[derivatives-report][.]") {
   std::printf("%-18s %-12s %-26s %-26s\n", "score", "type", "finite differences (tol)", "Jt g vs backward (tol)");
   const auto row = [](const char* score, const char* type, const auto& t, double tol_fd, double tol_vjp) {
-    std::printf("%-18s %-12s %9.2e (%8.2e)      %9.2e (%8.2e)\n", score, type,
-                static_cast<double>(t.fd.max_rel_error), tol_fd, static_cast<double>(t.vjp.max_rel_error), tol_vjp);
+    std::printf("%-18s %-12s %9.2e (%8.2e)      %9.2e (%8.2e)   worst at %s[%zu,%zu] / %s[%zu]\n", score, type,
+                static_cast<double>(t.fd.max_rel_error), tol_fd, static_cast<double>(t.vjp.max_rel_error), tol_vjp,
+                t.fd.worst_rel.input.c_str(), t.fd.worst_rel.output, t.fd.worst_rel.index,
+                t.vjp.worst_rel.input.c_str(), t.vjp.worst_rel.index);
   };
   const auto all = [&](auto tag, const char* type) {
     using T = decltype(tag);
     const double a = static_cast<double>(attn::gradcheck_tolerance<T>());
     const double b = static_cast<double>(attn::vjp_tolerance<T>());
-    row("dot", type, run_suite<T, dot_case>(), a, b);
-    row("scaled_dot", type, run_suite<T, scaled_dot_case>(), a, b);
-    row("general", type, run_suite<T, general_case>(), a, b);
-    row("additive", type, run_suite<T, additive_case>(), a, b);
-    row("user -|q-h|^2", type, run_suite<T, distance_case>(), a, b);
-    row("user sum w q h", type, run_suite<T, weighted_dot_case>(), a, b);
+    row("dot", type, run_suite<T>(maker<T, dot_case>(), true), a, b);
+    row("scaled_dot", type, run_suite<T>(maker<T, scaled_dot_case>(), true), a, b);
+    row("general", type, run_suite<T>(maker<T, general_case>(), false), a, b);
+    row("additive", type, run_suite<T>(maker<T, additive_case>(), false), a, b);
+    row("user -|q-h|^2", type, run_suite<T>(maker<T, distance_case>(), true), a, b);
+    row("user sum w q h", type, run_suite<T>(maker<T, weighted_dot_case>(), true), a, b);
   };
   all(float{}, "float");
   all(double{}, "double");

@@ -123,7 +123,7 @@ namespace detail {
 
 /// Calls f on x with x_k moved by ±h; returns the step taken (x_k⁺ − x_k⁻) and the values.
 template <class T, class F>
-auto central_pair(F& f, Vector<T>& x, std::size_t k) {
+auto gradcheck_central_pair(F& f, Vector<T>& x, std::size_t k) {
   const T x0 = x[k];
   const T h = gradcheck_step(x0);
   const T xp = x0 + h;
@@ -137,7 +137,7 @@ auto central_pair(F& f, Vector<T>& x, std::size_t k) {
 }
 
 template <class T>
-T inf_norm(std::span<const T> v) noexcept {
+T gradcheck_inf_norm(std::span<const T> v) noexcept {
   T m = 0;
   for (const T& a : v) m = std::max(m, std::fabs(a));
   return m;
@@ -156,7 +156,7 @@ template <vector_like X, class F>
   const std::size_t m = std::ranges::size(f(std::span<const T>(xw.data(), xw.size())));
   Matrix<T> J(m, n);
   for (std::size_t k = 0; k < n; ++k) {
-    auto [step, fp, fm] = detail::central_pair<T>(f, xw, k);
+    auto [step, fp, fm] = detail::gradcheck_central_pair<T>(f, xw, k);
     detail::check_equal("attn::numeric_jacobian", "size of f(x + h)", fp.size(), "size of f(x)", m);
     detail::check_equal("attn::numeric_jacobian", "size of f(x - h)", fm.size(), "size of f(x)", m);
     for (std::size_t i = 0; i < m; ++i) J(i, k) = (fp[i] - fm[i]) / step;
@@ -182,8 +182,8 @@ template <vector_like X, class F, matrix_like J>
   detail::check_equal("attn::check_jacobian", "columns of the analytic Jacobian", A.cols(), "size of x",
                       xs.size());
   T nmax = 0;
-  for (std::size_t i = 0; i < N.rows(); ++i) nmax = std::max(nmax, detail::inf_norm<T>(N.row(i)));
-  const T fnorm = detail::inf_norm<T>(f0);
+  for (std::size_t i = 0; i < N.rows(); ++i) nmax = std::max(nmax, detail::gradcheck_inf_norm<T>(N.row(i)));
+  const T fnorm = detail::gradcheck_inf_norm<T>(f0);
   gradcheck_report<T> r;
   r.evaluations = 2 * xs.size() + 2;
   for (std::size_t k = 0; k < xs.size(); ++k) {
@@ -222,12 +222,12 @@ template <vector_like X, vector_like G, vector_like V, class F>
   Vector<T> xw(xs);
   Vector<T> numeric(xs.size());
   for (std::size_t k = 0; k < xs.size(); ++k) {
-    auto [step, fp, fm] = detail::central_pair<T>(f, xw, k);
+    auto [step, fp, fm] = detail::gradcheck_central_pair<T>(f, xw, k);
     detail::check_equal(where, "size of f(x + h)", fp.size(), "size of f(x)", f0.size());
     detail::check_equal(where, "size of f(x - h)", fm.size(), "size of f(x)", f0.size());
     numeric[k] = (phi(fp) - phi(fm)) / step;
   }
-  const T nmax = detail::inf_norm<T>(as_span(numeric));
+  const T nmax = detail::gradcheck_inf_norm<T>(as_span(numeric));
   gradcheck_report<T> r;
   r.evaluations = 2 * xs.size() + 1;
   for (std::size_t k = 0; k < xs.size(); ++k) {

@@ -128,7 +128,7 @@ struct align_notes_backward_result {
   P parameters;               ///< ∂L/∂θ = Σ_t Σ_j (∂L/∂s_tj) ∂s_tj/∂θ
 };
 
-namespace detail {
+namespace detail::derivatives {
 
 /// n numbers of scratch: inline when N is fixed (no allocation); for dynamic N inline up to 128
 /// numbers, else on the heap.
@@ -429,7 +429,7 @@ concept matrix_output_for = mutable_matrix_like<M> && matrix_input_for<M, T, R, 
 template <class S>
 inline constexpr bool has_parameters = !std::same_as<parameter_gradient_t<S>, no_parameters>;
 
-}  // namespace detail
+}  // namespace detail::derivatives
 
 // ---------------------------------------------------------------------------------------------
 // Jacobians of the context
@@ -441,12 +441,12 @@ inline constexpr bool has_parameters = !std::same_as<parameter_gradient_t<S>, no
 /// nothing; dynamic ones may allocate O(n + d) scratch.
 template <vector_like Q, matrix_like N, class S, class Out>
   requires detail::attend_inputs<Q, N, N, S> &&
-           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, cols_of<N>>
+           detail::derivatives::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, cols_of<N>>
 void jacobian_note(const Q& q, const N& notes, const S& score, std::size_t j, Out&& out,
                    const options& opt = {}) {
   using T = scalar_of<Q>;
   const auto nv = as_view(notes);
-  detail::jacobian_key<T, rows_of<N>, cols_of<N>, cols_of<N>>("attn::jacobian_note", score, as_span(q),
+  detail::derivatives::jacobian_key<T, rows_of<N>, cols_of<N>, cols_of<N>>("attn::jacobian_note", score, as_span(q),
                                                             nv, nv, j, as_mutable_view(out), true, opt);
 }
 
@@ -458,7 +458,7 @@ template <vector_like Q, matrix_like N, class S>
                                                                           const options& opt = {}) {
   using T = scalar_of<Q>;
   const auto nv = as_view(notes);
-  auto out = detail::zero_matrix<T, cols_of<N>, cols_of<N>>(nv.cols(), nv.cols());
+  auto out = detail::derivatives::zero_matrix<T, cols_of<N>, cols_of<N>>(nv.cols(), nv.cols());
   jacobian_note(q, notes, score, j, out.view(), opt);
   return out;
 }
@@ -467,11 +467,11 @@ template <vector_like Q, matrix_like N, class S>
 /// errors as for jacobian_note.
 template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
   requires detail::attend_inputs<Q, K, V, S> &&
-           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<K>>
+           detail::derivatives::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<K>>
 void jacobian_key(const Q& q, const K& keys, const V& values, const S& score, std::size_t j, Out&& out,
                   const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::jacobian_key<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<K>, cols_of<V>>(
+  detail::derivatives::jacobian_key<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<K>, cols_of<V>>(
       "attn::jacobian_key", score, as_span(q), as_view(keys), as_view(values), j, as_mutable_view(out),
       false, opt);
 }
@@ -484,7 +484,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                                          std::size_t j,
                                                                          const options& opt = {}) {
   using T = scalar_of<Q>;
-  auto out = detail::zero_matrix<T, cols_of<V>, cols_of<K>>(as_view(values).cols(), as_view(keys).cols());
+  auto out = detail::derivatives::zero_matrix<T, cols_of<V>, cols_of<K>>(as_view(values).cols(), as_view(keys).cols());
   jacobian_key(q, keys, values, score, j, out.view(), opt);
   return out;
 }
@@ -493,11 +493,11 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
 /// I/n; a masked note gets 0. Errors as for jacobian_note.
 template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
   requires detail::attend_inputs<Q, K, V, S> &&
-           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<V>>
+           detail::derivatives::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, cols_of<V>>
 void jacobian_value(const Q& q, const K& keys, const V& values, const S& score, std::size_t j, Out&& out,
                     const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::jacobian_value<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<V>>(
+  detail::derivatives::jacobian_value<T, common_extent<rows_of<K>, rows_of<V>>, cols_of<V>>(
       "attn::jacobian_value", score, as_span(q), as_view(keys), as_view(values), j, as_mutable_view(out),
       opt);
 }
@@ -511,7 +511,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                                            const options& opt = {}) {
   using T = scalar_of<Q>;
   const std::size_t dv = as_view(values).cols();
-  auto out = detail::zero_matrix<T, cols_of<V>, cols_of<V>>(dv, dv);
+  auto out = detail::derivatives::zero_matrix<T, cols_of<V>, cols_of<V>>(dv, dv);
   jacobian_value(q, keys, values, score, j, out.view(), opt);
   return out;
 }
@@ -520,11 +520,11 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
 /// weights do not move with the scores; errors as for jacobian_note.
 template <vector_like Q, matrix_like K, matrix_like V, class S, class Out>
   requires detail::attend_inputs<Q, K, V, S> &&
-           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, extent_of<Q>>
+           detail::derivatives::matrix_output_for<Out, scalar_of<Q>, cols_of<V>, extent_of<Q>>
 void jacobian_query(const Q& q, const K& keys, const V& values, const S& score, Out&& out,
                     const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::jacobian_query<T, common_extent<rows_of<K>, rows_of<V>>, extent_of<Q>, cols_of<V>>(
+  detail::derivatives::jacobian_query<T, common_extent<rows_of<K>, rows_of<V>>, extent_of<Q>, cols_of<V>>(
       "attn::jacobian_query", score, as_span(q), as_view(keys), as_view(values), as_mutable_view(out), opt);
 }
 
@@ -535,7 +535,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                                               const V& values, const S& score,
                                                                               const options& opt = {}) {
   using T = scalar_of<Q>;
-  auto out = detail::zero_matrix<T, cols_of<V>, extent_of<Q>>(as_view(values).cols(), as_span(q).size());
+  auto out = detail::derivatives::zero_matrix<T, cols_of<V>, extent_of<Q>>(as_view(values).cols(), as_span(q).size());
   jacobian_query(q, keys, values, score, out.view(), opt);
   return out;
 }
@@ -543,7 +543,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
 /// Writes ∂c/∂q = β Σ_j α_j (h_j − c)(∂s_j/∂q)ᵀ (d × d_q) for notes that are keys and values.
 template <vector_like Q, matrix_like N, class S, class Out>
   requires detail::attend_inputs<Q, N, N, S> &&
-           detail::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, extent_of<Q>>
+           detail::derivatives::matrix_output_for<Out, scalar_of<Q>, cols_of<N>, extent_of<Q>>
 void jacobian_query(const Q& q, const N& notes, const S& score, Out&& out, const options& opt = {}) {
   jacobian_query(q, notes, notes, score, std::forward<Out>(out), opt);
 }
@@ -568,15 +568,15 @@ template <vector_like Q, matrix_like N, class S>
 /// Sizes are checked before anything is written (dimension_error).
 template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G, class GS, class GQ, class GK,
           class GV>
-  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>> &&
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
            detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
            detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
-           detail::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
-           detail::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>>
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>>
 void backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
               GS&& grad_scores, GQ&& grad_query, GK&& grad_keys, GV&& grad_values, const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::backward<T, extent_of<Q>, cols_of<K>>(
+  detail::derivatives::backward<T, extent_of<Q>, cols_of<K>>(
       "attn::backward", score, as_span(q), as_view(keys), as_view(values), as_span(grad_context),
       as_mutable_span(grad_scores), as_mutable_span(grad_query), as_mutable_view(grad_keys),
       as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr), opt);
@@ -587,18 +587,18 @@ void backward(const Q& q, const K& keys, const V& values, const S& score, const 
 /// gradients accumulate, so a batch can sum into one buffer; every other output is overwritten.
 template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G, class GS, class GQ, class GK,
           class GV, class P>
-  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>> &&
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
            detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
            detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
-           detail::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
-           detail::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>> &&
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>> &&
            parameter_gradient_for<P, S, scalar_of<Q>>
 void backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
               GS&& grad_scores, GQ&& grad_query, GK&& grad_keys, GV&& grad_values, P&& grad_parameters,
               const options& opt = {}) {
   using T = scalar_of<Q>;
   auto* p = &grad_parameters;
-  detail::backward<T, extent_of<Q>, cols_of<K>>(
+  detail::derivatives::backward<T, extent_of<Q>, cols_of<K>>(
       "attn::backward", score, as_span(q), as_view(keys), as_view(values), as_span(grad_context),
       as_mutable_span(grad_scores), as_mutable_span(grad_query), as_mutable_view(grad_keys),
       as_mutable_view(grad_values), false, p, opt);
@@ -608,16 +608,16 @@ void backward(const Q& q, const K& keys, const V& values, const S& score, const 
 /// ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j (n × d) into the caller's buffers; allocates nothing
 /// (as above). Masked notes get exactly 0.
 template <vector_like Q, matrix_like N, class S, vector_like G, class GS, class GQ, class GN>
-  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>> &&
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
            detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
            detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
-           detail::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>>
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>>
 void backward(const Q& q, const N& notes, const S& score, const G& grad_context, GS&& grad_scores,
               GQ&& grad_query, GN&& grad_notes, const options& opt = {}) {
   using T = scalar_of<Q>;
   const auto nv = as_view(notes);
   const MatrixView<T> gn = as_mutable_view(grad_notes);
-  detail::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
+  detail::derivatives::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
                                                 as_span(grad_context), as_mutable_span(grad_scores),
                                                 as_mutable_span(grad_query), gn, gn, true,
                                                 static_cast<no_parameters*>(nullptr), opt);
@@ -625,10 +625,10 @@ void backward(const Q& q, const N& notes, const S& score, const G& grad_context,
 
 /// As above, and also adds ∂L/∂θ to `grad_parameters` (accumulated; see the keys ≠ values form).
 template <vector_like Q, matrix_like N, class S, vector_like G, class GS, class GQ, class GN, class P>
-  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>> &&
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
            detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
            detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
-           detail::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>> &&
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>> &&
            parameter_gradient_for<P, S, scalar_of<Q>>
 void backward(const Q& q, const N& notes, const S& score, const G& grad_context, GS&& grad_scores,
               GQ&& grad_query, GN&& grad_notes, P&& grad_parameters, const options& opt = {}) {
@@ -636,7 +636,7 @@ void backward(const Q& q, const N& notes, const S& score, const G& grad_context,
   const auto nv = as_view(notes);
   const MatrixView<T> gn = as_mutable_view(grad_notes);
   auto* p = &grad_parameters;
-  detail::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
+  detail::derivatives::backward<T, extent_of<Q>, cols_of<N>>("attn::backward", score, as_span(q), nv, nv,
                                                 as_span(grad_context), as_mutable_span(grad_scores),
                                                 as_mutable_span(grad_query), gn, gn, true, p, opt);
 }
@@ -644,7 +644,7 @@ void backward(const Q& q, const N& notes, const S& score, const G& grad_context,
 /// From g = ∂L/∂c for keys ≠ values, returns ∂L/∂s, ∂L/∂q, ∂L/∂k_j, ∂L/∂v_j and ∂L/∂θ
 /// (`parameters`, of type parameter_gradient_t<S>). Fixed sizes: no allocation.
 template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G>
-  requires detail::attend_inputs<Q, K, V, S> && detail::input_for<G, scalar_of<Q>, cols_of<V>>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>>
 [[nodiscard]] auto backward(const Q& q, const K& keys, const V& values, const S& score, const G& grad_context,
                             const options& opt = {}) {
   using T = scalar_of<Q>;
@@ -652,11 +652,11 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G>
   const auto kv = as_view(keys);
   const auto vv = as_view(values);
   backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
-      detail::zero_vector<T, N>(kv.rows()), detail::zero_vector<T, DQ>(as_span(q).size()),
-      detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
-      detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
-  detail::backward<T, DQ, cols_of<K>>("attn::backward", score, as_span(q), kv, vv, as_span(grad_context),
+      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward<T, DQ, cols_of<K>>("attn::backward", score, as_span(q), kv, vv, as_span(grad_context),
                                       std::span<T>(r.scores), std::span<T>(r.query), r.keys.view(),
                                       r.values.view(), false, p, opt);
   return r;
@@ -665,17 +665,17 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G>
 /// From g = ∂L/∂c for notes that are keys and values, returns ∂L/∂s, ∂L/∂q,
 /// ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j and ∂L/∂θ. Fixed sizes: no allocation.
 template <vector_like Q, matrix_like N, class S, vector_like G>
-  requires detail::attend_inputs<Q, N, N, S> && detail::input_for<G, scalar_of<Q>, cols_of<N>>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>>
 [[nodiscard]] auto backward(const Q& q, const N& notes, const S& score, const G& grad_context,
                             const options& opt = {}) {
   using T = scalar_of<Q>;
   constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
   const auto nv = as_view(notes);
   notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
-      detail::zero_vector<T, NN>(nv.rows()), detail::zero_vector<T, DQ>(as_span(q).size()),
-      detail::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
-  detail::backward<T, DQ, D>("attn::backward", score, as_span(q), nv, nv, as_span(grad_context),
+      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward<T, DQ, D>("attn::backward", score, as_span(q), nv, nv, as_span(grad_context),
                              std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(),
                              true, p, opt);
   return r;
@@ -687,16 +687,16 @@ template <vector_like Q, matrix_like N, class S, vector_like G>
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G, class GS, class GQ, class GK,
           class GV>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
-           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
-           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
-           detail::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
-           detail::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>>
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
+           detail::derivatives::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
+           detail::derivatives::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::derivatives::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>>
 void align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
                     const G& grad_contexts, GS&& grad_scores, GQ&& grad_queries, GK&& grad_keys,
                     GV&& grad_values, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
-  detail::align_backward<T, cols_of<Qs>, cols_of<K>>(
+  detail::derivatives::align_backward<T, cols_of<Qs>, cols_of<K>>(
       "attn::align_backward", score, as_view(queries), as_view(keys), as_view(values),
       as_view(grad_contexts), as_mutable_view(grad_scores), as_mutable_view(grad_queries),
       as_mutable_view(grad_keys), as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr),
@@ -707,18 +707,18 @@ void align_backward(const Qs& queries, const K& keys, const V& values, const S& 
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G, class GS, class GQ, class GK,
           class GV, class P>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
-           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
-           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
-           detail::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
-           detail::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>> &&
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>> &&
+           detail::derivatives::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<K>> &&
+           detail::derivatives::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::derivatives::matrix_output_for<GK, matrix_scalar_of<Qs>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, matrix_scalar_of<Qs>, rows_of<V>, cols_of<V>> &&
            parameter_gradient_for<P, S, matrix_scalar_of<Qs>>
 void align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
                     const G& grad_contexts, GS&& grad_scores, GQ&& grad_queries, GK&& grad_keys,
                     GV&& grad_values, P&& grad_parameters, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
   auto* p = &grad_parameters;
-  detail::align_backward<T, cols_of<Qs>, cols_of<K>>(
+  detail::derivatives::align_backward<T, cols_of<Qs>, cols_of<K>>(
       "attn::align_backward", score, as_view(queries), as_view(keys), as_view(values),
       as_view(grad_contexts), as_mutable_view(grad_scores), as_mutable_view(grad_queries),
       as_mutable_view(grad_keys), as_mutable_view(grad_values), false, p, opt);
@@ -728,16 +728,16 @@ void align_backward(const Qs& queries, const K& keys, const V& values, const S& 
 /// (T × d_q) and ∂L/∂h_j (n × d, summed over the queries); allocates nothing (as for backward).
 template <matrix_like Qs, matrix_like N, class S, matrix_like G, class GS, class GQ, class GN>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
-           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
-           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
-           detail::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>>
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
+           detail::derivatives::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
+           detail::derivatives::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::derivatives::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>>
 void align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
                     GS&& grad_scores, GQ&& grad_queries, GN&& grad_notes, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
   const auto nv = as_view(notes);
   const MatrixView<T> gn = as_mutable_view(grad_notes);
-  detail::align_backward<T, cols_of<Qs>, cols_of<N>>(
+  detail::derivatives::align_backward<T, cols_of<Qs>, cols_of<N>>(
       "attn::align_backward", score, as_view(queries), nv, nv, as_view(grad_contexts),
       as_mutable_view(grad_scores), as_mutable_view(grad_queries), gn, gn, true,
       static_cast<no_parameters*>(nullptr), opt);
@@ -746,10 +746,10 @@ void align_backward(const Qs& queries, const N& notes, const S& score, const G& 
 /// As above, and also adds ∂L/∂θ (summed over the queries) to `grad_parameters`.
 template <matrix_like Qs, matrix_like N, class S, matrix_like G, class GS, class GQ, class GN, class P>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
-           detail::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
-           detail::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
-           detail::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>> &&
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>> &&
+           detail::derivatives::matrix_output_for<GS, matrix_scalar_of<Qs>, rows_of<Qs>, rows_of<N>> &&
+           detail::derivatives::matrix_output_for<GQ, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<Qs>> &&
+           detail::derivatives::matrix_output_for<GN, matrix_scalar_of<Qs>, rows_of<N>, cols_of<N>> &&
            parameter_gradient_for<P, S, matrix_scalar_of<Qs>>
 void align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
                     GS&& grad_scores, GQ&& grad_queries, GN&& grad_notes, P&& grad_parameters,
@@ -758,7 +758,7 @@ void align_backward(const Qs& queries, const N& notes, const S& score, const G& 
   const auto nv = as_view(notes);
   const MatrixView<T> gn = as_mutable_view(grad_notes);
   auto* p = &grad_parameters;
-  detail::align_backward<T, cols_of<Qs>, cols_of<N>>(
+  detail::derivatives::align_backward<T, cols_of<Qs>, cols_of<N>>(
       "attn::align_backward", score, as_view(queries), nv, nv, as_view(grad_contexts),
       as_mutable_view(grad_scores), as_mutable_view(grad_queries), gn, gn, true, p, opt);
 }
@@ -767,7 +767,7 @@ void align_backward(const Qs& queries, const N& notes, const S& score, const G& 
 /// ∂L/∂k_j, ∂L/∂v_j (summed over the queries) and ∂L/∂θ. Fixed sizes: no allocation.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>>
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<V>>
 [[nodiscard]] auto align_backward(const Qs& queries, const K& keys, const V& values, const S& score,
                                   const G& grad_contexts, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
@@ -776,11 +776,11 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
   const auto kv = as_view(keys);
   const auto vv = as_view(values);
   align_backward_result<T, TQ, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
-      detail::zero_matrix<T, TQ, N>(qv.rows(), kv.rows()), detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
-      detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
-      detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
-  detail::align_backward<T, DQ, cols_of<K>>("attn::align_backward", score, qv, kv, vv, as_view(grad_contexts),
+      detail::derivatives::zero_matrix<T, TQ, N>(qv.rows(), kv.rows()), detail::derivatives::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
+      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::align_backward<T, DQ, cols_of<K>>("attn::align_backward", score, qv, kv, vv, as_view(grad_contexts),
                                             r.scores.view(), r.queries.view(), r.keys.view(), r.values.view(),
                                             false, p, opt);
   return r;
@@ -790,7 +790,7 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
 /// ∂L/∂q_t (T × d_q), ∂L/∂h_j (summed over the queries) and ∂L/∂θ. Fixed sizes: no allocation.
 template <matrix_like Qs, matrix_like N, class S, matrix_like G>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
-           detail::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>>
+           detail::derivatives::matrix_input_for<G, matrix_scalar_of<Qs>, rows_of<Qs>, cols_of<N>>
 [[nodiscard]] auto align_backward(const Qs& queries, const N& notes, const S& score, const G& grad_contexts,
                                   const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
@@ -798,10 +798,10 @@ template <matrix_like Qs, matrix_like N, class S, matrix_like G>
   const auto qv = as_view(queries);
   const auto nv = as_view(notes);
   align_notes_backward_result<T, TQ, DQ, NN, D, parameter_gradient_t<S>> r{
-      detail::zero_matrix<T, TQ, NN>(qv.rows(), nv.rows()), detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
-      detail::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  auto* p = detail::has_parameters<S> ? &r.parameters : nullptr;
-  detail::align_backward<T, DQ, D>("attn::align_backward", score, qv, nv, nv, as_view(grad_contexts),
+      detail::derivatives::zero_matrix<T, TQ, NN>(qv.rows(), nv.rows()), detail::derivatives::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
+      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::align_backward<T, DQ, D>("attn::align_backward", score, qv, nv, nv, as_view(grad_contexts),
                                    r.scores.view(), r.queries.view(), r.notes.view(), r.notes.view(), true, p,
                                    opt);
   return r;
