@@ -222,7 +222,7 @@ struct additive_case {
 
 template <class T>
 struct distance_case {
-  static constexpr const char* name = "user: -|q-h|^2";
+  static constexpr const char* name = "user distance";
   static constexpr bool same_size = true;
   distance_case(rng_t&, std::size_t, std::size_t) {}
   neg_sq_distance score() const { return {}; }
@@ -234,7 +234,7 @@ struct distance_case {
 
 template <class T>
 struct weighted_dot_case {
-  static constexpr const char* name = "user: sum w q h";
+  static constexpr const char* name = "user weighted_dot";
   static constexpr bool same_size = true;
   std::vector<T> w;
   weighted_dot_case(rng_t& rng, std::size_t dq, std::size_t) {
@@ -649,8 +649,8 @@ TEST_CASE("derivative agreement table", "[derivatives-report][.]") {
     row("scaled_dot", type, run_suite<T>(maker<T, scaled_dot_case>(), true), a, b);
     row("general", type, run_suite<T>(maker<T, general_case>(), false), a, b);
     row("additive", type, run_suite<T>(maker<T, additive_case>(), false), a, b);
-    row("user -|q-h|^2", type, run_suite<T>(maker<T, distance_case>(), true), a, b);
-    row("user sum w q h", type, run_suite<T>(maker<T, weighted_dot_case>(), true), a, b);
+    row("user distance", type, run_suite<T>(maker<T, distance_case>(), true), a, b);
+    row("user weighted_dot", type, run_suite<T>(maker<T, weighted_dot_case>(), true), a, b);
   };
   all(float{}, "float");
   all(double{}, "double");
