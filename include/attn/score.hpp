@@ -99,8 +99,7 @@ struct dot_score {
   /// out_j = q·h_j for every row h_j of notes (sizes checked by the caller).
   template <real T>
   constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    for (std::size_t j = 0; j < notes.rows(); ++j)
-      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size());
+    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
   }
   /// ∂(q·h)/∂h = q.
   template <real T>
@@ -156,8 +155,8 @@ struct scaled_dot_score {
   template <real T>
   void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
     const T f = factor<T>(q.size());
-    for (std::size_t j = 0; j < notes.rows(); ++j)
-      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size()) * f;
+    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
+    for (std::size_t j = 0; j < notes.rows(); ++j) out[j] *= f;
   }
   /// ∂s/∂h = q/√d.
   template <real T>
@@ -265,6 +264,7 @@ public:
     Matrix<T, DQ, DH> W;  ///< ∂L/∂W = Σ_j a_j q h_jᵀ
     /// Borrows the gradient for writing.
     [[nodiscard]] constexpr gradient_view view() noexcept { return {W.view()}; }
+    /// Converts to gradient_view, so an owned gradient goes wherever a view is taken.
     constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
   };
   /// Returns ∂L/∂W = 0, shaped like W (fixed shapes: no allocation).
@@ -426,6 +426,7 @@ public:
     [[nodiscard]] constexpr gradient_view view() noexcept {
       return {W1.view(), W2.view(), std::span<T, K>(v)};
     }
+    /// Converts to gradient_view, so an owned gradient goes wherever a view is taken.
     constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
   };
   /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
