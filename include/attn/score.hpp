@@ -99,7 +99,8 @@ struct dot_score {
   /// out_j = q·h_j for every row h_j of notes (sizes checked by the caller).
   template <real T>
   constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
+    for (std::size_t j = 0; j < notes.rows(); ++j)
+      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size());
   }
   /// ∂(q·h)/∂h = q.
   template <real T>
@@ -155,8 +156,8 @@ struct scaled_dot_score {
   template <real T>
   void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
     const T f = factor<T>(q.size());
-    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
-    for (std::size_t j = 0; j < notes.rows(); ++j) out[j] *= f;
+    for (std::size_t j = 0; j < notes.rows(); ++j)
+      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size()) * f;
   }
   /// ∂s/∂h = q/√d.
   template <real T>
