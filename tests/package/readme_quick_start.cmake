@@ -13,6 +13,13 @@ string(REPLACE "\r" "" readme "\n${readme}\n")
 foreach(line IN LISTS lines)
   string(FIND "${readme}" "\n${line}\n" index)
   if(index EQUAL -1)
-    message(FATAL_ERROR "README.md must contain this quick-start line, on a line of its own:\n  ${line}")
+    # Show the README's nearest candidates, so a drift is plain to see.
+    string(REGEX MATCHALL "\n[^\n]*cmake --workflow[^\n]*" found "${readme}")
+    list(JOIN found "" found)
+    string(REPLACE "\n" "\n    " found "${found}")
+    message(FATAL_ERROR "README.md must contain this quick-start line, on a line of its own:\n"
+                        "    ${line}\n"
+                        "(.ci/run and tests/package/readme_quick_start.cmake hold the same line.)\n"
+                        "README.md's lines that run cmake --workflow:${found}")
   endif()
 endforeach()
