@@ -69,6 +69,12 @@ TEST_CASE("Vector: fixed sizes are inline and constexpr, dynamic sizes are run-t
   const std::vector<double> src{1, 2, 3};
   Vector<double, 3> copy(src);
   REQUIRE(copy == Vector<double, 3>{1, 2, 3});
+  // Our Vectors pass where std::span is expected, fixed or dynamic, const or not (and, built
+  // with -Wconversion -Werror, without g++'s warning about two conversion paths).
+  const auto size_of = [](std::span<const double> x) { return x.size(); };
+  const auto fixed_size_of = [](std::span<const double, 3> x) { return x.size(); };
+  const auto writable_size_of = [](std::span<double> x) { return x.size(); };
+  REQUIRE(size_of(d) + size_of(copy) + fixed_size_of(copy) + writable_size_of(d) + writable_size_of(copy) == 17);
   const std::vector<double> wrong{1, 2};
   REQUIRE_THROWS_AS((Vector<double, 3>(wrong)), attn::dimension_error);
 }

@@ -133,10 +133,18 @@ public:
   [[nodiscard]] constexpr const T* begin() const noexcept { return data(); }
   [[nodiscard]] constexpr const T* end() const noexcept { return data() + size(); }
 
-  /// Borrows the numbers as a span of the same extent.
-  constexpr operator std::span<T, N>() noexcept { return std::span<T, N>(data(), size()); }
-  /// Borrows the numbers read-only.
-  constexpr operator std::span<const T, N>() const noexcept {
+  /// Fixed N: borrows the numbers as a `std::span<T, N>`. (A dynamic Vector needs no
+  /// operator: std::span's implicit range constructor takes it, and a second path would make
+  /// g++ warn under -Wconversion.)
+  constexpr operator std::span<T, N>() noexcept
+    requires(N != dynamic)
+  {
+    return std::span<T, N>(data(), size());
+  }
+  /// Fixed N: borrows the numbers read-only.
+  constexpr operator std::span<const T, N>() const noexcept
+    requires(N != dynamic)
+  {
     return std::span<const T, N>(data(), size());
   }
 
