@@ -1,0 +1,196 @@
+// The report headers: locale-independent numbers, display widths, tables in four spellings,
+// JSON and the SVG heatmap.
+
+#include <clocale>
+#include <locale>
+#include <string>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn/report.hpp"
+#include "attn_catch.hpp"
+
+namespace report = attn::report;
+
+namespace {
+/// A numpunct that writes a decimal comma, as a German or French locale would.
+struct comma : std::numpunct<char> {
+  char do_decimal_point() const override { return ','; }
+  char do_thousands_sep() const override { return '.'; }
+  std::string do_grouping() const override { return "\3"; }
+};
+
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("fixed rounds half away from zero and never writes -0.000", "[report]") {
+  CHECK(report::fixed(0.7361247243125939, 3) == "0.736");
+  CHECK(report::fixed(0.09962364806231834, 3) == "0.100");
+  CHECK(report::fixed(2.0, 3) == "2.000");
+  CHECK(report::fixed(0.0625, 3) == "0.063");    // an exact tie rounds up, as taught in school
+  CHECK(report::fixed(-0.0625, 3) == "-0.063");  // and away from zero below it
+  CHECK(report::fixed(0.125, 2) == "0.13");
+  CHECK(report::fixed(2.5, 0) == "3");
+  CHECK(report::fixed(0.1, 1) == "0.1");
+  CHECK(report::fixed(0.15, 1) == "0.1");  // 0.15 is 0.1499999999999999944... in binary: no tie
+  CHECK(report::fixed(-0.0001, 3) == "0.000");
+  CHECK(report::fixed(-0.0, 3) == "0.000");
+  CHECK(report::fixed(-0.0004999, 3) == "0.000");
+  CHECK(report::fixed(-0.0005, 3) == "-0.001");
+  CHECK(report::fixed(1e300, 1).size() == 303);
+  CHECK(report::fixed(0.5f, 2) == "0.50");
+  CHECK(report::fixed(0.736L, 2) == "0.74");
+  CHECK(report::fixed(std::numeric_limits<double>::quiet_NaN(), 3) == "nan");
+  CHECK(report::fixed(-std::numeric_limits<double>::infinity(), 3) == "-inf");
+  CHECK(report::fixed(1.5, -2) == "2");
+}
+
+TEST_CASE("shortest writes the shortest text that reads back exactly", "[report]") {
+  CHECK(report::shortest(0.5) == "0.5");
+  CHECK(report::shortest(0.1) == "0.1");
+  CHECK(report::shortest(2.0) == "2");
+  CHECK(report::shortest(-0.0) == "0");
+  CHECK(report::shortest(1e-5) == "1e-05");
+  CHECK(report::shortest(0.09962364806231834) == "0.09962364806231834");
+  CHECK(report::shortest(std::numeric_limits<double>::infinity()) == "inf");
+}
+
+TEST_CASE("numbers ignore the global locale", "[report]") {
+  const std::locale old = std::locale::global(std::locale(std::locale::classic(), new comma));
+  const char* old_c = std::setlocale(LC_NUMERIC, nullptr);
+  const std::string saved_c = old_c ? old_c : "C";
+  std::setlocale(LC_NUMERIC, "de_DE.UTF-8");  // may not exist; the C++ locale above does
+  const std::string f = report::fixed(1234.5678, 2);
+  const std::string s = report::shortest(0.25);
+  const std::string t = report::to_csv(report::matrix_table(attn::Matrix<double>{{0.5}}, {"q"}, {"h"}, 3));
+  std::setlocale(LC_NUMERIC, saved_c.c_str());
+  std::locale::global(old);
+  CHECK(f == "1234.57");
+  CHECK(s == "0.25");
+  CHECK(t == ",h\nq,0.500\n");
+}
+
+TEST_CASE("display_width measures what a terminal shows", "[report]") {
+  CHECK(report::display_width("tea") == 3);
+  CHECK(report::display_width("मैं") == 1);   // म and two combining marks
+  CHECK(report::display_width("चाय") == 3);
+  CHECK(report::display_width("पीता") == 4);  // ी and ा are spacing vowel signs
+  CHECK(report::display_width("हूँ") == 1);
+  CHECK(report::display_width("日本") == 4);
+  CHECK(report::display_width("é") == 1);     // e + combining acute
+  CHECK(report::display_width("\xFF") == 1);   // not UTF-8: one column per byte
+  CHECK(report::pad_right("मैं", 4) == "मैं   ");
+  CHECK(report::pad_left("पीता", 5) == " पीता");
+}
+
+TEST_CASE("a table in text, Markdown, LaTeX and CSV", "[report]") {
+  const attn::Matrix<double> m{{0.736, -0.0367}, {0, 1}};
+  auto t = report::matrix_table(m, {"मैं", "tea"}, {"a|b", "x_1"}, 3, {}, {"Title"});
+
+  CHECK(report::to_text(t) ==
+        "Title\n"
+        "       a|b     x_1\n"
+        "---  -----  ------\n"
+        "मैं    0.736  -0.037\n"
+        "tea  0.000   1.000\n");
+  CHECK(report::to_markdown(t) ==
+        "**Title**\n\n"
+        "|     |  a\\|b |    x_1 |\n"
+        "| :-- | ----: | -----: |\n"
+        "| मैं   | 0.736 | -0.037 |\n"
+        "| tea | 0.000 |  1.000 |\n");
+  CHECK(report::to_csv(t) == ",a|b,x_1\nमैं,0.736,-0.037\ntea,0.000,1.000\n");
+  const std::string tex = report::to_latex(t);
+  CHECK(tex.find("\\caption{Title}") != std::string::npos);
+  CHECK(tex.find("\\begin{tabular}{lrr}") != std::string::npos);
+  CHECK(tex.find("a|b & x\\_1 \\\\") != std::string::npos);
+  CHECK(tex.find("\\attnlabel{मैं}{?} & 0.736 & $-$0.037 \\\\") != std::string::npos);
+  CHECK(count(tex, "\\toprule") == 1);
+  CHECK(count(tex, "\\bottomrule") == 1);
+
+  t.rows[0].pop_back();
+  CHECK_THROWS_AS(report::to_text(t), attn::dimension_error);
+}
+
+TEST_CASE("escaping for LaTeX, Markdown and CSV", "[report]") {
+  CHECK(report::latex_escape("50% & $x_1^2$ #{~}\\") ==
+        "50\\% \\& \\$x\\_1\\textasciicircum{}2\\$ \\#\\{\\textasciitilde{}\\}\\textbackslash{}");
+  CHECK(report::latex_label("tea", "$h_{3}$") == "tea");
+  CHECK(report::latex_label("चाय_1", "$q_{2}$") == "\\attnlabel{चाय\\_1}{$q_{2}$}");
+  CHECK(report::csv_field("a,b") == "\"a,b\"");
+  CHECK(report::csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(report::csv_field(" x") == "\" x\"");
+  CHECK(report::csv_field("चाय") == "चाय");
+  CHECK(report::detail::markdown_escape("h_j *b* _x_ `c`") == "h_j \\*b\\* \\_x\\_ \\`c\\`");
+}
+
+TEST_CASE("json_writer writes deterministic, valid JSON", "[report]") {
+  report::json_writer j;
+  j.begin_object();
+  j.key("label").string("चाय \"tea\"\n\x01");
+  j.key("weights").numbers(attn::Vector<double>{0.1, 0.5, 2});
+  j.key("bad").number(std::numeric_limits<double>::quiet_NaN());
+  j.key("map").matrix(attn::Matrix<double>{{1, 0}, {0, 1}});
+  j.key("empty").begin_array().end_array();
+  j.key("rounded").rounded(attn::Vector<double>{-0.0001, 0.0625}, 3);
+  j.end_object();
+  REQUIRE(j.complete());
+  CHECK(j.str() ==
+        "{\n"
+        "  \"label\": \"चाय \\\"tea\\\"\\n\\u0001\",\n"
+        "  \"weights\": [0.1, 0.5, 2],\n"
+        "  \"bad\": null,\n"
+        "  \"map\": [\n"
+        "    [1, 0],\n"
+        "    [0, 1]\n"
+        "  ],\n"
+        "  \"empty\": [],\n"
+        "  \"rounded\": [\"0.000\", \"0.063\"]\n"
+        "}\n");
+  CHECK(report::json_quote("\xC3\x28") == "\"\xEF\xBF\xBD(\"");  // invalid UTF-8 → U+FFFD
+  report::json_writer bad;
+  bad.begin_object();
+  CHECK_THROWS_AS(bad.string("no key"), std::logic_error);
+}
+
+TEST_CASE("the SVG heatmap is self-contained and deterministic", "[report]") {
+  const attn::Matrix<double, 4, 3> states{{2, 0.5, 0}, {0, 0.5, 2}, {0, 2, 0.5}, {1.5, 1.5, 0}};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto r = attn::align(states, notes, attn::dot);
+  const std::vector<std::string> rows{"मैं", "चाय", "पीता", "हूँ"}, cols{"I", "drink", "<tea & co>"};
+  const std::string a = report::alignment_map_svg(r.weights, rows, cols);
+  const std::string b = report::alignment_map_svg(r.weights, rows, cols);
+  CHECK(a == b);
+  CHECK(a.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  CHECK(a.ends_with("</svg>\n"));
+  CHECK(a.find("<script") == std::string::npos);
+  CHECK(a.find("href") == std::string::npos);  // nothing external
+  CHECK(a.find("&lt;tea &amp; co&gt;") != std::string::npos);
+  CHECK(a.find(">चाय</text>") != std::string::npos);
+  CHECK(a.find(">0.736</text>") != std::string::npos);
+  CHECK(count(a, "<rect ") == 12 + 2);  // the cells, the background and the legend bar
+  CHECK(count(a, "<g") == count(a, "</g>"));
+  CHECK(count(a, "<text") == count(a, "</text>"));
+  CHECK_THROWS_AS(report::heatmap_svg(r.weights, {"x"}, cols), attn::dimension_error);
+  report::heatmap_options flat;
+  flat.lo = flat.hi = 1;
+  CHECK_THROWS_AS(report::heatmap_svg(r.weights, rows, cols, flat), attn::domain_error);
+}
+
+TEST_CASE("the heatmap's colours darken with the value and keep text readable", "[report]") {
+  double previous = 2;
+  for (int k = 0; k <= 20; ++k) {
+    const auto c = report::detail::scale_colour(k / 20.0);
+    const double l = report::detail::luminance(c);
+    CHECK(l < previous);
+    previous = l;
+    // white or black text, whichever contrasts more, always reaches WCAG's 4.5:1
+    const bool white = std::string(report::detail::text_colour_on(c)) == "#ffffff";
+    const double ratio = white ? 1.05 / (l + 0.05) : (l + 0.05) / 0.05;
+    CHECK(ratio >= 4.5);
+  }
+}
