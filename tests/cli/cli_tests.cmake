@@ -1,0 +1,75 @@
+# attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
+#   attn_calc_golden_<format>  the unit's example with --jacobian, byte for byte (tests/golden/)
+#   attn_calc_from_files       the same map from @file inputs and labels
+#   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
+#   example_alignment_map_svg  ... and what the alignment_map example draws
+#   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
+set(attn_cli_dir "${PROJECT_SOURCE_DIR}/tests/cli")
+set(attn_golden_dir "${PROJECT_SOURCE_DIR}/tests/golden")
+set(attn_cli_out "${CMAKE_CURRENT_BINARY_DIR}/cli_out")
+file(MAKE_DIRECTORY "${attn_cli_out}")
+
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  add_test(NAME attn_calc_golden_${format}
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|--jacobian|--format|${format}" -DCAPTURE=ON
+            "-DOUT=${attn_cli_out}/unit_example.${ext}" "-DGOLDEN=${attn_golden_dir}/unit_example.${ext}"
+            -P "${attn_cli_dir}/golden.cmake")
+endforeach()
+add_test(NAME attn_calc_from_files
+  COMMAND "${CMAKE_COMMAND}"
+          "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|मैं,चाय,पीता,हूँ|--note-labels|I,drink,tea|--format|csv"
+          -DCAPTURE=ON "-DOUT=${attn_cli_out}/from_files.csv" "-DGOLDEN=${attn_golden_dir}/unit_example.csv"
+          -P "${attn_cli_dir}/golden.cmake")
+add_test(NAME attn_calc_docs_svg
+  COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|--format|svg" -DCAPTURE=ON
+          "-DOUT=${attn_cli_out}/alignment_map.svg" "-DGOLDEN=${PROJECT_SOURCE_DIR}/docs/alignment_map.svg"
+          -P "${attn_cli_dir}/golden.cmake")
+if(TARGET example_alignment_map)
+  add_test(NAME example_alignment_map_svg
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:example_alignment_map>|${attn_cli_out}/example_map.svg"
+            "-DOUT=${attn_cli_out}/example_map.svg" "-DGOLDEN=${PROJECT_SOURCE_DIR}/docs/alignment_map.svg"
+            -P "${attn_cli_dir}/golden.cmake")
+endif()
+
+# attn_calc_bad(<name> <expected text on stderr> <arg>...)
+function(attn_calc_bad name expect)
+  list(JOIN ARGN "|" args)
+  add_test(NAME attn_calc_bad_${name}
+    COMMAND "${CMAKE_COMMAND}" "-DCALC=$<TARGET_FILE:attn-calc>" "-DARGS=${args}" "-DEXPECT=${expect}"
+            -P "${attn_cli_dir}/bad_input.cmake")
+endfunction()
+attn_calc_bad(malformed_number "\"abc\" is not a number" --q 0,abc,2)
+attn_calc_bad(trailing_garbage "\"2x\" is not a number" --beta 2x)
+attn_calc_bad(empty_field "a number is missing" --q 0,,2)
+attn_calc_bad(out_of_range "out of the range of a double" --beta 1e999)
+attn_calc_bad(nan "\"nan\" is not a finite number" --q nan,0,0)
+attn_calc_bad(inf "\"inf\" is not a finite number" --beta inf)
+attn_calc_bad(overflow "are not finite" --q 1e200,0,0 --notes 1e200,0,0)
+attn_calc_bad(dot_sizes "needs the same length" --q 0,1)
+attn_calc_bad(general_sizes "--W is 1x3 but --score general needs" --score general --q 1,2 --W 1,0,0 --notes 1,0,0)
+attn_calc_bad(additive_sizes "--W1 has 3 columns but each note has 2" --score additive --q 1,2 --notes 1,0
+              --W1 1,0,0 --W2 1,0 --v 1)
+attn_calc_bad(additive_missing "--score additive needs --W1, --W2 and --v" --score additive --W1 1,0)
+attn_calc_bad(general_missing "--score general needs --W" --score general)
+attn_calc_bad(unused_parameter "--W is only used by --score general" --W 1,0,0)
+attn_calc_bad(ragged "row 2 has 2 numbers but row 1 has 3" --q 1,0,0 --notes @${attn_cli_dir}/ragged.csv)
+attn_calc_bad(empty_notes "--notes: no numbers given" --q 1,0,0 --notes=)
+attn_calc_bad(empty_file "no numbers given" --q 1,0,0 --notes @${attn_cli_dir}/empty.csv)
+attn_calc_bad(missing_file "cannot read the file" --q 1,0,0 --notes @${attn_cli_dir}/no_such_file.csv)
+attn_calc_bad(directory "is a directory, not a file" --q 1,0,0 --notes @${attn_cli_dir})
+attn_calc_bad(notes_without_q "--notes needs --q" --notes 1,0,0)
+attn_calc_bad(unknown_score "unknown score \"cosine\"" --score cosine)
+attn_calc_bad(unknown_format "unknown format \"pdf\"" --format pdf)
+attn_calc_bad(unknown_option "unknown option \"--frobnicate\"" --frobnicate)
+attn_calc_bad(stray_argument "unexpected argument \"tea\"" tea)
+attn_calc_bad(missing_value "--q needs a value" --q)
+attn_calc_bad(given_twice "--beta is given twice" --beta 1 --beta 2)
+attn_calc_bad(mask_size "--mask has 2 entries but there are 3 notes" --mask 1,0)
+attn_calc_bad(mask_value "entries must be 1 (keep) or 0 (mask out)" --mask 1,2,0)
+attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" --note-labels I,drink)
+attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
+attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
+attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --decimals 2.5)
