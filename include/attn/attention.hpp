@@ -5,8 +5,11 @@
 /// `attend` does it for one query, `align` for T queries (the T×n alignment map), and
 /// `no_attention` is Unit 17's baseline without a map (every query gets the last note).
 
+#include <concepts>
 #include <cstddef>
+#include <limits>
 #include <span>
+#include <type_traits>
 
 #include "attn/detail/kernels.hpp"
 #include "attn/error.hpp"
@@ -62,21 +65,121 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
 }
 
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
-/// contributes nothing, even if its value holds inf or NaN.
+/// contributes nothing, even if its value holds inf or NaN. Eight notes at a time when all
+/// eight count (c is then loaded and stored once per eight notes).
 template <real T>
 constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std::span<T> context) {
-  const std::size_t d = values.cols();
+  const std::size_t d = values.cols(), n = values.rows();
   for (std::size_t i = 0; i < d; ++i) context[i] = T(0);
-  for (std::size_t j = 0; j < values.rows(); ++j)
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    bool all = true;
+    for (std::size_t r = 0; r < 8; ++r) all = all && weights[j + r] != T(0);
+    if (all) {
+      add_weighted_rows(weights.data() + j, values.row(j).data(), values.row_stride(), 8, d,
+                        context.data());
+    } else {
+      for (std::size_t r = j; r < j + 8; ++r)
+        if (weights[r] != T(0)) axpy(weights[r], values.row(r).data(), context.data(), d);
+    }
+  }
+  for (; j < n; ++j)
     if (weights[j] != T(0)) axpy(weights[j], values.row(j).data(), context.data(), d);
 }
 
-/// The whole look back on dynamic views, writing into caller buffers.
+/// Notes per block of the one-pass kernel: the block's scores go through exp as whole
+/// vectors, and its rows are still in L1 when they are added into the context.
+inline constexpr std::size_t online_block = 64;
+
+/// Rows [j0, j0 + nb) of m, as a view.
+template <real T>
+constexpr MatrixView<const T> row_block(MatrixView<const T> m, std::size_t j0, std::size_t nb) {
+  return MatrixView<const T>(m.data() + j0 * m.row_stride(), nb, m.cols(), m.row_stride());
+}
+
+/// The one-pass (online softmax) kernel over all rows of keys and values: block by block it
+/// scores the notes, raises the running max m of β·s over kept notes (rescaling l and c by
+/// exp(m_old − m) when it grows, so at most once per block), and adds
+///   l += Σ_j exp(β s_j − m),   c += Σ_j exp(β s_j − m) v_j.
+/// Scores go to `scores` when it is not null. m, l and c carry over between calls (start:
+/// −inf, 0, zeros). Returns false when a kept score is +inf or NaN, which it leaves to the
+/// caller (m, l and c are then meaningless). Notes of weight 0 are not skipped, so a
+/// non-finite value anywhere can make c non-finite: callers check.
+template <real T, class S>
+constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                           MatrixView<const T> values, T beta, const bool* mask, T* scores,
+                           T* c, T& m, sum_t<T>& l) {
+  constexpr std::size_t B = online_block;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  const std::size_t n = keys.rows(), dv = values.cols();
+  T sbuf[B];
+  T e[B];
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    T* s = scores != nullptr ? scores + j0 : sbuf;
+    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+    const bool* mb = mask != nullptr ? mask + j0 : nullptr;
+    std::size_t kept = nb;
+    const T bm = mb == nullptr ? scaled_max_of(s, nb, beta) : masked_scaled_max_of(s, nb, beta, mb, kept);
+    if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
+    if (bm == -inf) continue;       // nothing kept in this block
+    if (bm > m) {
+      const T f = attn::detail::exp(m - bm);  // 0 the first time (m = −inf)
+      l *= static_cast<sum_t<T>>(f);
+      scale(c, dv, f);
+      m = bm;
+    }
+    exp_shifted(s, e, nb, beta, m, mb);
+    l += static_cast<sum_t<T>>(sum_of(e, nb));
+    add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c);
+  }
+  return l == l;  // a kept NaN that the max left out made l NaN
+}
+
+/// attend in one pass over the notes (online softmax); false when it leaves the row to the
+/// two-pass path: nothing kept, a kept score +inf or NaN, or a context that is not finite
+/// (a value holding inf or NaN, whose note may have weight 0 and must then not count).
+/// The weights are exp(β s_j − m)/l from the stored scores; l is summed in blocks, so it may
+/// differ from the two-pass sum in the last bits.
+template <real T, class S>
+constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
+                             MatrixView<const T> values, const S& score, std::span<T> scores,
+                             std::span<T> weights, std::span<T> context, const options& opt) {
+  const std::size_t n = keys.rows(), dv = values.cols();
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  T m = -std::numeric_limits<T>::infinity();
+  sum_t<T> l = 0;
+  T* c = context.data();
+  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
+  if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l)) return false;
+  if (m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
+  const T inv = static_cast<T>(sum_t<T>(1) / l);
+  exp_shifted(scores.data(), weights.data(), n, beta, m, mask, inv);
+  scale(c, dv, inv);
+  return all_finite(c, dv);
+}
+
+/// Scores the one-pass path computes block by block as cheaply as all at once.
+template <class S>
+inline constexpr bool cheap_block_scores =
+    std::same_as<S, dot_score> || std::same_as<S, scaled_dot_score>;
+
+/// From this many notes on, attend reads the notes once (online softmax) instead of twice.
+inline constexpr std::size_t online_min_notes = 32;
+
+/// The whole look back on dynamic views, writing into caller buffers: one pass over the notes
+/// for dot and scaled_dot when there are enough of them, else scores, softmax, blend.
 template <real T, class S>
 constexpr void attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
                       MatrixView<const T> values, const S& score, std::span<T> scores,
                       std::span<T> weights, std::span<T> context, const options& opt) {
   check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
+  if constexpr (cheap_block_scores<S>) {
+    if (!std::is_constant_evaluated() && keys.rows() >= online_min_notes &&
+        attend_online(q, keys, values, score, scores, weights, context, opt))
+      return;
+  }
   score_all(score, q, keys, scores);
   softmax(where, scores.data(), weights.data(), scores.size(), weights.size(), opt);
   blend<T>(weights, values, context);

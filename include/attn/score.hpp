@@ -99,8 +99,7 @@ struct dot_score {
   /// out_j = q·h_j for every row h_j of notes (sizes checked by the caller).
   template <real T>
   constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    for (std::size_t j = 0; j < notes.rows(); ++j)
-      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size());
+    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
   }
   /// ∂(q·h)/∂h = q.
   template <real T>
@@ -156,8 +155,8 @@ struct scaled_dot_score {
   template <real T>
   void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
     const T f = factor<T>(q.size());
-    for (std::size_t j = 0; j < notes.rows(); ++j)
-      out[j] = detail::dot(q.data(), notes.row(j).data(), q.size()) * f;
+    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
+    for (std::size_t j = 0; j < notes.rows(); ++j) out[j] *= f;
   }
   /// ∂s/∂h = q/√d.
   template <real T>

@@ -57,8 +57,8 @@ constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t 
     throw domain_error(std::string(where) + ": sharpness beta must be finite");
 }
 
-/// What one read-only pass over β·x tells: its max over kept entries (NaN ignored), how many
-/// entries are kept, and whether a kept entry is NaN (only looked for on the rare paths).
+/// What one read-only pass over β·x tells: its max over kept entries and how many entries are
+/// kept. A kept NaN makes the max NaN or leaves it out (classify and the sum find it either way).
 template <class T>
 struct row_scan {
   T max;
@@ -67,14 +67,9 @@ struct row_scan {
 
 template <class T>
 constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const bool* mask) {
-  if (mask == nullptr) return {beta == T(1) ? max_of(x, n) : scaled_max_of(x, n, beta), n};
-  T m = -std::numeric_limits<T>::infinity();
+  if (mask == nullptr) return {scaled_max_of(x, n, beta), n};
   std::size_t kept = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    const T y = beta * x[j];
-    kept += mask[j] ? 1u : 0u;
-    m = (mask[j] && y > m) ? y : m;
-  }
+  const T m = masked_scaled_max_of(x, n, beta, mask, kept);
   return {m, kept};
 }
 
@@ -115,9 +110,9 @@ constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std
   const row_scan<T> s = scan_row(x, n, beta, mask);
   switch (classify(x, n, s, mask)) {
     case row_kind::finite: {
-      const T sum = mask == nullptr ? exp_shifted_sum(x, out, n, beta, s.max)
-                                    : masked_exp_shifted_sum(x, out, n, beta, s.max, mask);
-      scale(out, n, T(1) / sum);  // a NaN anywhere made sum NaN, so the whole row is NaN
+      const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask);
+      // 1/sum rounded once from the wide sum; a NaN anywhere made sum NaN, so the row is NaN
+      scale(out, n, static_cast<T>(sum_t<T>(1) / sum));
       return;
     }
     case row_kind::nan:

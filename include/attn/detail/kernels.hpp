@@ -4,10 +4,23 @@
 /// them without -ffast-math: reductions keep `lanes` independent partial results (which is
 /// also what makes them more accurate than one running sum), maps are branch-free.
 
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "attn/detail/exp.hpp"
+#include "attn/detail/simd.hpp"
+
+/// On the loops that call exp: GCC and Clang inline every call in them (exp above all),
+/// whatever the size of the function they end up in. Without it GCC stops inlining exp once
+/// a caller has grown large, and the loop around the call is no longer vectorized.
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_FLATTEN [[gnu::flatten]]
+#else
+#define ATTN_FLATTEN
+#endif
 
 namespace attn::detail {
 
@@ -15,25 +28,6 @@ namespace attn::detail {
 /// register, two AVX2 registers.
 template <class T>
 inline constexpr std::size_t lanes = 64 / sizeof(T) > 16 ? 16 : 64 / sizeof(T);
-
-/// Σ_i a_i b_i.
-template <class T>
-[[nodiscard]] constexpr T dot(const T* a, const T* b, std::size_t n) noexcept {
-  constexpr std::size_t L = lanes<T>;
-  if (n < L) {
-    T s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += a[i] * b[i];
-    return s;
-  }
-  T acc[L] = {};
-  std::size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::size_t k = 0; k < L; ++k) acc[k] += a[i + k] * b[i + k];
-  for (std::size_t k = 0; i + k < n; ++k) acc[k] += a[i + k] * b[i + k];
-  T s = 0;
-  for (std::size_t k = 0; k < L; ++k) s += acc[k];
-  return s;
-}
 
 /// y += a·x.
 template <class T>
@@ -47,77 +41,185 @@ constexpr void scale(T* x, std::size_t n, T a) noexcept {
   for (std::size_t i = 0; i < n; ++i) x[i] *= a;
 }
 
-/// max_i x_i, NaNs skipped; −inf for n == 0.
+/// The signed integer as wide as T, for float and double (IEEE); void otherwise.
 template <class T>
-[[nodiscard]] constexpr T max_of(const T* x, std::size_t n) noexcept {
-  constexpr std::size_t L = lanes<T>;
-  constexpr T lowest = -std::numeric_limits<T>::infinity();
-  T acc[L];
-  for (std::size_t k = 0; k < L; ++k) acc[k] = lowest;
-  std::size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::size_t k = 0; k < L; ++k) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
-  for (std::size_t k = 0; i + k < n; ++k) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
-  T m = lowest;
-  for (std::size_t k = 0; k < L; ++k) m = acc[k] > m ? acc[k] : m;
-  return m;
+using ordered_int_t = std::conditional_t<
+    std::numeric_limits<T>::is_iec559 && sizeof(T) == 4, std::int32_t,
+    std::conditional_t<std::numeric_limits<T>::is_iec559 && sizeof(T) == 8, std::int64_t, void>>;
+
+/// x's bits as a signed integer that orders like x (−0 just below +0, NaNs beyond ±inf): the
+/// max of a row becomes an integer max, which GCC and Clang vectorize as a plain reduction
+/// (a float `x > m ? x : m` is not vectorized by GCC 12 without -ffast-math).
+template <class T>
+[[nodiscard]] constexpr ordered_int_t<T> ordered_bits(T x) noexcept {
+  using S = ordered_int_t<T>;
+  using U = std::make_unsigned_t<S>;
+  const U b = std::bit_cast<U>(x);
+  return static_cast<S>(b ^ ((U{0} - (b >> (8 * sizeof(T) - 1))) >> 1));
 }
 
-/// max_i β·x_i, NaNs skipped.
+/// The inverse of ordered_bits.
+template <class T>
+[[nodiscard]] constexpr T from_ordered_bits(ordered_int_t<T> k) noexcept {
+  using U = std::make_unsigned_t<ordered_int_t<T>>;
+  const U b = static_cast<U>(k);
+  return std::bit_cast<T>(b ^ ((U{0} - (b >> (8 * sizeof(T) - 1))) >> 1));
+}
+
+/// max_i β·x_i (β = 1: max_i x_i); −inf for n == 0. Without NaN it is the max; with a NaN it
+/// is NaN or the max of the rest (callers treat both as "this row holds a NaN").
 template <class T>
 [[nodiscard]] constexpr T scaled_max_of(const T* x, std::size_t n, T beta) noexcept {
-  constexpr std::size_t L = lanes<T>;
   constexpr T lowest = -std::numeric_limits<T>::infinity();
-  T acc[L];
-  for (std::size_t k = 0; k < L; ++k) acc[k] = lowest;
-  std::size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::size_t k = 0; k < L; ++k) {
-      const T y = beta * x[i + k];
-      acc[k] = y > acc[k] ? y : acc[k];
+  if constexpr (!std::is_void_v<ordered_int_t<T>>) {
+    using S = ordered_int_t<T>;
+    S m = ordered_bits(lowest);
+    if (beta == T(1)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const S k = ordered_bits(x[i]);
+        m = k > m ? k : m;
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const S k = ordered_bits(beta * x[i]);
+        m = k > m ? k : m;
+      }
     }
-  for (std::size_t k = 0; i + k < n; ++k) {
-    const T y = beta * x[i + k];
-    acc[k] = y > acc[k] ? y : acc[k];
+    return from_ordered_bits<T>(m);
+  } else {
+    constexpr std::size_t L = lanes<T>;
+    T acc[L];
+    for (std::size_t k = 0; k < L; ++k) acc[k] = lowest;
+    for (std::size_t i = 0; i < n; ++i) {
+      const T y = beta * x[i];
+      acc[i % L] = y > acc[i % L] ? y : acc[i % L];
+    }
+    T m = lowest;
+    for (std::size_t k = 0; k < L; ++k) m = acc[k] > m ? acc[k] : m;
+    return m;
   }
-  T m = lowest;
-  for (std::size_t k = 0; k < L; ++k) m = acc[k] > m ? acc[k] : m;
-  return m;
 }
 
-/// out_i = exp(β x_i − m); returns Σ_i out_i. `out` may alias `x`.
+/// max_i x_i; as scaled_max_of with β = 1.
 template <class T>
-constexpr T exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
-  constexpr std::size_t L = lanes<T>;
-  T acc[L] = {};
-  std::size_t i = 0;
-  for (; i + L <= n; i += L)
-    for (std::size_t k = 0; k < L; ++k) {
-      const T e = attn::detail::exp(beta * x[i + k] - m);
-      out[i + k] = e;
-      acc[k] += e;
-    }
-  for (std::size_t k = 0; i + k < n; ++k) {
-    const T e = attn::detail::exp(beta * x[i + k] - m);
-    out[i + k] = e;
-    acc[k] += e;
-  }
-  T s = 0;
-  for (std::size_t k = 0; k < L; ++k) s += acc[k];
-  return s;
+[[nodiscard]] constexpr T max_of(const T* x, std::size_t n) noexcept {
+  return scaled_max_of(x, n, T(1));
 }
 
-/// out_i = mask_i ? exp(β x_i − m) : 0; returns Σ_i out_i. `out` may alias `x`.
+/// max of β·x_i over the kept i (mask_i true), and how many are kept; NaN as in scaled_max_of.
 template <class T>
-constexpr T masked_exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T m,
-                                   const bool* mask) noexcept {
-  T s = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const T e = mask[i] ? attn::detail::exp(beta * x[i] - m) : T(0);
-    out[i] = e;
-    s += e;
+constexpr T masked_scaled_max_of(const T* x, std::size_t n, T beta, const bool* mask,
+                                 std::size_t& kept) noexcept {
+  constexpr T lowest = -std::numeric_limits<T>::infinity();
+  std::size_t count = 0;
+  if constexpr (!std::is_void_v<ordered_int_t<T>>) {
+    using S = ordered_int_t<T>;
+    const S low = ordered_bits(lowest);
+    S m = low;
+    for (std::size_t i = 0; i < n; ++i) {
+      const S k = mask[i] ? ordered_bits(beta * x[i]) : low;
+      m = k > m ? k : m;
+      count += mask[i] ? 1u : 0u;
+    }
+    kept = count;
+    return from_ordered_bits<T>(m);
+  } else {
+    T m = lowest;
+    for (std::size_t i = 0; i < n; ++i) {
+      const T y = beta * x[i];
+      count += mask[i] ? 1u : 0u;
+      m = (mask[i] && y > m) ? y : m;
+    }
+    kept = count;
+    return m;
   }
-  return s;
+}
+
+/// The type sums of exponentials are returned in: double for float, so that a softmax over a
+/// million floats still has its sum right to about an ulp.
+template <class T>
+using sum_t = std::conditional_t<std::is_same_v<T, float>, double, T>;
+
+/// keep ? v : T(0) without a branch. For float and double it works on the bits, so that the
+/// loops around it stay branch-free (GCC 12 will not if-convert a float `?:` that is followed
+/// by float arithmetic under -ftrapping-math) and a masked v may hold anything.
+template <class T>
+[[nodiscard]] constexpr T keep_or_zero(bool keep, T v) noexcept {
+  if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 4) {
+    return std::bit_cast<T>(std::bit_cast<std::uint32_t>(v) & (0u - static_cast<std::uint32_t>(keep)));
+  } else if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 8) {
+    return std::bit_cast<T>(std::bit_cast<std::uint64_t>(v) &
+                            (std::uint64_t{0} - static_cast<std::uint64_t>(keep)));
+  } else {
+    return keep ? v : T(0);
+  }
+}
+
+/// out_i = exp(β x_i − m)·f, and 0 where a mask is given and mask_i is false. `out` may
+/// alias `x`. Every exp of the library runs in this loop: a plain map that the compilers
+/// vectorize, small enough that exp is inlined into it whatever the caller's size.
+template <class T>
+ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T beta, T m, const bool* mask = nullptr,
+                           T f = T(1)) noexcept {
+  if (mask == nullptr) {
+    if (f == T(1)) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(beta * x[i] - m);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(beta * x[i] - m) * f;
+    }
+  } else {
+    for (std::size_t i = 0; i < n; ++i)
+      out[i] = keep_or_zero(mask[i], attn::detail::exp(beta * x[i] - m)) * f;
+  }
+}
+
+/// Elements per block of exp_shifted_sum: a block's exps are summed while still in L1, each
+/// partial sum of a block adds at most 16 numbers, and the blocks' sums add up in sum_t<T>.
+inline constexpr std::size_t exp_block = 1024;
+
+/// out_i = exp(β x_i − m) (0 where mask_i is false, if a mask is given); returns Σ_i out_i.
+/// `out` may alias `x`.
+template <class T>
+constexpr sum_t<T> exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T m,
+                                   const bool* mask = nullptr) noexcept {
+  sum_t<T> total = 0;
+  for (std::size_t i0 = 0; i0 < n; i0 += exp_block) {
+    const std::size_t nb = n - i0 < exp_block ? n - i0 : exp_block;
+    exp_shifted(x + i0, out + i0, nb, beta, m, mask == nullptr ? nullptr : mask + i0);
+    total += static_cast<sum_t<T>>(sum_of(out + i0, nb));
+  }
+  return total;
+}
+
+/// true when every x_i is finite.
+template <class T>
+[[nodiscard]] constexpr bool all_finite(const T* x, std::size_t n) noexcept {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += (x[i] - x[i] == T(0)) ? 0u : 1u;
+  return bad == 0;
+}
+
+/// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Eight rows at a time,
+/// so that c is loaded and stored once per eight rows, in two chains of fused multiply-adds
+/// (a chain per row would wait on the store of c every row). Rows of weight 0 are not
+/// skipped: 0·inf is NaN, so callers that may meet non-finite values check the result.
+template <class T>
+constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std::size_t rows,
+                                 std::size_t d, T* c) noexcept {
+  std::size_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    const T* v = V + r * stride;
+    const T w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
+    const T w4 = w[r + 4], w5 = w[r + 5], w6 = w[r + 6], w7 = w[r + 7];
+    const T *v0 = v, *v1 = v + stride, *v2 = v + 2 * stride, *v3 = v + 3 * stride;
+    const T *v4 = v + 4 * stride, *v5 = v + 5 * stride, *v6 = v + 6 * stride, *v7 = v + 7 * stride;
+    for (std::size_t i = 0; i < d; ++i) {
+      const T a = c[i] + w0 * v0[i] + w2 * v2[i] + w4 * v4[i] + w6 * v6[i];
+      const T b = w1 * v1[i] + w3 * v3[i] + w5 * v5[i] + w7 * v7[i];
+      c[i] = a + b;
+    }
+  }
+  for (; r < rows; ++r) axpy(w[r], V + r * stride, c, d);
 }
 
 }  // namespace attn::detail

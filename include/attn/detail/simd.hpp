@@ -1,0 +1,261 @@
+#pragma once
+/// \file attn/detail/simd.hpp
+/// Dot products and sums written with GCC/Clang vector types, for the one thing plain loops
+/// do not get right: the horizontal sum at the end of a reduction. GCC 12 vectorizes the
+/// loop of `acc[k] += a[i + k] * b[i + k]` and then takes the partial sums apart into scalars
+/// to add them up (dozens of instructions per dot product, which is most of the work for
+/// notes of 64 numbers); with vector types the partial sums stay in one register and the
+/// horizontal sum is a handful of shuffles. The vector is one machine register wide (64 bytes
+/// with AVX-512, 32 with AVX, else 16), never wider: GCC splits wider ones through memory.
+///
+/// Every function here also has a plain path, taken in constant evaluation, for other
+/// compilers, for long double, and with ATTN_NO_VECTOR_EXTENSIONS defined. It adds in the
+/// same order as the vector path (constant evaluation does not fuse multiply-adds, though).
+
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(ATTN_NO_VECTOR_EXTENSIONS)
+#define ATTN_VECTOR_EXTENSIONS 1
+#else
+#define ATTN_VECTOR_EXTENSIONS 0
+#endif
+
+namespace attn::detail {
+
+/// Bytes in one vector register of the target (what the compiler was told it may use).
+#if defined(__AVX512F__)
+inline constexpr std::size_t simd_bytes = 64;
+#elif defined(__AVX__)
+inline constexpr std::size_t simd_bytes = 32;
+#else
+inline constexpr std::size_t simd_bytes = 16;
+#endif
+
+/// Whether T gets the vector path (float and double).
+template <class T>
+inline constexpr bool simd_type = ATTN_VECTOR_EXTENSIONS != 0 && std::numeric_limits<T>::is_iec559 &&
+                                  (sizeof(T) == 4 || sizeof(T) == 8);
+
+/// Partial sums per dot product or sum: the lanes of one register for float and double
+/// (16/8 with AVX-512, 8/4 with AVX), 4 otherwise.
+template <class T>
+inline constexpr std::size_t simd_lanes = simd_type<T> ? simd_bytes / sizeof(T) : 4;
+
+/// Σ_k acc[k] for W (a power of two) partial sums, as a tree: level by level
+/// acc[k] += acc[k + W/2], the order the vector path's shuffles add in.
+template <std::size_t W, class T>
+[[nodiscard]] constexpr T reduce(T* acc) noexcept {
+  static_assert(W != 0 && (W & (W - 1)) == 0, "reduce: W must be a power of two");
+  if constexpr (W == 1) {
+    return acc[0];
+  } else {
+    // one level per instantiation, so that every loop has a constant trip count and unrolls
+    for (std::size_t k = 0; k < W / 2; ++k) acc[k] += acc[k + W / 2];
+    return reduce<W / 2>(acc);
+  }
+}
+
+#if ATTN_VECTOR_EXTENSIONS
+template <class T, std::size_t Bytes>
+struct vector_of;
+template <std::size_t Bytes>
+struct vector_of<float, Bytes> {
+  typedef float type __attribute__((vector_size(Bytes)));
+};
+template <std::size_t Bytes>
+struct vector_of<double, Bytes> {
+  typedef double type __attribute__((vector_size(Bytes)));
+};
+/// W numbers of type T in one vector.
+template <class T, std::size_t W>
+using vec = typename vector_of<T, W * sizeof(T)>::type;
+
+/// W numbers from p (any alignment).
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline vec<T, W> load(const T* p) noexcept {
+  vec<T, W> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// Lane of fold's first operand for output lane O: x and y (y's lanes count from W) hold rows
+/// of G lanes, the output rows of G/2, x's rows first.
+template <std::size_t O, std::size_t W, std::size_t G>
+inline constexpr int fold_lane =
+    static_cast<int>((O / (G / 2) < W / G ? 0 : W - (W / G) * G) + (O / (G / 2)) * G + O % (G / 2));
+
+template <class T, std::size_t W, std::size_t G, std::size_t... O>
+[[gnu::always_inline]] inline vec<T, sizeof...(O)> fold_impl(vec<T, W> x, vec<T, W> y,
+                                                            std::index_sequence<O...>) noexcept {
+  return __builtin_shufflevector(x, y, fold_lane<O, W, G>...) +
+         __builtin_shufflevector(x, y, (fold_lane<O, W, G> + static_cast<int>(G / 2))...);
+}
+
+/// One level of the tree for two vectors at once: x and y each hold W/G rows of G lanes; the
+/// result holds x's rows then y's, G/2 lanes each, lane k being lane k + lane k + G/2 of the
+/// row before (reduce's order).
+template <class T, std::size_t W, std::size_t G>
+[[gnu::always_inline]] inline vec<T, W> fold(vec<T, W> x, vec<T, W> y) noexcept {
+  return fold_impl<T, W, G>(x, y, std::make_index_sequence<W>{});
+}
+
+/// One level of the tree within one vector of W/G rows of G lanes: half as many lanes.
+template <class T, std::size_t W, std::size_t G>
+[[gnu::always_inline]] inline vec<T, W / 2> fold(vec<T, W> x) noexcept {
+  return fold_impl<T, W, G>(x, x, std::make_index_sequence<W / 2>{});
+}
+
+/// Σ of the W lanes of v in reduce<W>'s order: add the upper half to the lower, repeat.
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline T hsum(vec<T, W> v) noexcept {
+  if constexpr (W == 4) {
+    return (v[0] + v[2]) + (v[1] + v[3]);
+  } else if constexpr (W == 2) {
+    return v[0] + v[1];
+  } else {
+    return hsum<T, W / 2>(fold<T, W, W>(v));
+  }
+}
+
+/// The four horizontal sums of a0..a3, each in hsum's order exactly (so in reduce's), with
+/// the shuffles shared between rows: about four instructions per row instead of ten.
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline void hsum4(vec<T, W> a0, vec<T, W> a1, vec<T, W> a2, vec<T, W> a3,
+                                         T* out) noexcept {
+  if constexpr (W < 4) {
+    out[0] = hsum<T, W>(a0);
+    out[1] = hsum<T, W>(a1);
+    out[2] = hsum<T, W>(a2);
+    out[3] = hsum<T, W>(a3);
+  } else {
+    const vec<T, W> u = fold<T, W, W / 2>(fold<T, W, W>(a0, a1), fold<T, W, W>(a2, a3));
+    // u: four rows of W/4 lanes; fold within until one lane per row
+    if constexpr (W == 4) {
+      std::memcpy(out, &u, 4 * sizeof(T));
+    } else if constexpr (W == 8) {
+      const vec<T, 4> r = fold<T, 8, 2>(u);
+      std::memcpy(out, &r, 4 * sizeof(T));
+    } else {
+      static_assert(W == 16, "hsum4: 4, 8 or 16 lanes");
+      const vec<T, 4> r = fold<T, 8, 2>(fold<T, 16, 4>(u));
+      std::memcpy(out, &r, 4 * sizeof(T));
+    }
+  }
+}
+#endif
+
+/// Σ_i a_i b_i: simd_lanes<T> partial sums (lane k adds the products i ≡ k mod lanes of the
+/// whole vectors), summed as a tree, plus the tail added in order. Below one vector: in order.
+template <class T>
+[[nodiscard]] constexpr T dot(const T* a, const T* b, std::size_t n) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  if (n < L) {
+    T s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+  }
+  std::size_t i = 0;
+  T head = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) {
+      vec<T, L> acc = {};
+      for (; i + L <= n; i += L) acc += load<T, L>(a + i) * load<T, L>(b + i);
+      head = hsum<T, L>(acc);
+    }
+  }
+#endif
+  if (i == 0) {
+    T acc[L] = {};
+    for (; i + L <= n; i += L)
+      for (std::size_t k = 0; k < L; ++k) acc[k] += a[i + k] * b[i + k];
+    head = reduce<L>(acc);
+  }
+  T tail = 0;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return head + tail;
+}
+
+/// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, four rows at a time (q is loaded
+/// once for four rows, four sums are in flight). Each row is summed in dot's order exactly.
+template <class T>
+constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d,
+                        T* out) noexcept {
+  std::size_t j = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  constexpr std::size_t L = simd_lanes<T>;
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated() && d >= L) {
+      for (; j + 4 <= n; j += 4) {
+        const T* h0 = H + j * stride;
+        const T* h1 = h0 + stride;
+        const T* h2 = h1 + stride;
+        const T* h3 = h2 + stride;
+        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        std::size_t i = 0;
+        for (; i + L <= d; i += L) {
+          const vec<T, L> x = load<T, L>(q + i);
+          a0 += x * load<T, L>(h0 + i);
+          a1 += x * load<T, L>(h1 + i);
+          a2 += x * load<T, L>(h2 + i);
+          a3 += x * load<T, L>(h3 + i);
+        }
+        hsum4<T, L>(a0, a1, a2, a3, out + j);
+        if (i < d) {
+          T t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+          for (; i < d; ++i) {
+            t0 += q[i] * h0[i];
+            t1 += q[i] * h1[i];
+            t2 += q[i] * h2[i];
+            t3 += q[i] * h3[i];
+          }
+          out[j] += t0;
+          out[j + 1] += t1;
+          out[j + 2] += t2;
+          out[j + 3] += t3;
+        }
+      }
+    }
+  }
+#endif
+  for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
+}
+
+/// Σ_i x_i: four vectors of partial sums (four chains of adds in flight), added as a tree,
+/// plus the tail in order.
+template <class T>
+[[nodiscard]] constexpr T sum_of(const T* x, std::size_t n) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  std::size_t i = 0;
+  T head = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) {
+      vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
+      for (; i + 4 * L <= n; i += 4 * L) {
+        a0 += load<T, L>(x + i);
+        a1 += load<T, L>(x + i + L);
+        a2 += load<T, L>(x + i + 2 * L);
+        a3 += load<T, L>(x + i + 3 * L);
+      }
+      head = hsum<T, L>((a0 + a2) + (a1 + a3));
+    }
+  }
+#endif
+  if (i == 0 && n >= 4 * L) {
+    T acc[4 * L] = {};
+    for (; i + 4 * L <= n; i += 4 * L)
+      for (std::size_t k = 0; k < 4 * L; ++k) acc[k] += x[i + k];
+    // (a0 + a2) + (a1 + a3), then the lanes: the first two levels of reduce<4L> per lane
+    head = reduce<4 * L>(acc);
+  }
+  T tail = 0;
+  for (; i < n; ++i) tail += x[i];
+  return head + tail;
+}
+
+}  // namespace attn::detail
