@@ -3,7 +3,7 @@
 # work (.ci/run runs line 2 verbatim).
 set(lines
   "cmake --workflow --preset default && ./build/default/examples/attn-calc"
-  "apt-get install -y catch2 && cmake --workflow --preset test")
+  "apt-get update && apt-get install -y catch2 && cmake --workflow --preset test")
 if(NOT EXISTS "${README}")
   message(STATUS "SKIPPED: ${README} does not exist yet")
   return()
