@@ -1,0 +1,326 @@
+#pragma once
+/// \file attn/detail/exp.hpp
+/// `attn::detail::exp`: a branch-free, `constexpr` exponential that compilers vectorize, for the
+/// softmax and attention loops (`y[i] = exp(x[i] - m)`), and that stays correct under
+/// `-ffast-math`.
+
+#include <array>
+#include <bit>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace attn::detail {
+
+/// The constants of the vectorizable float/double exponential (binary32 / binary64 only).
+template <class T>
+struct exp_consts;
+
+template <>
+struct exp_consts<float> {
+  using uint = std::uint32_t;
+  using sint = std::int32_t;
+  static constexpr int mant_bits = 23;
+  static constexpr uint abs_mask = 0x7fffffffU;
+  static constexpr uint inf_bits = 0x7f800000U;
+  static constexpr uint max_finite_x = 0x42b17217U;   // 88.7228317: exp(x) finite for x <= this
+  static constexpr uint min_nonzero_x = 0xc2cff1b4U;  // -103.972076: exp(x) > 0 for x >= this
+  static constexpr uint tiny_x = 0x33000000U;         // 2^-25: e^x rounds to 1 for |x| below
+  static constexpr float log2e = 0x1.715476p+0F;
+  static constexpr float ln2_hi = 0x1.62e4p-1F;  // 16 significant bits: k * ln2_hi exact, |k| < 2^8
+  static constexpr float ln2_lo = 0x1.7f7d1cp-20F;   // ln2 - ln2_hi
+  static constexpr float shifter = 0x1.8p23F + 127;  // bias + round(t) in the low bits of t + this
+};
+
+template <>
+struct exp_consts<double> {
+  using uint = std::uint64_t;
+  using sint = std::int64_t;
+  static constexpr int mant_bits = 52;
+  static constexpr uint abs_mask = 0x7fffffffffffffffULL;
+  static constexpr uint inf_bits = 0x7ff0000000000000ULL;
+  static constexpr uint max_finite_x = 0x40862e42fefa39efULL;   // 709.782712893384
+  static constexpr uint min_nonzero_x = 0xc0874910d52d3051ULL;  // -745.1332191019411
+  static constexpr uint tiny_x = 0x3c90000000000000ULL;         // 2^-54
+  static constexpr double log2e = 0x1.71547652b82fep+0;
+  static constexpr double ln2_hi = 0x1.62e42fee00000p-1;     // 32 significant bits (fdlibm's ln2HI)
+  static constexpr double ln2_lo = 0x1.a39ef35793c76p-33;    // ln2 - ln2_hi (fdlibm's ln2LO)
+  static constexpr double shifter = 0x1.8p52 + 4096 + 1023;  // + 4096 keeps the low bits >= 0
+};
+
+/// e^r on |r| <= 0.3467 for the float kernel: 1 + r + r^2 (c2 + c3 r + ... + c6 r^4), all in
+/// Horner form (see the comment in `exp_ieee`).
+[[nodiscard]] constexpr float exp_poly(float r, float /*hi*/, float /*lo*/) noexcept {
+  const float p =
+      0x1.fffffcp-2F +
+      r * (0x1.55548cp-3F + r * (0x1.555858p-5F + r * (0x1.123dcap-7F + r * 0x1.6ac506p-10F)));
+  return 1.0F + r * (1.0F + r * p);
+}
+
+/// e^r on |r| <= 0.34658 for the double kernel, r = hi - lo: 1 + (hi + (r^2 P(r) - lo)), with P
+/// of degree 9 (so degree 11 for e^r).
+[[nodiscard]] constexpr double exp_poly(double r, double hi, double lo) noexcept {
+  const double p = 0x1.000000000000ap-1 +
+                   r * (0x1.5555555555503p-3 +
+                        r * (0x1.5555555550605p-5 +
+                             r * (0x1.1111111124d25p-7 +
+                                  r * (0x1.6c16c184b5d17p-10 +
+                                       r * (0x1.a01a013d648cbp-13 +
+                                            r * (0x1.a019988af2c2cp-16 +
+                                                 r * (0x1.71def3a4156ffp-19 +
+                                                      r * (0x1.28aedd952c4b9p-22 +
+                                                           r * 0x1.add93f8282595p-26))))))));
+  return 1.0 + (hi + (r * r * p - lo));
+}
+
+/// `c ? a : b` on unsigned integers, as mask arithmetic so that it stays a data select: GCC
+/// turns a `?:` into branches, may then sink arithmetic under them (where one arm folds to a
+/// constant), and with -ftrapping-math does not if-convert FP arithmetic back, so the loop
+/// would not vectorize.
+template <class U>
+[[nodiscard]] constexpr U exp_select(bool c, U a, U b) noexcept {
+  const U m = U{0} - static_cast<U>(c);
+  return (a & m) | (b & ~m);
+}
+
+/// exp(x) for IEEE binary32/binary64, branch-free: float <= 1.5 ulp, double < 1 ulp; NaN, +-inf,
+/// overflow, gradual underflow and underflow to +0 exact, also under -ffast-math.
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, double>
+[[nodiscard]] constexpr T exp_ieee(T x) noexcept {
+  // Method (the same for float and double; there is no branch, only selects and integer ops,
+  // so a loop over it vectorizes):
+  //  * Cody-Waite reduction x = k*ln2 + r, k = round(x*log2(e)), |r| <= ln2/2 (+ 1e-5). k comes
+  //    from the "shifter" 1.5*2^p + bias: adding it rounds x*log2(e) to an integer and leaves
+  //    bias + k in the low bits (no float->int conversion, no rint: both constexpr and free of
+  //    -fassociative-math, which would fold the usual (t + shifter) - shifter into t).
+  //    ln2 = ln2_hi + ln2_lo, where ln2_hi has few enough bits (16 for float, fdlibm's 32 for
+  //    double) that hi = x - k*ln2_hi is exact for all |k| <= 150 (1075); lo = k*ln2_lo.
+  //  * e^r on |r| <= 0.3467 (float) / 0.34658 (double) by a minimax polynomial (Remez on the
+  //    relative error of e^r, with 1 + r fixed, computed with mpmath, coefficients rounded to T
+  //    one at a time and the rest re-solved): degree 6 for float (max error 3.2e-9 = 0.05 ulp),
+  //    in Horner form; degree 11 for double (3.7e-18 = 0.03 ulp), as 1 + (hi + (r^2 P(r) - lo))
+  //    so that the rounding of r never enters the linear term.
+  //  * y * 2^k in two steps, (y * 2^k1) * 2^k2 with k1 = floor(k/2): adding k1 to y's exponent
+  //    bits keeps it normal (y in [0.7, 1.42]), and the multiply by the normal 2^k2 rounds once,
+  //    also where the result is subnormal (gradual underflow), with no select.
+  //  * The special inputs are found from the integer bits of x (-ffinite-math-only cannot fold
+  //    those tests away): NaN -> NaN, x > max_finite_x (incl. +inf) -> +inf,
+  //    x < min_nonzero_x (incl. -inf) -> +0. They, and |x| < tiny_x (e^x rounds to 1), are
+  //    replaced by x = 0 before the arithmetic and their results selected at the end, so the
+  //    arithmetic never makes an inf, a NaN, an underflow to 0 (constant evaluation rejects
+  //    those, -ffinite-math-only assumes them away) or a subnormal that is not the result:
+  //    masked-out scores (-inf, -1e30) and tiny |x| cost no subnormal-arithmetic assists.
+  using C = exp_consts<T>;
+  using U = typename C::uint;
+  using S = typename C::sint;
+
+  const U ix = std::bit_cast<U>(x);
+  const U ax = ix & C::abs_mask;
+  const bool over = static_cast<S>(ix) > static_cast<S>(C::max_finite_x);  // incl. +inf, +NaN
+  const bool under = ix > C::min_nonzero_x;                                // incl. -inf, -NaN
+  const bool skip = static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(under));
+  const bool tiny = ax < C::tiny_x;  // e^x rounds to 1; x = 0 computes that without subnormals
+  const bool zero = static_cast<bool>(static_cast<unsigned>(skip) | static_cast<unsigned>(tiny));
+  const T xc = std::bit_cast<T>(exp_select(zero, U{0}, ix));
+
+  const U zb = std::bit_cast<U>(xc * C::log2e + C::shifter);
+  const auto k = static_cast<S>(zb - std::bit_cast<U>(C::shifter));
+  T kf;
+  if constexpr (sizeof(T) == 4) {
+    kf = static_cast<T>(k);
+  } else {
+    // int64 -> double needs AVX-512DQ and int64 -> int32 a lane shuffle: instead, the low 32
+    // bits of zb are 5119 + k >= 0, and 2^52 + (5119 + k) - (2^52 + 5119) is exact.
+    kf = std::bit_cast<T>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+  }
+  // hi = x - k*ln2_hi is exact, and must stay so: passed through a select that changes nothing
+  // (hi = 0 where `zero`), it is opaque to -fassociative-math, which would otherwise compute
+  // (x - lo) - k*ln2_hi or factor k*ln2_hi + k*ln2_lo into k*ln2 (up to ~70 ulp off).
+  const T hi = std::bit_cast<T>(exp_select(zero, U{0}, std::bit_cast<U>(xc - kf * C::ln2_hi)));
+  const T lo = kf * C::ln2_lo;
+  const T y = exp_poly(hi - lo, hi, lo);
+
+  // (zb - k1) << mant_bits is 2^k2: the shifter's high bits shift out, leaving bias + k - k1.
+  const S k1 = k >> 1;
+  const T y1 = std::bit_cast<T>(std::bit_cast<U>(y) + (static_cast<U>(k1) << C::mant_bits));
+  const T s2 = std::bit_cast<T>((zb - static_cast<U>(k1)) << C::mant_bits);
+  U res = exp_select(skip, U{0}, std::bit_cast<U>(y1 * s2));
+  // +inf for x > max_finite_x, a NaN (|x|'s bits) for a NaN, +0 for the rest of the skipped.
+  const bool is_nan = ax > C::inf_bits;
+  const bool inf_or_nan =
+      static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(is_nan));
+  res |= exp_select(inf_or_nan, is_nan ? ax : C::inf_bits, U{0});
+  return std::bit_cast<T>(res);
+}
+
+/// 2^e for e within T's normal exponent range (exact; constexpr, by squaring).
+template <class T>
+[[nodiscard]] constexpr T exp_pow2(int e) noexcept {
+  T result{1};
+  T base = e < 0 ? T{0.5L} : T{2};
+  unsigned n = e < 0 ? static_cast<unsigned>(-e) : static_cast<unsigned>(e);
+  while (n != 0) {
+    if ((n & 1U) != 0) result *= base;
+    n >>= 1U;
+    if (n != 0) base *= base;  // never squares past what is needed (no overflow in constexpr)
+  }
+  return result;
+}
+
+/// What `exp_generic` needs to know about an input: NaN, +inf, -inf or finite.
+enum class exp_class { finite, nan, pos_inf, neg_inf };
+
+/// Classifies x. At run time it reads the bits of the x87 80-bit and IEEE binary128 formats,
+/// so that -ffinite-math-only cannot fold the test away; other formats compare.
+template <class T>
+[[nodiscard]] constexpr exp_class exp_classify(T x) noexcept {
+  using L = std::numeric_limits<T>;
+  if (!std::is_constant_evaluated()) {
+    if constexpr (std::endian::native == std::endian::little && L::max_exponent == 16384 &&
+                  (L::digits == 64 || L::digits == 113) && sizeof(T) >= 10) {
+      unsigned char b[sizeof(T)];
+      std::memcpy(b, &x, sizeof(T));
+      // x87: bytes 0..7 significand (bit 63 explicit), bytes 8..9 sign and exponent.
+      // binary128: bytes 0..13 and the low half of 14..15 significand, bytes 14..15 s+e.
+      constexpr std::size_t se_at = L::digits == 64 ? 8 : 14;
+      const unsigned se =
+          static_cast<unsigned>(b[se_at]) | (static_cast<unsigned>(b[se_at + 1]) << 8U);
+      if ((se & 0x7fffU) != 0x7fffU) return exp_class::finite;
+      bool frac_zero = true;
+      if constexpr (L::digits == 64) {
+        std::uint64_t m = 0;
+        std::memcpy(&m, b, sizeof(m));
+        frac_zero = (m << 1U) == 0;
+      } else {
+        for (std::size_t i = 0; i < 14; ++i) frac_zero = frac_zero && b[i] == 0;
+      }
+      if (!frac_zero) return exp_class::nan;
+      return (se & 0x8000U) != 0 ? exp_class::neg_inf : exp_class::pos_inf;
+    }
+  }
+  if (x != x) return exp_class::nan;
+  if (x > L::max()) return exp_class::pos_inf;
+  if (x < -L::max()) return exp_class::neg_inf;
+  return exp_class::finite;
+}
+
+/// Degree of the Taylor series that `exp_generic` uses for T: the first n with
+/// 0.3466^(n+1)/(n+1)! < 2^-(digits+5) (16 for the 64-bit x87 significand).
+template <class T>
+inline constexpr int exp_taylor_degree = [] {
+  long double tol = 1;
+  for (int i = 0; i < std::numeric_limits<T>::digits + 5; ++i) tol /= 2;
+  long double term = 1;  // 0.3466^n / n!
+  int n = 0;
+  while (term >= tol || n < 3) {
+    ++n;
+    term = term * 0.3466L / static_cast<long double>(n);
+  }
+  return n - 1;
+}();
+
+/// Coefficients of P(r) = sum_{j=2}^{degree} r^(j-2) / j! (c[i] = 1/(i+2)!, each rounded once:
+/// j! is exact in T for the degrees used).
+template <class T>
+inline constexpr std::array<T, static_cast<std::size_t>(exp_taylor_degree<T> - 1)> exp_taylor = [] {
+  std::array<T, static_cast<std::size_t>(exp_taylor_degree<T> - 1)> c{};
+  T fact{1};
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    fact *= static_cast<T>(i + 2);
+    c[i] = T{1} / fact;
+  }
+  return c;
+}();
+
+/// exp(x) for any other floating type (x87 long double, binary128, ...): a scalar,
+/// constexpr path. Error < 1 ulp for x87 long double (measured max ~0.6), subnormal results
+/// rounded once, specials exact (also under -ffast-math for x87 and binary128).
+template <class T>
+[[nodiscard]] constexpr T exp_generic(T x) noexcept {
+  // Same scheme as exp_ieee, in scalar form: k = round(x/ln2); r = x - k*ln2 with
+  // ln2 = ln2_hi (32 bits, so k*ln2_hi is exact for |k| < 2^21) + ln2_lo; exp(r) by its Taylor
+  // series up to the first degree whose remainder 0.3466^(n+1)/(n+1)! is below 2^-(digits+5)
+  // (degree 16 for the 64-bit x87 significand); scaling by 2^k1 * 2^k2 as in exp_ieee.
+  using L = std::numeric_limits<T>;
+  switch (exp_classify(x)) {
+  case exp_class::nan:
+    return x + x;
+  case exp_class::pos_inf:
+    return x;
+  case exp_class::neg_inf:
+    return T{0};
+  case exp_class::finite:
+    break;
+  }
+  constexpr T ln2 = 0.693147180559945309417232121458176568075500134L;
+  constexpr T log2e = 1.44269504088896340735992468100189213742664595L;
+  constexpr T ln2_lo = 1.90821492927058781614426568075500134360255254e-10L;
+  // Beyond these the result is 0 or +inf anyway; they keep k in range.
+  constexpr T x_lo = static_cast<T>(L::min_exponent - L::digits - 2) * ln2 - T{1};
+  constexpr T x_hi = static_cast<T>(L::max_exponent + 1) * ln2;
+  const T xc = x < x_lo ? x_lo : (x > x_hi ? x_hi : x);
+  const T t = xc * log2e;
+  const auto k = static_cast<int>(t < 0 ? t - T{0.5L} : t + T{0.5L});
+  const auto kf = static_cast<T>(k);
+  // hi = x - k*ln2_hi, exact (k*ln2_hi is computed in integers). At run time it goes through a
+  // volatile, so that -fassociative-math can neither compute (x - lo) - k*ln2_hi nor merge
+  // k*ln2_hi and k*ln2_lo, either of which is off by thousands of ulp.
+  T hi = xc - static_cast<T>(static_cast<long long>(k) * 0xb17217f7LL) * T{0x1p-32L};
+  if (!std::is_constant_evaluated()) {
+    volatile T opaque = hi;
+    hi = opaque;
+  }
+  const T lo = kf * ln2_lo;
+  const T r = hi - lo;
+  constexpr auto& c = exp_taylor<T>;
+  T p{0};
+  for (std::size_t j = c.size(); j-- > 0;) p = p * r + c[j];
+  const T y = T{1} + (hi + (r * r * p - lo));
+  // y * 2^k with y in [0.7, 1.42]: decide overflow and underflow to 0 here, so that constant
+  // evaluation never rounds to inf or 0. m: the exponent of the smallest subnormal.
+  constexpr int m = L::min_exponent - L::digits;
+  if (k > L::max_exponent || (k == L::max_exponent && y >= T{1})) return L::infinity();
+  if (k < m - 1 || (k == m - 1 && y <= T{1})) return T{0};
+  const int k1 = k >= 0 ? k / 2 : -((-k + 1) / 2);
+  return y * exp_pow2<T>(k1) * exp_pow2<T>(k - k1);
+}
+
+/// exp(x) = e^x for float, double and long double; constexpr, noexcept, branch-free for
+/// float/double (so `for (i...) y[i] = exp(x[i] - m);` vectorizes). Max error: float 1.5 ulp,
+/// double 1 ulp, long double 1 ulp (x87); exp(+-0) = 1, exp(NaN) = NaN, exp(+inf) = +inf,
+/// exp(-inf) = +0, overflow -> +inf, gradual underflow to subnormals then +0. The special
+/// cases hold under -ffast-math too, with error <= 8 ulp there (subnormal results become +0
+/// when the FPU flushes to zero).
+template <class T>
+  requires std::is_floating_point_v<T>
+[[nodiscard]] constexpr T exp(T x) noexcept {
+  using L = std::numeric_limits<T>;
+  if constexpr (std::same_as<T, float> && L::is_iec559 && L::digits == 24) {
+    return exp_ieee(x);
+  } else if constexpr (std::same_as<T, double> && L::is_iec559 && L::digits == 53) {
+    return exp_ieee(x);
+  } else if constexpr (L::is_iec559 && L::digits == 53 && L::max_exponent == 1024) {
+    return static_cast<T>(exp_ieee(static_cast<double>(x)));  // long double == double
+  } else {
+    return exp_generic(x);
+  }
+}
+
+/// x[i] = exp(x[i]) for i < n. The bulk runs over whole blocks of 64 bytes, the tail on its
+/// own: GCC at -O2 (its "very cheap" vectorizer cost model) vectorizes only loops that need no
+/// epilogue and no alias check, which this loop shape gives it; at -O3, and with clang, a plain
+/// `y[i] = exp(x[i])` loop vectorizes as well.
+template <class T>
+  requires std::is_floating_point_v<T>
+constexpr void exp_inplace(T* x, std::size_t n) noexcept {
+  constexpr std::size_t block = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+  const std::size_t bulk = n - n % block;
+  for (std::size_t i = 0; i < bulk; ++i) x[i] = exp(x[i]);
+  for (std::size_t i = bulk; i < n; ++i) x[i] = exp(x[i]);
+}
+
+}  // namespace attn::detail

@@ -1,0 +1,501 @@
+// Tests of attn::detail::exp (include/attn/detail/exp.hpp): every float (all 2^32 bit
+// patterns), a few million doubles and a million long doubles against the C library's exp in a
+// wider type, the special cases, and constant evaluation. Builds with the project's ordinary
+// flags; tests/test_exp_fastmath.cpp repeats the checks under -ffast-math in its own executable.
+
+#include <attn/detail/exp.hpp>
+
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_test_macros.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+// The scan of every float takes a few seconds optimized, but minutes unoptimized or under a
+// sanitizer: there it checks every 61st block of 4096 bit patterns instead.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                         \
+    __has_feature(thread_sanitizer)
+#define ATTN_EXP_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ATTN_EXP_TEST_SANITIZED 1
+#endif
+#if (defined(__OPTIMIZE__) || (defined(_MSC_VER) && defined(NDEBUG))) &&                           \
+    !defined(ATTN_EXP_TEST_SANITIZED)
+#define ATTN_EXP_TEST_EVERY_FLOAT 1
+#else
+#define ATTN_EXP_TEST_EVERY_FLOAT 0
+#endif
+
+namespace {
+
+namespace ad = attn::detail;
+
+// ---------------------------------------------------------------------------------------------
+// Constant evaluation (clang's std::exp is not constexpr; attn's softmax static_asserts on this).
+// ---------------------------------------------------------------------------------------------
+constexpr double inf_d = std::numeric_limits<double>::infinity();
+constexpr float inf_f = std::numeric_limits<float>::infinity();
+constexpr long double inf_ld = std::numeric_limits<long double>::infinity();
+
+template <class T>
+constexpr bool within(T got, T want, T tol) {
+  return got - want <= tol && want - got <= tol;
+}
+
+static_assert(ad::exp(0.0F) == 1.0F);
+static_assert(ad::exp(-0.0F) == 1.0F);
+static_assert(ad::exp(0.0) == 1.0);
+static_assert(ad::exp(-0.0) == 1.0);
+static_assert(ad::exp(0.0L) == 1.0L);
+static_assert(ad::exp(-0.0L) == 1.0L);
+static_assert(within(ad::exp(1.0), 2.718281828459045, 0x1p-51));     // 1 ulp of e
+static_assert(within(ad::exp(-1.0), 0.36787944117144233, 0x1p-54));  // 1 ulp of 1/e
+static_assert(within(ad::exp(1.0F), 2.71828183F, 0x1p-22F));         // 1 ulp
+static_assert(within(ad::exp(10.0F), 22026.4658F, 0x1p-9F));         // 1 ulp
+static_assert(within(ad::exp(1.0L), 2.71828182845904523536028747135266250L, 0x1p-61L));  // 2 ulp
+static_assert(ad::exp(inf_d) == inf_d && ad::exp(inf_f) == inf_f && ad::exp(inf_ld) == inf_ld);
+static_assert(std::bit_cast<std::uint64_t>(ad::exp(-inf_d)) == 0);  // +0, not -0
+static_assert(std::bit_cast<std::uint32_t>(ad::exp(-inf_f)) == 0);
+static_assert(ad::exp(-inf_ld) == 0.0L);
+static_assert((std::bit_cast<std::uint64_t>(ad::exp(std::numeric_limits<double>::quiet_NaN())) &
+               0x7fffffffffffffffULL) > 0x7ff0000000000000ULL);
+static_assert((std::bit_cast<std::uint32_t>(ad::exp(std::numeric_limits<float>::signaling_NaN())) &
+               0x7fffffffU) > 0x7f800000U);
+static_assert(ad::exp(710.0) == inf_d && ad::exp(89.0F) == inf_f && ad::exp(11357.0L) == inf_ld);
+static_assert(ad::exp(-746.0) == 0.0 && ad::exp(-104.0F) == 0.0F && ad::exp(-11400.0L) == 0.0L);
+static_assert(ad::exp(-745.0) == 0x1p-1074);   // e^-745 = 0.57 * 2^-1074: the smallest subnormal
+static_assert(ad::exp(-103.9F) == 0x1p-149F);  // e^-103.9 = 0.54 * 2^-149
+static_assert(ad::exp(-11398.0L) > 0.0L &&
+              ad::exp(-11398.0L) < std::numeric_limits<long double>::min());
+
+// A constant-evaluated softmax over exp_inplace.
+constexpr bool softmax_sums_to_one() {
+  std::array<double, 19> v{};
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.5 * static_cast<double>(i) - 9.0;
+  const double max = v.back();
+  for (double& e : v) e -= max;
+  ad::exp_inplace(v.data(), v.size());
+  double sum = 0;
+  for (const double e : v) sum += e;
+  return v.back() == 1.0 && within(sum, 2.541303847054071642, 1e-14);  // sum_{j<19} e^(-j/2)
+}
+static_assert(softmax_sums_to_one());
+
+// ---------------------------------------------------------------------------------------------
+// Exhaustive float test.
+// ---------------------------------------------------------------------------------------------
+
+// The last x with a finite exp(x), and the most negative x with exp(x) > 0 (checked against the
+// reference in "exp: float thresholds").
+constexpr std::uint32_t f_max_finite_x = 0x42b17217U;   // 88.7228317
+constexpr std::uint32_t f_min_nonzero_x = 0xc2cff1b4U;  // -103.972076
+
+// What exp must give, by the bits of x. For all but `general` the result is exact: for
+// |x| < 2^-25, |e^x - 1| < 2^-25 is less than half an ulp on either side of 1, so e^x rounds
+// to 1. The kinds are intervals of the bit patterns taken as unsigned integers.
+enum class kind { one, general, pos_inf, nan, zero };
+
+constexpr kind classify(std::uint32_t b) {
+  const std::uint32_t a = b & 0x7fffffffU;
+  if (a > 0x7f800000U) return kind::nan;
+  if (static_cast<std::int32_t>(b) > static_cast<std::int32_t>(f_max_finite_x))
+    return kind::pos_inf;
+  if (b > f_min_nonzero_x) return kind::zero;
+  if (a < 0x33000000U) return kind::one;
+  return kind::general;
+}
+
+// |y - ref| in ulps of the float nearest ref (ref a positive double in float range; subnormal
+// floats all have the ulp 2^-149). The ulp is a power of two built from ref's exponent bits.
+double ulp_error(float y, double ref) {
+  const auto e = static_cast<int>((std::bit_cast<std::uint64_t>(ref) >> 52U) & 0x7ffU) - 1023;
+  const int ulp_exp = std::max(e, -126) - 23;
+  const double inv_ulp = std::bit_cast<double>(static_cast<std::uint64_t>(1023 - ulp_exp) << 52U);
+  return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
+}
+
+struct float_scan {
+  double max_err = 0;          // max ulp error over the `general` inputs
+  std::uint32_t worst = 0;     // the x (bits) where it is
+  std::uint64_t failures = 0;  // results outside the bound (or not the exact special result)
+  std::uint32_t first_failure = 0;
+  std::uint64_t checked = 0;   // inputs checked
+  std::uint64_t compared = 0;  // of which compared with the reference
+};
+
+constexpr std::size_t block = 4096;
+
+bool block_ok(const std::uint32_t* yb, kind k) {
+  std::uint32_t bad = 0;
+  switch (k) {  // branch-free loops over the whole block (they vectorize)
+  case kind::one:
+    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0x3f800000U);
+    break;
+  case kind::pos_inf:
+    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0x7f800000U);
+    break;
+  case kind::zero:
+    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0U);
+    break;
+  case kind::nan:
+    for (std::size_t i = 0; i < block; ++i)
+      bad |= static_cast<std::uint32_t>((yb[i] & 0x7fffffffU) <= 0x7f800000U);
+    break;
+  case kind::general:
+    return false;
+  }
+  return bad == 0;
+}
+
+// Checks the blocks first, first + stride, ... of the 2^32 / 4096 blocks of bit patterns.
+void scan_floats(std::uint64_t first, std::uint64_t stride, double bound, float_scan& result) {
+  float_scan out;  // a local: the two threads' results would share a cache line
+  std::vector<float> x(block);
+  std::vector<float> y(block);
+  std::vector<std::uint32_t> yb(block);
+  std::vector<double> ref(block);
+  for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride) {
+    const auto base = static_cast<std::uint32_t>(blk * block);
+    for (std::size_t i = 0; i < block; ++i)
+      x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
+    // exp_inplace, because GCC -O2 vectorizes its loop (a plain y[i] = exp(x[i]) only at -O3);
+    // "exp_inplace agrees with exp" checks that the two give the same bits.
+    std::copy(x.begin(), x.end(), y.begin());
+    ad::exp_inplace(y.data(), block);
+    for (std::size_t i = 0; i < block; ++i) yb[i] = std::bit_cast<std::uint32_t>(y[i]);
+    out.checked += block;
+    const kind k0 = classify(base);
+    if (k0 == classify(base + static_cast<std::uint32_t>(block - 1)) && block_ok(yb.data(), k0))
+      continue;
+    for (std::size_t i = 0; i < block; ++i) ref[i] = std::exp(static_cast<double>(x[i]));
+    for (std::size_t i = 0; i < block; ++i) {
+      const std::uint32_t b = base + static_cast<std::uint32_t>(i);
+      bool ok = false;
+      switch (classify(b)) {
+      case kind::one:
+        ok = yb[i] == 0x3f800000U;
+        break;
+      case kind::pos_inf:
+        ok = yb[i] == 0x7f800000U;
+        break;
+      case kind::zero:
+        ok = yb[i] == 0U;
+        break;
+      case kind::nan:
+        ok = (yb[i] & 0x7fffffffU) > 0x7f800000U;
+        break;
+      case kind::general: {
+        ++out.compared;
+        const double err = ulp_error(y[i], ref[i]);
+        ok = (yb[i] & 0x7f800000U) != 0x7f800000U && err <= bound;
+        if (err > out.max_err) {
+          out.max_err = err;
+          out.worst = b;
+        }
+        break;
+      }
+      }
+      if (!ok && out.failures++ == 0) out.first_failure = b;
+    }
+  }
+  result = out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampled double and long double tests.
+// ---------------------------------------------------------------------------------------------
+
+template <class T>
+struct sample_stats {
+  double max_err = 0;
+  T worst = 0;
+  std::size_t failures = 0;
+  T first_failure = 0;
+};
+
+// |y - ref| in ulps of T at ref (ref in the wider type W; subnormals share the smallest ulp; an
+// infinite y counts as 2^max_exponent).
+template <class T, class W>
+double ulp_error_wide(T y, W ref) {
+  using L = std::numeric_limits<T>;
+  if (ref == 0)
+    return static_cast<double>(std::fabs(static_cast<W>(y)) /
+                               std::ldexp(W{1}, L::min_exponent - L::digits));
+  const int e = std::max(std::ilogb(ref), L::min_exponent - 1);
+  const W yw = std::isinf(y) ? std::ldexp(W{1}, L::max_exponent) : static_cast<W>(y);
+  return static_cast<double>(std::fabs(yw - ref) / std::ldexp(W{1}, e - (L::digits - 1)));
+}
+
+template <class T>
+void push_around(std::vector<T>& xs, T at, int ulps) {
+  T lo = at;
+  T hi = at;
+  xs.push_back(at);
+  for (int i = 0; i < ulps; ++i) {
+    lo = std::nextafter(lo, -std::numeric_limits<T>::infinity());
+    hi = std::nextafter(hi, std::numeric_limits<T>::infinity());
+    xs.push_back(lo);
+    xs.push_back(hi);
+  }
+}
+
+// Inputs: uniform over the finite-result range and a bit beyond, uniform in [-1, 1], random
+// magnitudes 2^-80 .. 2^10 of either sign, random bit patterns, and runs of consecutive values
+// around the overflow, subnormal and underflow thresholds and around the k = round(x/ln2)
+// rounding boundaries (k + 1/2) ln2.
+template <class T>
+std::vector<T> sample_inputs(std::size_t n_uniform, T x_lo, T x_hi, T sub_x, int near_ulps,
+                             int k_step) {
+  std::mt19937_64 gen(20240611);
+  std::vector<T> xs;
+  std::uniform_real_distribution<T> wide(x_lo - 2, x_hi + 2);
+  std::uniform_real_distribution<T> unit(-1, 1);
+  std::uniform_real_distribution<T> expo(-80, 10);
+  for (std::size_t i = 0; i < n_uniform; ++i) xs.push_back(wide(gen));
+  for (std::size_t i = 0; i < n_uniform / 2; ++i) xs.push_back(unit(gen));
+  for (std::size_t i = 0; i < n_uniform / 4; ++i) {
+    const T m = std::exp2(expo(gen));
+    xs.push_back((gen() & 1U) != 0 ? m : -m);
+  }
+  if constexpr (sizeof(T) == 8) {
+    for (std::size_t i = 0; i < n_uniform / 4; ++i) xs.push_back(std::bit_cast<T>(gen()));
+  }
+  for (const T at : {x_hi, x_lo, sub_x, T{0}}) push_around(xs, at, near_ulps);
+  const T ln2 = static_cast<T>(0.693147180559945309417232121458176568L);
+  for (int k = static_cast<int>(x_lo / ln2) - 1; k < static_cast<int>(x_hi / ln2) + 1; k += k_step)
+    push_around(xs, (static_cast<T>(k) + T{0.5}) * ln2, 8);
+  return xs;
+}
+
+// Every non-NaN result is compared with the reference through ulp_error_wide (which counts
+// +inf as 2^max_exponent, so results near the overflow and underflow thresholds are held to
+// the same bound), except that +inf is right where e^x rounds to +inf, and where the reference
+// itself overflows (T as wide as W) the result must be +inf or within a few ulp of max().
+// A zero result must be +0.
+template <class T>
+sample_stats<T> check_samples(const std::vector<T>& xs, double bound) {
+  using W = long double;
+  using L = std::numeric_limits<T>;
+  std::vector<T> ys(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) ys[i] = ad::exp(xs[i]);  // the loop users write
+  sample_stats<T> st;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const T x = xs[i];
+    const T y = ys[i];
+    bool ok = false;
+    if (std::isnan(x)) {
+      ok = std::isnan(y);
+    } else if (y == 0 && std::signbit(y)) {
+      ok = false;
+    } else {
+      const W ref = std::exp(static_cast<W>(x));
+      // Where e^x rounds to +inf in T: max() + half an ulp (not representable when W is T).
+      const W overflow =
+          static_cast<W>(L::max()) + std::ldexp(W{1}, L::max_exponent - L::digits - 1);
+      if (std::isinf(ref)) {
+        ok = y == L::infinity() || (std::isfinite(y) && y >= L::max() * (1 - 4 * L::epsilon()));
+      } else if (ref >= overflow && y == L::infinity()) {
+        ok = true;
+      } else {
+        const double err = ulp_error_wide(y, ref);
+        ok = err <= bound;
+        if (err > st.max_err) {
+          st.max_err = err;
+          st.worst = x;
+        }
+      }
+    }
+    if (!ok && st.failures++ == 0) st.first_failure = x;
+  }
+  return st;
+}
+
+template <class T>
+void check_special_cases() {
+  using L = std::numeric_limits<T>;
+  CHECK(ad::exp(T{0}) == T{1});
+  CHECK(ad::exp(-T{0}) == T{1});
+  CHECK(ad::exp(L::denorm_min()) == T{1});
+  CHECK(ad::exp(-L::denorm_min()) == T{1});
+  CHECK(ad::exp(L::min()) == T{1});
+  CHECK(ad::exp(L::epsilon() / 4) == T{1});
+  CHECK(std::isnan(ad::exp(L::quiet_NaN())));
+  CHECK(std::isnan(ad::exp(-L::quiet_NaN())));
+  CHECK(std::isnan(ad::exp(L::signaling_NaN())));
+  CHECK(ad::exp(L::infinity()) == L::infinity());
+  CHECK(ad::exp(-L::infinity()) == T{0});
+  CHECK_FALSE(std::signbit(ad::exp(-L::infinity())));
+  CHECK(ad::exp(L::max()) == L::infinity());
+  CHECK(ad::exp(L::lowest()) == T{0});
+  CHECK_FALSE(std::signbit(ad::exp(L::lowest())));
+  CHECK(ad::exp(T{1000000}) == L::infinity());
+  CHECK(ad::exp(T{-1000000}) == T{0});
+  // Gradual underflow: e^x for x in the subnormal range, against the reference.
+  const auto ref_of = [](T x) { return std::exp(static_cast<long double>(x)); };
+  const T sub_lo = static_cast<T>(std::log(static_cast<long double>(L::denorm_min())));
+  const T sub_hi = static_cast<T>(std::log(static_cast<long double>(L::min())));
+  for (int i = 1; i < 64; ++i) {
+    const T x = sub_lo + (sub_hi - sub_lo) * static_cast<T>(i) / 64;
+    const T y = ad::exp(x);
+    INFO("x = " << static_cast<double>(x));
+    CHECK(y > 0);
+    CHECK(y < L::min());
+    CHECK(ulp_error_wide(y, ref_of(x)) <= 1.5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("exp: every float (all 2^32 bit patterns)", "[exp]") {
+#if ATTN_EXP_TEST_EVERY_FLOAT
+  constexpr std::uint64_t spread = 1;
+#else
+  constexpr std::uint64_t spread = 61;
+#endif
+  constexpr double bound = 1.5;
+  constexpr std::uint64_t n_threads = 2;
+  std::array<float_scan, n_threads> scans{};
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < n_threads; ++t)
+    threads.emplace_back(scan_floats, t * spread, n_threads * spread, bound, std::ref(scans[t]));
+  for (auto& th : threads) th.join();
+
+  float_scan all;
+  for (const auto& s : scans) {
+    if (s.max_err > all.max_err) {
+      all.max_err = s.max_err;
+      all.worst = s.worst;
+    }
+    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
+      all.first_failure = s.first_failure;
+    all.failures += s.failures;
+    all.checked += s.checked;
+    all.compared += s.compared;
+  }
+  INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
+                    << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
+                    << " failures, the first at bits 0x" << std::hex << all.first_failure);
+  constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
+  CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
+  CHECK(all.compared > 500000000U / spread);  // the rest have exact results
+  CHECK(all.failures == 0);
+  CHECK(all.max_err <= bound);
+}
+
+TEST_CASE("exp: float thresholds agree with the reference", "[exp]") {
+  // The constants that the exhaustive test takes as known.
+  const float max_finite = std::bit_cast<float>(f_max_finite_x);
+  const float min_nonzero = std::bit_cast<float>(f_min_nonzero_x);
+  CHECK(std::isfinite(static_cast<float>(std::exp(static_cast<double>(max_finite)))));
+  CHECK(std::isinf(
+      static_cast<float>(std::exp(static_cast<double>(std::nextafter(max_finite, 100.0F))))));
+  CHECK(static_cast<float>(std::exp(static_cast<double>(min_nonzero))) ==
+        std::numeric_limits<float>::denorm_min());
+  CHECK(static_cast<float>(std::exp(static_cast<double>(std::nextafter(min_nonzero, -200.0F)))) ==
+        0.0F);
+  CHECK(std::exp(static_cast<double>(std::bit_cast<float>(0x33000000U))) - 1.0 <=
+        0x1p-25 * 1.0000001);
+  // And the implementation meets them exactly.
+  CHECK(std::isfinite(ad::exp(max_finite)));
+  CHECK(std::isinf(ad::exp(std::nextafter(max_finite, 100.0F))));
+  CHECK(ad::exp(min_nonzero) == std::numeric_limits<float>::denorm_min());
+  CHECK(ad::exp(std::nextafter(min_nonzero, -200.0F)) == 0.0F);
+}
+
+TEST_CASE("exp: double within 1 ulp of std::exp(long double)", "[exp]") {
+  const double max_finite = std::bit_cast<double>(0x40862e42fefa39efULL);   // 709.78
+  const double min_nonzero = std::bit_cast<double>(0xc0874910d52d3051ULL);  // -745.13
+  const double sub_x = std::log(std::numeric_limits<double>::min());        // -708.40
+  const std::vector<double> xs =
+      sample_inputs<double>(2000000, min_nonzero, max_finite, sub_x, 20000, 1);
+  const auto st = check_samples(xs, 1.0);
+  INFO(xs.size() << " samples; max error " << st.max_err << " ulp at x = " << st.worst << "; "
+                 << st.failures << " failures, the first at x = " << st.first_failure);
+  CHECK(st.failures == 0);
+  CHECK(st.max_err <= 1.0);
+  // The thresholds are exact.
+  CHECK(std::isfinite(ad::exp(max_finite)));
+  CHECK(std::isinf(ad::exp(std::nextafter(max_finite, 1000.0))));
+  CHECK(ad::exp(min_nonzero) == std::numeric_limits<double>::denorm_min());
+  CHECK(ad::exp(std::nextafter(min_nonzero, -1000.0)) == 0.0);
+  CHECK(std::exp(static_cast<long double>(max_finite)) <
+        static_cast<long double>(std::numeric_limits<double>::max()));
+  CHECK(std::exp(static_cast<long double>(min_nonzero)) > 0x1p-1075L);
+  CHECK(std::exp(static_cast<long double>(std::nextafter(min_nonzero, -1000.0))) < 0x1p-1075L);
+}
+
+TEST_CASE("exp: long double within 2.5 ulp of std::exp(long double)", "[exp]") {
+  // attn's long double exp is within 1 ulp of e^x (max 0.85 ulp, measured against libquadmath's
+  // expq); glibc's expl, the reference here, is itself off by up to ~1.1 ulp.
+  using L = std::numeric_limits<long double>;
+  const long double x_hi = std::log(L::max());
+  const long double sub_x = std::log(L::min());
+  const long double x_lo = std::log(L::denorm_min()) - std::log(2.0L);  // e^x = denorm_min / 2
+  const std::vector<long double> xs =
+      sample_inputs<long double>(400000, x_lo, x_hi, sub_x, 2000, 7);
+  const auto st = check_samples(xs, 2.5);
+  INFO(xs.size() << " samples; max error " << static_cast<double>(st.max_err)
+                 << " ulp at x = " << static_cast<double>(st.worst) << "; " << st.failures
+                 << " failures, the first at x = " << static_cast<double>(st.first_failure));
+  CHECK(st.failures == 0);
+  CHECK(st.max_err <= 2.5);
+}
+
+TEST_CASE("exp: special cases", "[exp]") {
+  SECTION("float") { check_special_cases<float>(); }
+  SECTION("double") { check_special_cases<double>(); }
+  SECTION("long double") { check_special_cases<long double>(); }
+  SECTION("NaNs of either sign, quiet or signaling, come back NaN") {
+    for (const std::uint32_t b : {0x7f800001U, 0x7fc00000U, 0xff800123U, 0xffffffffU})
+      CHECK((std::bit_cast<std::uint32_t>(ad::exp(std::bit_cast<float>(b))) & 0x7fffffffU) >
+            0x7f800000U);
+    for (const std::uint64_t b : {0x7ff0000000000123ULL, 0xfff8000000000000ULL})
+      CHECK((std::bit_cast<std::uint64_t>(ad::exp(std::bit_cast<double>(b))) &
+             0x7fffffffffffffffULL) > 0x7ff0000000000000ULL);
+  }
+  SECTION("a few values") {
+    CHECK(within(ad::exp(1.0F), 2.71828183F, 0x1p-22F));
+    CHECK(within(ad::exp(-1.0F), 0.367879441F, 0x1p-25F));
+    CHECK(within(ad::exp(1.0), 2.718281828459045, 0x1p-51));
+    CHECK(within(ad::exp(0.5), 1.6487212707001282, 0x1p-52));
+    CHECK(within(ad::exp(-20.0), 2.061153622438558e-09, 2.061153622438558e-09 * 0x1p-52));
+    CHECK(within(ad::exp(700.0), 1.0142320547350045e304, 1.0142320547350045e304 * 0x1p-52));
+  }
+  SECTION("exp_inplace agrees with exp, bit for bit, block and tail") {
+    std::vector<float> v(100003);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = -110.0F + 0.002F * static_cast<float>(i);
+    v[7] = std::numeric_limits<float>::quiet_NaN();
+    v[8] = -std::numeric_limits<float>::infinity();
+    const std::vector<float> x = v;
+    std::vector<float> y(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) y[i] = ad::exp(x[i]);  // the loop users write
+    ad::exp_inplace(v.data(), v.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      differ += static_cast<std::size_t>(std::bit_cast<std::uint32_t>(v[i]) !=
+                                         std::bit_cast<std::uint32_t>(y[i]));
+    CHECK(differ == 0);
+    std::vector<double> d(1001);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = -750.0 + 1.46 * static_cast<double>(i);
+    const std::vector<double> dx = d;
+    ad::exp_inplace(d.data(), d.size());
+    for (std::size_t i = 0; i < d.size(); ++i)
+      CHECK(std::bit_cast<std::uint64_t>(d[i]) == std::bit_cast<std::uint64_t>(ad::exp(dx[i])));
+    ad::exp_inplace(d.data(), 0);
+  }
+}

@@ -1,0 +1,405 @@
+// attn::detail::exp under -ffast-math. This file must be compiled with -ffast-math (GCC and
+// clang; CMake builds it as its own executable, attn_exp_fastmath_tests: inline functions
+// compiled with different flags must not meet in one binary). There the compiler assumes that
+// no value is a NaN or an infinity, so every check below looks at bits, never at x != x or
+// std::isnan / std::isinf, which it folds to constants; the implementation finds its special
+// cases in the bits for the same reason. Bound: 8 ulp (measured: about 1.2 ulp for float).
+// If the program also runs with flush-to-zero (linking with -ffast-math sets FTZ/DAZ on x86),
+// results below the smallest normal number may be +0.
+
+#include <attn/detail/exp.hpp>
+
+#if __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_test_macros.hpp>
+#else
+#include <catch2/catch.hpp>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <math.h>  // ::exp, ::expl: the references, called through pointers (see below)
+#include <random>
+#include <thread>
+#include <vector>
+
+// The scan of every float takes a few seconds optimized, but minutes unoptimized or under a
+// sanitizer: there it checks every 61st block of 4096 bit patterns instead.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                         \
+    __has_feature(thread_sanitizer)
+#define ATTN_EXP_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ATTN_EXP_TEST_SANITIZED 1
+#endif
+#if (defined(__OPTIMIZE__) || (defined(_MSC_VER) && defined(NDEBUG))) &&                           \
+    !defined(ATTN_EXP_TEST_SANITIZED)
+#define ATTN_EXP_TEST_EVERY_FLOAT 1
+#else
+#define ATTN_EXP_TEST_EVERY_FLOAT 0
+#endif
+
+namespace {
+
+namespace ad = attn::detail;
+
+constexpr double bound = 8.0;
+
+// The references: the C library's exp and expl, called through volatile pointers. Under
+// -ffast-math GCC expands std::exp(long double) inline with x87 f2xm1/fscale, which is off by
+// hundreds of ulp, and std::exp(double) into libmvec calls; a call through a pointer it cannot
+// see through reaches libm's own functions (each within an ulp of e^x).
+double (*volatile ref_exp)(double) = &::exp;
+long double (*volatile ref_expl)(long double) = &::expl;
+
+static_assert(ad::exp(0.0F) == 1.0F && ad::exp(0.0) == 1.0 && ad::exp(0.0L) == 1.0L);
+static_assert(ad::exp(1.0) - 2.718281828459045 < 0x1p-50 &&
+              2.718281828459045 - ad::exp(1.0) < 0x1p-50);
+
+// True when the FPU flushes subnormal results to zero (MXCSR.FTZ, set by crtfastmath.o when the
+// program is linked with -ffast-math).
+bool flushes_to_zero() {
+  volatile float tiny = 0x1p-126F;
+  const float half = tiny * 0.5F;
+  return std::bit_cast<std::uint32_t>(half) == 0;
+}
+
+// Bits of float and double.
+template <class T>
+struct bits_of;
+template <>
+struct bits_of<float> {
+  using type = std::uint32_t;
+  static constexpr type abs = 0x7fffffffU;
+  static constexpr type inf = 0x7f800000U;
+};
+template <>
+struct bits_of<double> {
+  using type = std::uint64_t;
+  static constexpr type abs = 0x7fffffffffffffffULL;
+  static constexpr type inf = 0x7ff0000000000000ULL;
+};
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (sizeof(T) <= 8) {
+    using B = bits_of<T>;
+    return (std::bit_cast<typename B::type>(v) & B::abs) > B::inf;
+  } else {
+    return ad::exp_classify(v) == ad::exp_class::nan;  // reads the bytes at run time
+  }
+}
+template <class T>
+bool is_pos_inf(T v) {
+  if constexpr (sizeof(T) <= 8) {
+    return std::bit_cast<typename bits_of<T>::type>(v) == bits_of<T>::inf;
+  } else {
+    return ad::exp_classify(v) == ad::exp_class::pos_inf;
+  }
+}
+template <class T>
+bool is_pos_zero(T v) {
+  if constexpr (sizeof(T) <= 8) {
+    return std::bit_cast<typename bits_of<T>::type>(v) == 0;
+  } else {
+    unsigned char b[sizeof(T)];
+    std::memcpy(b, &v, sizeof(T));
+    return std::all_of(b, b + 10, [](unsigned char c) { return c == 0; });  // x87: 10 value bytes
+  }
+}
+
+// a and b have the same value bits. (Under -ffast-math, `y == 1` may be compiled as
+// `y - 1 == 0` and that, with y = 1 + q reassociated, as `q == 0`.)
+template <class T>
+bool same(T a, T b) {
+  unsigned char ba[sizeof(T)];
+  unsigned char bb[sizeof(T)];
+  std::memcpy(ba, &a, sizeof(T));
+  std::memcpy(bb, &b, sizeof(T));
+  return std::memcmp(ba, bb, sizeof(T) == 16 ? 10 : sizeof(T)) == 0;  // x87: 10 value bytes
+}
+
+// |y - ref| in ulps of T at ref, y finite (ref > 0 in the wider type W).
+template <class T, class W>
+double ulp_error(T y, W ref) {
+  using L = std::numeric_limits<T>;
+  const int e = std::max(std::ilogb(ref), L::min_exponent - 1);
+  return static_cast<double>(std::fabs(static_cast<W>(y) - ref) /
+                             std::ldexp(W{1}, e - (L::digits - 1)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every float.
+// ---------------------------------------------------------------------------------------------
+constexpr std::uint32_t f_max_finite_x = 0x42b17217U;
+constexpr std::uint32_t f_min_nonzero_x = 0xc2cff1b4U;
+
+// What exp must give, by the bits of x (intervals of the bit patterns as unsigned integers);
+// exact for all but `general`. See tests/test_exp.cpp.
+enum class kind { one, general, pos_inf, nan, zero };
+
+constexpr kind classify(std::uint32_t b) {
+  const std::uint32_t a = b & 0x7fffffffU;
+  if (a > 0x7f800000U) return kind::nan;
+  if (static_cast<std::int32_t>(b) > static_cast<std::int32_t>(f_max_finite_x))
+    return kind::pos_inf;
+  if (b > f_min_nonzero_x) return kind::zero;
+  if (a < 0x33000000U) return kind::one;
+  return kind::general;
+}
+
+double ulp_error_f(float y, double ref) {
+  const auto e = static_cast<int>((std::bit_cast<std::uint64_t>(ref) >> 52U) & 0x7ffU) - 1023;
+  const int ulp_exp = std::max(e, -126) - 23;
+  const double inv_ulp = std::bit_cast<double>(static_cast<std::uint64_t>(1023 - ulp_exp) << 52U);
+  return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
+}
+
+struct float_scan {
+  double max_err = 0;
+  std::uint32_t worst = 0;
+  std::uint64_t failures = 0;
+  std::uint32_t first_failure = 0;
+  std::uint64_t checked = 0;
+};
+
+constexpr std::size_t block = 4096;
+
+bool expected(kind k, std::uint32_t yb) {
+  switch (k) {
+  case kind::one:
+    return yb == 0x3f800000U;
+  case kind::pos_inf:
+    return yb == 0x7f800000U;
+  case kind::zero:
+    return yb == 0U;
+  case kind::nan:
+    return (yb & 0x7fffffffU) > 0x7f800000U;
+  case kind::general:
+    break;
+  }
+  return false;
+}
+
+void scan_floats(std::uint64_t first, std::uint64_t stride, bool ftz, float_scan& result) {
+  float_scan out;
+  std::vector<float> x(block);
+  std::vector<float> y(block);
+  std::vector<double> ref(block);
+  for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride) {
+    const auto base = static_cast<std::uint32_t>(blk * block);
+    for (std::size_t i = 0; i < block; ++i)
+      x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
+    std::copy(x.begin(), x.end(), y.begin());
+    ad::exp_inplace(y.data(), block);
+    out.checked += block;
+    const kind k0 = classify(base);
+    if (k0 != kind::general && k0 == classify(base + static_cast<std::uint32_t>(block - 1))) {
+      std::uint32_t bad = 0;  // a uniform block with an exact expected result
+      for (std::size_t i = 0; i < block; ++i)
+        bad |= static_cast<std::uint32_t>(!expected(k0, std::bit_cast<std::uint32_t>(y[i])));
+      if (bad == 0) continue;
+    }
+    for (std::size_t i = 0; i < block; ++i) ref[i] = ref_exp(static_cast<double>(x[i]));
+    for (std::size_t i = 0; i < block; ++i) {
+      const std::uint32_t b = base + static_cast<std::uint32_t>(i);
+      const auto yb = std::bit_cast<std::uint32_t>(y[i]);
+      const kind k = classify(b);
+      bool ok = false;
+      if (k != kind::general) {
+        ok = expected(k, yb);
+      } else if ((yb & 0x7f800000U) == 0x7f800000U) {
+        ok = false;  // inf or NaN where e^x is finite and nonzero
+      } else if (ftz && yb == 0 && ref[i] < 0x1p-126 * (1 + 0x1p-20)) {
+        ok = true;  // flushed to zero
+      } else {
+        const double err = ulp_error_f(y[i], ref[i]);
+        ok = err <= bound;
+        if (err > out.max_err) {
+          out.max_err = err;
+          out.worst = b;
+        }
+      }
+      if (!ok && out.failures++ == 0) out.first_failure = b;
+    }
+  }
+  result = out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampled double and long double.
+// ---------------------------------------------------------------------------------------------
+template <class T>
+struct sample_stats {
+  double max_err = 0;
+  T worst = 0;
+  std::size_t failures = 0;
+  T first_failure = 0;
+};
+
+template <class T>
+std::vector<T> sample_inputs(std::size_t n, T x_lo, T x_hi) {
+  std::mt19937_64 gen(7);
+  std::vector<T> xs;
+  std::uniform_real_distribution<T> wide(x_lo, x_hi);
+  std::uniform_real_distribution<T> unit(-1, 1);
+  for (std::size_t i = 0; i < n; ++i) xs.push_back(wide(gen));
+  for (std::size_t i = 0; i < n / 2; ++i) xs.push_back(unit(gen));
+  T a = x_lo;
+  T b = x_hi;
+  for (int i = 0; i < 1000; ++i) {  // the ends of the finite-result range
+    xs.push_back(a);
+    xs.push_back(b);
+    a = std::nextafter(a, T{0});
+    b = std::nextafter(b, T{0});
+  }
+  return xs;
+}
+
+// x within [x_lo, x_hi], where e^x is finite and not 0 in T.
+template <class T>
+sample_stats<T> check_samples(const std::vector<T>& xs, bool ftz) {
+  using L = std::numeric_limits<T>;
+  std::vector<T> ys(xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i) ys[i] = ad::exp(xs[i]);
+  sample_stats<T> st;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const long double ref = ref_expl(static_cast<long double>(xs[i]));
+    const T y = ys[i];
+    bool ok = false;
+    if (is_nan(y) || is_pos_inf(y)) {
+      ok = false;
+    } else if (ftz && sizeof(T) <= 8 && is_pos_zero(y) &&
+               ref < static_cast<long double>(L::min())) {
+      ok = true;
+    } else {
+      const double err = ulp_error(y, ref);
+      ok = err <= bound;
+      if (err > st.max_err) {
+        st.max_err = err;
+        st.worst = xs[i];
+      }
+    }
+    if (!ok && st.failures++ == 0) st.first_failure = xs[i];
+  }
+  return st;
+}
+
+template <class T>
+void check_special_cases() {
+  using L = std::numeric_limits<T>;
+  CHECK(same(ad::exp(T{0}), T{1}));
+  CHECK(same(ad::exp(-T{0}), T{1}));
+  CHECK(same(ad::exp(L::denorm_min()), T{1}));
+  CHECK(same(ad::exp(-L::denorm_min()), T{1}));
+  CHECK(is_nan(ad::exp(L::quiet_NaN())));
+  CHECK(is_nan(ad::exp(-L::quiet_NaN())));
+  CHECK(is_nan(ad::exp(L::signaling_NaN())));
+  CHECK(is_pos_inf(ad::exp(L::infinity())));
+  CHECK(is_pos_zero(ad::exp(-L::infinity())));
+  CHECK(is_pos_inf(ad::exp(L::max())));
+  CHECK(is_pos_zero(ad::exp(L::lowest())));
+  CHECK(is_pos_inf(ad::exp(T{100000})));
+  CHECK(is_pos_zero(ad::exp(T{-100000})));
+  // Values read at run time, so that nothing is folded at compile time.
+  std::vector<T> v = {L::quiet_NaN(), L::infinity(), -L::infinity(), T{0}, T{1}, T{-1}};
+  for (T& e : v) e = ad::exp(e);
+  CHECK(is_nan(v[0]));
+  CHECK(is_pos_inf(v[1]));
+  CHECK(is_pos_zero(v[2]));
+  CHECK(same(v[3], T{1}));
+  CHECK(ulp_error(v[4], ref_expl(1.0L)) <= bound);
+  CHECK(ulp_error(v[5], ref_expl(-1.0L)) <= bound);
+}
+
+}  // namespace
+
+TEST_CASE("exp fast-math: this file is compiled with -ffast-math", "[exp][fastmath]") {
+#if defined(__GNUC__) && !defined(__FAST_MATH__)
+  FAIL("tests/test_exp_fastmath.cpp must be compiled with -ffast-math");
+#endif
+  SUCCEED();
+}
+
+TEST_CASE("exp fast-math: every float within 8 ulp, specials exact", "[exp][fastmath]") {
+#if ATTN_EXP_TEST_EVERY_FLOAT
+  constexpr std::uint64_t spread = 1;
+#else
+  constexpr std::uint64_t spread = 61;
+#endif
+  const bool ftz = flushes_to_zero();
+  constexpr std::uint64_t n_threads = 2;
+  std::array<float_scan, n_threads> scans{};
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < n_threads; ++t)
+    threads.emplace_back(scan_floats, t * spread, n_threads * spread, ftz, std::ref(scans[t]));
+  for (auto& th : threads) th.join();
+  float_scan all;
+  for (const auto& s : scans) {
+    if (s.max_err > all.max_err) {
+      all.max_err = s.max_err;
+      all.worst = s.worst;
+    }
+    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
+      all.first_failure = s.first_failure;
+    all.failures += s.failures;
+    all.checked += s.checked;
+  }
+  INFO("flush to zero: " << ftz << "; max error " << all.max_err << " ulp at bits 0x" << std::hex
+                         << all.worst << "; " << std::dec << all.failures
+                         << " failures, the first at bits 0x" << std::hex << all.first_failure);
+  constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
+  CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
+  CHECK(all.failures == 0);
+  CHECK(all.max_err <= bound);
+}
+
+TEST_CASE("exp fast-math: double and long double within 8 ulp", "[exp][fastmath]") {
+  const bool ftz = flushes_to_zero();
+  {
+    const double lo = std::bit_cast<double>(0xc0874910d52d3051ULL);
+    const double hi = std::bit_cast<double>(0x40862e42fefa39efULL);
+    const auto st = check_samples(sample_inputs<double>(1000000, lo, hi), ftz);
+    INFO("double: max error " << st.max_err << " ulp at " << st.worst << "; " << st.failures
+                              << " failures, the first at " << st.first_failure);
+    CHECK(st.failures == 0);
+  }
+  {
+    using L = std::numeric_limits<long double>;
+    const long double lo = std::log(L::denorm_min()) + 0.01L;
+    const long double hi = std::log(L::max()) - 0.01L;
+    const auto st = check_samples(sample_inputs<long double>(200000, lo, hi), ftz);
+    INFO("long double: max error " << st.max_err << " ulp at " << static_cast<double>(st.worst)
+                                   << "; " << st.failures << " failures, the first at "
+                                   << static_cast<double>(st.first_failure));
+    CHECK(st.failures == 0);
+  }
+}
+
+TEST_CASE("exp fast-math: special cases", "[exp][fastmath]") {
+  SECTION("float") { check_special_cases<float>(); }
+  SECTION("double") { check_special_cases<double>(); }
+  SECTION("long double") { check_special_cases<long double>(); }
+  SECTION("thresholds") {
+    CHECK(!is_pos_inf(ad::exp(std::bit_cast<float>(f_max_finite_x))));
+    CHECK(is_pos_inf(ad::exp(std::bit_cast<float>(f_max_finite_x + 1))));
+    CHECK(is_pos_zero(ad::exp(std::bit_cast<float>(f_min_nonzero_x + 1))));
+    CHECK(!is_pos_inf(ad::exp(std::bit_cast<double>(0x40862e42fefa39efULL))));
+    CHECK(is_pos_inf(ad::exp(std::bit_cast<double>(0x40862e42fefa39f0ULL))));
+    CHECK(is_pos_zero(ad::exp(std::bit_cast<double>(0xc0874910d52d3052ULL))));
+    if (!flushes_to_zero()) {
+      CHECK(same(ad::exp(std::bit_cast<float>(f_min_nonzero_x)),
+                 std::numeric_limits<float>::denorm_min()));
+      CHECK(same(ad::exp(std::bit_cast<double>(0xc0874910d52d3051ULL)),
+                 std::numeric_limits<double>::denorm_min()));
+    }
+  }
+}
