@@ -1,0 +1,385 @@
+// Derivatives: fixed sizes, size errors, E7, masked and all-masked rows, accuracy near
+// certainty, and the examples of docs/derivatives.md (the TEST_CASEs named "docs/derivatives.md: ...").
+#include "derivatives_suite.hpp"
+
+// ---------------------------------------------------------------------------------------------
+// Fixed sizes: fixed-size results, the same numbers as dynamic sizes, and the caller-buffer forms
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("fixed sizes give fixed-size Jacobians and gradients equal to the dynamic ones", "[derivatives]") {
+  const Vector<double, 3> q{0.3, -0.8, 0.5};
+  const Matrix<double, 4, 3> N{{1, 0.2, -0.4}, {0.1, 0.9, 0.3}, {-0.5, 0.4, 1.1}, {0.7, -0.6, 0.2}};
+  const Matrix<double, 2, 3> W{{0.5, -0.2, 0.1}, {0.3, 0.8, -0.7}};
+  const Vector<double, 2> q2{0.6, -0.4};
+  const Vector<double, 3> g{1, -0.5, 0.25};
+  const std::array<bool, 4> keep{true, false, true, true};
+  const attn::options opt{.beta = 1.7, .mask = keep};
+  const attn::general gen(W);
+
+  const auto J = attn::jacobian_note(q, N, attn::dot, 2, opt);
+  static_assert(std::is_same_v<decltype(J), const Matrix<double, 3, 3>>);
+  const auto Jq = attn::jacobian_query(q2, N, gen, opt);
+  static_assert(std::is_same_v<decltype(Jq), const Matrix<double, 3, 2>>);
+  const auto Js = attn::softmax_jacobian(Vector<double, 4>{1, 2, 3, 4}, opt);
+  static_assert(std::is_same_v<decltype(Js), const Matrix<double, 4, 4>>);
+  const auto b = attn::backward(q2, N, gen, g, opt);
+  static_assert(std::is_same_v<decltype(b.notes), Matrix<double, 4, 3>>);
+  static_assert(std::is_same_v<decltype(b.query), Vector<double, 2>>);
+  static_assert(std::is_same_v<decltype(b.parameters.W), Matrix<double, 2, 3>>);
+
+  const Matrix<double> Nd(N.view());
+  const Matrix<double> Wd(W.view());
+  const attn::general<double> gend(Wd);
+  const std::vector<double> qd(q.begin(), q.end()), q2d(q2.begin(), q2.end()), gd(g.begin(), g.end());
+  const auto Jd = attn::jacobian_note(qd, Nd, attn::dot, 2, opt);
+  const auto bd = attn::backward(q2d, Nd, gend, gd, opt);
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t k = 0; k < 3; ++k) REQUIRE(J(i, k) == Jd(i, k));
+    for (std::size_t j = 0; j < 4; ++j) REQUIRE(b.notes(j, i) == bd.notes(j, i));
+  }
+  for (std::size_t i = 0; i < 2; ++i) REQUIRE(b.query[i] == bd.query[i]);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t k = 0; k < 3; ++k) REQUIRE(b.parameters.W(i, k) == bd.parameters.W(i, k));
+
+  SECTION("the caller-buffer forms write the same numbers") {
+    Matrix<double, 3, 3> Jb;
+    attn::jacobian_note(q, N, attn::dot, 2, Jb.view(), opt);
+    REQUIRE(Jb == J);
+    std::array<double, 4> gs{};
+    std::array<double, 2> gq{};
+    Matrix<double, 4, 3> gn;
+    Matrix<double, 2, 3> gW;  // parameter gradients accumulate: start from 0
+    attn::backward(q2, N, gen, g, gs, gq, gn.view(), attn::general<double, 2, 3>::gradient_view{gW.view()}, opt);
+    REQUIRE(gn == b.notes);
+    REQUIRE(gW == b.parameters.W);
+    attn::backward(q2, N, gen, g, gs, gq, gn.view(), attn::general<double, 2, 3>::gradient_view{gW.view()}, opt);
+    REQUIRE_THAT(gW(1, 2), Catch::Matchers::WithinRel(2 * b.parameters.W(1, 2), 1e-15));
+  }
+  SECTION("fixed shapes that disagree do not compile") {
+    using Q3 = Vector<double, 3>;
+    using N43 = Matrix<double, 4, 3>;
+    STATIC_REQUIRE(can_jacobian_note_into<Q3, N43, attn::MatrixView<double, 3, 3>>);
+    STATIC_REQUIRE_FALSE(can_jacobian_note_into<Q3, N43, attn::MatrixView<double, 2, 3>>);
+    STATIC_REQUIRE(can_backward<Q3, N43, Vector<double, 3>>);
+    STATIC_REQUIRE_FALSE(can_backward<Q3, N43, Vector<double, 2>>);  // ∂L/∂c must have d_v numbers
+    STATIC_REQUIRE(can_backward_into<Q3, N43, Q3, std::array<double, 4>, Q3, attn::MatrixView<double, 4, 3>>);
+    STATIC_REQUIRE_FALSE(can_backward_into<Q3, N43, Q3, std::array<double, 3>, Q3, attn::MatrixView<double, 4, 3>>);
+    STATIC_REQUIRE_FALSE(can_backward_into<Q3, N43, Q3, std::array<double, 4>, Q3, attn::MatrixView<double, 4, 2>>);
+  }
+}
+
+TEST_CASE("dynamic sizes that disagree throw and leave the outputs untouched", "[derivatives]") {
+  const std::vector<double> q{0.1, 0.2};
+  const Matrix<double> N{{1, 0}, {0, 1}, {1, 1}};
+  std::vector<double> g3{1, 2, 3}, gs(3, 7.0), gq(2, 7.0);
+  Matrix<double> gn(3, 2, 7.0);
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g3, gs, gq, gn), attn::dimension_error);
+  REQUIRE(gs[0] == 7.0);
+  REQUIRE(gn(2, 1) == 7.0);
+  const std::vector<double> g2{1, 2};
+  Matrix<double> bad(2, 2, 7.0);
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, gs, gq, bad), attn::dimension_error);
+  REQUIRE(gs[0] == 7.0);
+  REQUIRE_THROWS_AS(attn::jacobian_note(q, N, attn::dot, 3), attn::dimension_error);
+  REQUIRE_THROWS_AS(attn::jacobian_key(q, N, N, attn::dot, 5), attn::dimension_error);
+  const bool keep_none[3] = {false, false, false};
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, gs, gq, gn,
+                                   {.mask = keep_none, .if_all_masked = attn::all_masked_policy::throw_error}),
+                    attn::domain_error);
+  REQUIRE(gn(0, 0) == 7.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// E7: the blame reaches every note in one hop
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("E7: dc/dh_tea on E1's numbers", "[derivatives][E7]") {
+  const Vector<double, 3> q{0, 0.5, 2};
+  const Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};  // I, drink, tea
+  // independently: α = softmax(q·h) with std::exp, c = Σ α_j h_j = α, J = α_tea (I + (h_tea − c) qᵀ)
+  const double e[3] = {std::exp(0.0), std::exp(0.5), std::exp(2.0)};
+  const double sum = e[0] + e[1] + e[2];
+  const double alpha[3] = {e[0] / sum, e[1] / sum, e[2] / sum};
+  const double h_minus_c[3] = {-alpha[0], -alpha[1], 1 - alpha[2]};
+  double expected[3][3];
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 3; ++k) expected[i][k] = alpha[2] * ((i == k ? 1.0 : 0.0) + h_minus_c[i] * q[k]);
+
+  const auto J = attn::jacobian_note(q, notes, attn::dot, 2);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 3; ++k) REQUIRE_THAT(J(i, k), Catch::Matchers::WithinAbs(expected[i][k], 1e-15));
+  // the unit's rounded figures
+  const double unit[3][3] = {{0.7361, -0.0367, -0.1467}, {0, 0.6757, -0.2418}, {0, 0.0971, 1.1246}};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t k = 0; k < 3; ++k) REQUIRE_THAT(J(i, k), Catch::Matchers::WithinAbs(unit[i][k], 5e-5));
+  // the α_tea·I part: "tea" gets its blame at 0.736 strength
+  REQUIRE_THAT(attn::jacobian_value(q, notes, notes, attn::dot, 2)(0, 0), Catch::Matchers::WithinAbs(0.736, 5e-4));
+  // and central differences agree
+  const auto f = [&](std::span<const double> x) { return attn::attend(q, with_row(Matrix<double>(notes.view()), 2, x), attn::dot).context; };
+  REQUIRE(attn::check_jacobian(f, notes.row(2), J, "h_tea").passed(attn::gradcheck_tolerance<double>()));
+  // every note gets blame directly: no Jacobian is zero
+  for (std::size_t j = 0; j < 3; ++j) REQUIRE(attn::jacobian_note(q, notes, attn::dot, j)(j, j) > 0.09);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Masks and all-masked rows
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("masked notes get exactly zero derivatives, whatever they hold", "[derivatives][mask]") {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> q{0.4, -0.3};
+  const Matrix<double> N{{1, 0.5}, {nan, inf}, {-0.2, 0.8}};  // note 1 is masked and holds garbage
+  const bool keep[3] = {true, false, true};
+  const attn::options opt{.beta = 1.3, .mask = keep};
+  const std::vector<double> g{0.7, -1.1};
+  const Matrix<double> W1{{0.5, -0.3}, {0.2, 0.9}};
+  const Matrix<double> W2{{1, 0}, {0.3, -0.6}};
+  const Vector<double> v{0.8, -1.2};
+  const Matrix<double> W{{0.4, 0.1}, {-0.5, 0.7}};
+  const auto check = [&](const auto& score) {
+    const auto b = attn::backward(q, N, score, g, opt);
+    REQUIRE(b.notes(1, 0) == 0.0);
+    REQUIRE(b.notes(1, 1) == 0.0);
+    REQUIRE(b.scores[1] == 0.0);
+    for (std::size_t i = 0; i < 2; ++i) {
+      REQUIRE(std::isfinite(b.query[i]));
+      REQUIRE(std::isfinite(b.notes(0, i)));
+      REQUIRE(std::isfinite(b.notes(2, i)));
+    }
+    const auto J = attn::jacobian_note(q, N, score, 1, opt);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t k = 0; k < 2; ++k) REQUIRE(J(i, k) == 0.0);
+    const auto Jq = attn::jacobian_query(q, N, score, opt);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t k = 0; k < 2; ++k) REQUIRE(std::isfinite(Jq(i, k)));
+    return b;
+  };
+  check(attn::dot);
+  check(attn::scaled_dot);
+  check(neg_sq_distance{});
+  const auto bg = check(attn::general<double>(W));
+  for (std::size_t i = 0; i < 4; ++i) REQUIRE(std::isfinite(bg.parameters.W.data()[i]));
+  const auto ba = check(attn::additive<double>(W1, W2, v));
+  REQUIRE(std::isfinite(ba.parameters.v[0]));
+  REQUIRE(std::isfinite(ba.parameters.W1(1, 1)));
+  // softmax: a masked entry's row and column are zero; g there may be anything
+  const std::vector<double> s{0.5, 2.0, -1.0};
+  const auto Js = attn::softmax_jacobian(s, opt);
+  for (std::size_t i = 0; i < 3; ++i) REQUIRE((Js(1, i) == 0.0 && Js(i, 1) == 0.0));
+  const auto vjp = attn::softmax_vjp(s, std::vector<double>{1.0, nan, -2.0}, opt);
+  REQUIRE(vjp[1] == 0.0);
+  REQUIRE(std::isfinite(vjp[0]));
+}
+
+TEST_CASE("all-masked rows: zeros gives zero gradients, uniform the mean's, nan gives NaN",
+          "[derivatives][mask]") {
+  const std::vector<double> q{0.4, -0.3};
+  const Matrix<double> N{{1, 0.5}, {0.3, -0.7}, {-0.2, 0.8}};
+  const bool none[3] = {false, false, false};
+  const std::vector<double> g{0.7, -1.1};
+  const Matrix<double> W{{0.4, 0.1}, {-0.5, 0.7}};
+  const attn::general<double> gen(W);
+
+  SECTION("zeros: every derivative is 0, nothing NaN") {
+    const attn::options opt{.beta = 2, .mask = none};
+    const auto b = attn::backward(q, N, gen, g, opt);
+    for (std::size_t j = 0; j < 3; ++j) {
+      REQUIRE(b.scores[j] == 0.0);
+      for (std::size_t i = 0; i < 2; ++i) REQUIRE(b.notes(j, i) == 0.0);
+    }
+    REQUIRE((b.query[0] == 0.0 && b.query[1] == 0.0));
+    REQUIRE(b.parameters.W(1, 1) == 0.0);
+    const auto J = attn::jacobian_note(q, N, gen, 0, opt);
+    REQUIRE((J(0, 0) == 0.0 && J(1, 0) == 0.0));
+    REQUIRE(attn::softmax_jacobian(std::vector<double>{1, 2, 3}, opt)(0, 0) == 0.0);
+    REQUIRE(attn::softmax_vjp(std::vector<double>{1, 2, 3}, std::vector<double>{1, 2, 3}, opt)[2] == 0.0);
+    // a zeros row inside align leaves the other rows' gradients as they were
+    const Matrix<double> Qs{{0.4, -0.3}, {0.1, 0.9}};
+    const Matrix<double> G{{0.7, -1.1}, {0.2, 0.3}};
+    const auto ab = attn::align_backward(Qs, N, gen, G, opt);
+    for (std::size_t i = 0; i < ab.notes.size(); ++i) REQUIRE(ab.notes.data()[i] == 0.0);
+  }
+  SECTION("uniform: c is the mean of the values, so dc/dv_j = I/n and nothing reaches scores, q or W") {
+    const attn::options opt{.beta = 2, .mask = none, .if_all_masked = attn::all_masked_policy::uniform};
+    const auto b = attn::backward(q, N, gen, g, opt);
+    for (std::size_t j = 0; j < 3; ++j) {
+      REQUIRE(b.scores[j] == 0.0);
+      for (std::size_t i = 0; i < 2; ++i) REQUIRE_THAT(b.notes(j, i), Catch::Matchers::WithinRel(g[i] / 3, 1e-15));
+    }
+    REQUIRE((b.query[0] == 0.0 && b.parameters.W(0, 0) == 0.0));
+    const auto J = attn::jacobian_note(q, N, gen, 1, opt);
+    REQUIRE_THAT(J(0, 0), Catch::Matchers::WithinRel(1.0 / 3, 1e-15));
+    REQUIRE(J(0, 1) == 0.0);
+    // central differences agree: the context is the plain mean
+    const auto f = [&](std::span<const double> x) { return attn::attend(q, with_row(N, 1, x), gen, opt).context; };
+    REQUIRE(attn::check_jacobian(f, N.row(1), J).passed(attn::gradcheck_tolerance<double>()));
+    const auto fq = [&](std::span<const double> x) { return attn::attend(x, N, gen, opt).context; };
+    REQUIRE(attn::check_jacobian(fq, q, attn::jacobian_query(q, N, gen, opt)).max_abs_error == 0.0);
+  }
+  SECTION("nan: NaN is the answer") {
+    const attn::options opt{.mask = none, .if_all_masked = attn::all_masked_policy::nan};
+    const auto b = attn::backward(q, N, gen, g, opt);
+    REQUIRE(std::isnan(b.notes(0, 0)));
+    REQUIRE(std::isnan(attn::jacobian_note(q, N, gen, 0, opt)(0, 0)));
+  }
+  SECTION("every score -inf, or one +inf: the weights are fixed, so only the values get gradient") {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const std::vector<double> s{1.0, inf, 2.0};
+    const auto Js = attn::softmax_jacobian(s);
+    for (std::size_t i = 0; i < 9; ++i) REQUIRE(Js.data()[i] == 0.0);
+    REQUIRE(attn::softmax_vjp(s, std::vector<double>{1, 2, 3})[1] == 0.0);
+  }
+}
+
+TEST_CASE("a weight close to 1 keeps its derivative's relative accuracy", "[derivatives]") {
+  // α = softmax(0, 40): α_0 = e^-40/(1 + e^-40) ≈ 4.2e-18 and α_1 rounds to 1, yet
+  // ∂α_1/∂s_1 = β α_0 α_1 is computed from Σ_{k≠1} α_k, not from 1 − α_1 (which is 0).
+  const std::vector<double> s{0.0, 40.0};
+  const double a0 = std::exp(-40.0) / (1 + std::exp(-40.0)), a1 = 1 / (1 + std::exp(-40.0));
+  const auto J = attn::softmax_jacobian(s, {.beta = 1.0});
+  REQUIRE_THAT(J(1, 1), Catch::Matchers::WithinRel(a0 * a1, 1e-14));
+  REQUIRE_THAT(J(0, 0), Catch::Matchers::WithinRel(a0 * a1, 1e-14));
+  const auto v = attn::softmax_vjp(s, std::vector<double>{1.0, 3.0});  // β α_1 (g_1 − ⟨g, α⟩) = 2 α_0 α_1
+  REQUIRE_THAT(v[1], Catch::Matchers::WithinRel(2 * a0 * a1, 1e-14));
+  // and through attention: ∂L/∂s of the dominant note
+  const Vector<double, 2> q{0, 40};
+  const Matrix<double, 2, 2> N{{1, 0}, {0, 1}};
+  const auto b = attn::backward(q, N, attn::dot, Vector<double, 2>{1, 3});
+  REQUIRE_THAT(b.scores[1], Catch::Matchers::WithinRel(2 * a0 * a1, 1e-14));
+}
+
+TEST_CASE("backward through a user's score at dynamic sizes above the inline scratch", "[derivatives]") {
+  rng_t rng(7);
+  const std::size_t d = 150;  // above the 128 numbers of inline scratch: the heap fallback
+  const Vector<double> q = random_vector<double>(rng, d, 0.2);
+  const Matrix<double> N = random_matrix<double>(rng, 3, d, 0.2);
+  const Vector<double> g = random_vector<double>(rng, d, 1.0);
+  const weighted_dot<double> s{std::vector<double>(d, 0.5)};
+  const auto b = attn::backward(q, N, s, g, {.beta = 0.8});
+  const auto fq = [&](std::span<const double> x) { return attn::attend(x, N, s, {.beta = 0.8}).context; };
+  REQUIRE(attn::check_vjp(fq, q, g, b.query, "q").passed(attn::gradcheck_tolerance<double>()));
+  const auto Jq = attn::jacobian_query(q, N, s, {.beta = 0.8});
+  REQUIRE(attn::compare_vjp(Jq, g, b.query, "q").passed(attn::vjp_tolerance<double>()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// docs/derivatives.md: each example there is one of these test cases, verbatim
+// ---------------------------------------------------------------------------------------------
+
+TEST_CASE("docs/derivatives.md: the Jacobian of a note", "[derivatives][docs]") {
+  // ∂c/∂h_j = α_j (I + β (h_j − c) g_jᵀ); for dot, g_j = q
+  const attn::Vector<double, 3> q{0, 0.5, 2};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 3, 3> J = attn::jacobian_note(q, notes, attn::dot, 2);  // "tea"
+  // J(0, 0) = α_tea (1 + (0 − α_I)·0) = 0.7361
+  REQUIRE_THAT(J(0, 0), Catch::Matchers::WithinAbs(0.7361, 5e-5));
+}
+
+TEST_CASE("docs/derivatives.md: keys and values apart", "[derivatives][docs]") {
+  // ∂c/∂k_j = β α_j (v_j − c) g_jᵀ and ∂c/∂v_j = α_j I
+  const attn::Vector<double, 2> q{1, -1};
+  const attn::Matrix<double, 2, 2> keys{{1, 0}, {0, 1}};
+  const attn::Matrix<double, 2, 3> values{{1, 2, 3}, {0, 0, 0}};
+  const attn::options opt{.beta = 2};
+  const auto Jk = attn::jacobian_key(q, keys, values, attn::dot, 0, opt);    // 3×2
+  const auto Jv = attn::jacobian_value(q, keys, values, attn::dot, 0, opt);  // 3×3
+  // s = (1, −1), α_0 = 1/(1 + e^−4); v_0 − c = (1 − α_0)·(1, 2, 3); g_0 = q
+  const double a0 = 1 / (1 + std::exp(-4.0));
+  REQUIRE_THAT(Jk(2, 0), Catch::Matchers::WithinRel(2 * a0 * (1 - a0) * 3 * 1, 1e-12));
+  REQUIRE_THAT(Jv(1, 1), Catch::Matchers::WithinRel(a0, 1e-15));
+}
+
+TEST_CASE("docs/derivatives.md: the Jacobian of the query", "[derivatives][docs]") {
+  // ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ; for general, ∂s_j/∂q = W h_j
+  const attn::Matrix<double, 2, 3> W{{1, 0, 0}, {0, 1, 0}};
+  const attn::general score(W);
+  const attn::Vector<double, 2> q{0.5, -0.5};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto Jq = attn::jacobian_query(q, notes, score, {.beta = 1.5});  // 3×2
+  // the third note's score does not depend on q (W h_3 = 0), the first two do
+  const auto a = attn::attend(q, notes, score, {.beta = 1.5}).weights;
+  REQUIRE_THAT(Jq(0, 0), Catch::Matchers::WithinRel(1.5 * a[0] * (1 - a[0]), 1e-12));
+}
+
+TEST_CASE("docs/derivatives.md: the softmax Jacobian and its product", "[derivatives][docs]") {
+  // ∂α/∂s = β (diag α − α αᵀ); ∂L/∂s = β α ⊙ (g − ⟨g, α⟩)
+  const std::vector<double> s{0, 0.5, 2};
+  const bool keep[3] = {true, false, true};
+  const attn::options opt{.beta = 2, .mask = keep};
+  const attn::Matrix<double> J = attn::softmax_jacobian(s, opt);  // row 1 and column 1 are 0
+  const attn::Vector<double> v = attn::softmax_vjp(s, std::vector<double>{1, 5, 0}, opt);
+  const double a0 = 1 / (1 + std::exp(4.0));
+  REQUIRE_THAT(J(0, 2), Catch::Matchers::WithinRel(-2 * a0 * (1 - a0), 1e-12));
+  REQUIRE(J(1, 1) == 0);
+  REQUIRE_THAT(v[0], Catch::Matchers::WithinRel(2 * a0 * (1 - a0), 1e-12));  // g − ⟨g,α⟩ = 1 − α_0
+}
+
+TEST_CASE("docs/derivatives.md: backward for training", "[derivatives][docs]") {
+  // From g = ∂L/∂c: ∂L/∂q, ∂L/∂h_j and ∂L/∂W at O(n·d + d_q·d_h), no Jacobian formed
+  const attn::Matrix<double, 2, 3> W{{0.5, -0.2, 0.1}, {0.3, 0.8, -0.7}};
+  const attn::general score(W);
+  const attn::Vector<double, 2> q{0.6, -0.4};
+  const attn::Matrix<double, 4, 3> notes{{1, 0.2, -0.4}, {0.1, 0.9, 0.3}, {-0.5, 0.4, 1.1}, {0.7, -0.6, 0.2}};
+  const attn::Vector<double, 3> g{1, -0.5, 0.25};  // ∂L/∂c
+  const auto grads = attn::backward(q, notes, score, g, {.beta = 2});
+  // grads.scores (4), grads.query (2), grads.notes (4×3), grads.parameters.W (2×3)
+  // Jᵀg from the Jacobians gives the same numbers:
+  const auto Jq = attn::jacobian_query(q, notes, score, {.beta = 2});
+  REQUIRE(attn::compare_vjp(Jq, g, grads.query).passed(attn::vjp_tolerance<double>()));
+  // and so do central differences of L(W) = ⟨g, c(W)⟩:
+  const auto L = [&](std::span<const double> w) {
+    const attn::Matrix<double> W2(attn::MatrixView<const double>(w.data(), 2, 3));
+    return attn::attend(q, notes, attn::general(W2), {.beta = 2}).context;
+  };
+  const std::vector<double> w(W.data(), W.data() + 6);
+  const std::vector<double> dW(grads.parameters.W.data(), grads.parameters.W.data() + 6);
+  REQUIRE(attn::check_vjp(L, w, g, dW, "W").passed(attn::gradcheck_tolerance<double>()));
+}
+
+TEST_CASE("docs/derivatives.md: backward into caller buffers", "[derivatives][docs]") {
+  // no allocation: every output is the caller's; parameter gradients accumulate over a batch
+  const attn::Matrix<double> W1{{1, 0}, {0, 1}}, W2{{1, 0}, {0, 1}};
+  const attn::Vector<double> v{1, 1};
+  const attn::additive score(W1, W2, v);  // E5's score
+  const attn::Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}};
+  const attn::Matrix<double> batch{{0.5, -0.5}, {0.1, 0.2}};  // two queries
+  std::vector<double> g{1, 0};
+  std::vector<double> dscores(3), dq(2);
+  attn::Matrix<double> dnotes(3, 2), dW1(2, 2), dW2(2, 2);
+  attn::Vector<double> dv(2);
+  const attn::additive<double>::gradient_view dtheta{dW1.view(), dW2.view(), dv};
+  for (std::size_t t = 0; t < batch.rows(); ++t)
+    attn::backward(batch.row(t), notes, score, g, dscores, dq, dnotes.view(), dtheta);
+  // dW1, dW2, dv now hold the sum over the batch; dq and dnotes the last query's
+  const auto one = attn::backward(batch.row(0), notes, score, g);
+  const auto two = attn::backward(batch.row(1), notes, score, g);
+  REQUIRE_THAT(dv[0], Catch::Matchers::WithinRel(one.parameters.v[0] + two.parameters.v[0], 1e-14));
+  REQUIRE(dq[1] == two.query[1]);
+}
+
+TEST_CASE("docs/derivatives.md: many queries", "[derivatives][docs]") {
+  // align_backward: ∂L/∂C (T×d_v) → ∂L/∂Q (T×d_q), ∂L/∂H summed over the queries
+  const attn::Matrix<double, 2, 3> queries{{0, 0.5, 2}, {2, 0, 0}};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 2, 3> dC{{0, 0, 1}, {1, 0, 0}};
+  const auto grads = attn::align_backward(queries, notes, attn::dot, dC);
+  const auto row0 = attn::backward(queries.row(0), notes, attn::dot, dC.row(0));
+  const auto row1 = attn::backward(queries.row(1), notes, attn::dot, dC.row(1));
+  REQUIRE(grads.queries(0, 2) == row0.query[2]);
+  REQUIRE_THAT(grads.notes(2, 2), Catch::Matchers::WithinRel(row0.notes(2, 2) + row1.notes(2, 2), 1e-14));
+}
+
+TEST_CASE("docs/derivatives.md: checking a derivative", "[derivatives][docs]") {
+  // any function from a vector to a vector, any analytic Jacobian or backward
+  const attn::Vector<double, 3> q{0, 0.5, 2};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto f = [&](std::span<const double> x) {  // c as a function of q
+    return attn::attend(x, notes, attn::dot, {.beta = 2}).context;
+  };
+  const auto J = attn::jacobian_query(q, notes, attn::dot, {.beta = 2});
+  const attn::gradcheck_report<double> r = attn::check_jacobian(f, q, J, "q");
+  // r.max_abs_error, r.max_rel_error, r.worst_rel.{input, output, index}
+  REQUIRE(r.passed(attn::gradcheck_tolerance<double>()));  // 1e-7 in double
+  REQUIRE(r.worst_rel.input == "q");
+}
