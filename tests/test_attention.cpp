@@ -238,7 +238,7 @@ TEST_CASE("Dynamic size errors name both sizes and leave outputs untouched", "[a
   for (double x : c) REQUIRE(x == 7.0);
   const Matrix<double> empty;
   REQUIRE_THROWS_WITH(attn::attend(q3, attn::MatrixView<const double>(nullptr, 0, 3), attn::dot),
-                      "attn::attend: the notes is empty");
+                      "attn::attend: the notes matrix is empty");
   (void)empty;
 }
 

@@ -53,6 +53,12 @@ static_assert(can_attend_kv<Vector<double, 2>, Matrix<double, 5, 2>, Matrix<doub
 static_assert(!can_attend_kv<Vector<double, 2>, Matrix<double, 5, 2>, Matrix<double, 4, 7>>);
 // A temporary W would dangle: general refuses it.
 static_assert(!std::is_constructible_v<attn::general<double>, Matrix<double>&&>);
+static_assert(std::is_constructible_v<attn::additive<double>, const Matrix<double>&, const Matrix<double>&,
+                                      const Vector<double>&>);
+static_assert(!std::is_constructible_v<attn::additive<double>, const Matrix<double>&, const Matrix<double>&,
+                                       Vector<double>&&>);
+static_assert(!std::is_constructible_v<attn::additive<double>, Matrix<double>&&, const Matrix<double>&,
+                                       const Vector<double>&>);
 // Outputs must be writable and fit.
 static_assert(can_softmax_into<const std::vector<double>&, std::vector<double>&>);
 static_assert(!can_softmax_into<const std::vector<double>&, const std::vector<double>&>);

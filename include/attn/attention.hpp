@@ -47,7 +47,7 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
                             MatrixView<const T> values, const S& score, std::size_t scores_n,
                             std::size_t weights_n, std::size_t context_n, const options& opt) {
   score.check(q.size(), keys.cols());
-  check_nonempty(where, "the notes", keys.rows());
+  check_nonempty(where, "the notes matrix", keys.rows());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
   check_equal(where, "context size", context_n, "columns of values", values.cols());
@@ -269,7 +269,7 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
   const MatrixView<T> sv = as_mutable_view(scores);
   const MatrixView<T> wv = as_mutable_view(weights);
   const MatrixView<T> cv = as_mutable_view(contexts);
-  detail::check_nonempty(where, "the queries", qv.rows());
+  detail::check_nonempty(where, "the queries matrix", qv.rows());
   detail::check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
   detail::check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
   detail::check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
@@ -325,7 +325,7 @@ template <matrix_like Qs, matrix_like N>
   using T = matrix_scalar_of<Qs>;
   const auto qv = as_view(queries);
   const auto nv = as_view(notes);
-  detail::check_nonempty("attn::no_attention", "the notes", nv.rows());
+  detail::check_nonempty("attn::no_attention", "the notes matrix", nv.rows());
   Matrix<T, rows_of<Qs>, cols_of<N>> out;
   if constexpr (rows_of<Qs> == dynamic || cols_of<N> == dynamic)
     out = Matrix<T, rows_of<Qs>, cols_of<N>>(qv.rows(), nv.cols());

@@ -400,7 +400,7 @@ void align_backward(const char* where, const S& score, MatrixView<const T> qs, M
                     MatrixView<T> gqs, MatrixView<T> gk, MatrixView<T> gv, bool notes_both, P* grads,
                     const options& opt) {
   const std::size_t tq = qs.rows(), n = keys.rows();
-  check_nonempty(where, "the queries", tq);
+  check_nonempty(where, "the queries matrix", tq);
   check_shape(where, "dL/dcontexts", gcs.rows(), gcs.cols(), tq, values.cols());
   check_shape(where, "dL/dscores", gss.rows(), gss.cols(), tq, n);
   check_shape(where, "dL/dqueries", gqs.rows(), gqs.cols(), tq, qs.cols());

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "attn/detail/kernels.hpp"
 #include "attn/error.hpp"
@@ -347,6 +348,13 @@ public:
   /// Borrows owned parameters (which must outlive the score).
   constexpr additive(const Matrix<T, K, DH>& W1, const Matrix<T, K, DQ>& W2, const Vector<T, K>& v)
       : additive(W1.view(), W2.view(), std::span<const T, K>(v)) {}
+  /// Refused: a temporary W1, W2 or v would dangle (keep the parameters alive, pass them by name).
+  template <class A, class B, class C>
+    requires std::same_as<std::remove_cvref_t<A>, Matrix<T, K, DH>> &&
+             std::same_as<std::remove_cvref_t<B>, Matrix<T, K, DQ>> &&
+             std::same_as<std::remove_cvref_t<C>, Vector<T, K>> &&
+             (!std::is_lvalue_reference_v<A> || !std::is_lvalue_reference_v<B> || !std::is_lvalue_reference_v<C>)
+  additive(A&&, B&&, C&&) = delete;
 
   [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
   [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
