@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attn/attn.hpp"
+#include "attn/jacobian.hpp"
 #include "attn_catch.hpp"
 
 namespace {
@@ -97,4 +98,45 @@ TEST_CASE("Caller buffers: dynamic attend and align allocate nothing", "[alloc]"
   double sum = 0;
   for (double x : weights) sum += x;
   REQUIRE(std::abs(sum - 1) < 1e-12);
+}
+
+TEST_CASE("Fixed-size Jacobians and backward allocate nothing", "[alloc]") {
+  const attn::Vector<double, 3> q{0, 0.5, 2};
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 2, 3> states{{0, 0.5, 2}, {2, 0, 0}};
+  const attn::Matrix<double, 3, 3> W{{1, 0, 1}, {0, 1, 0}, {0.5, 0, 1}};
+  const attn::Vector<double, 3> g{1, -1, 0.5};
+  const attn::Matrix<double, 2, 3> dC{{1, 0, 0}, {0, 1, 0}};
+  double sink = 0;
+  const long n = count_allocations([&] {
+    const auto dh = attn::jacobian_note(q, notes, attn::dot, 2);
+    const auto dq = attn::jacobian_query(q, notes, attn::general(W));
+    const auto dk = attn::jacobian_key(q, notes, notes, attn::scaled_dot, 1);
+    const auto b = attn::backward(q, notes, attn::general(W), g);
+    const auto m = attn::align_backward(states, notes, attn::dot, dC);
+    sink += dh(2, 2) + dq(0, 0) + dk(1, 1) + b.query[0] + b.parameters.W(0, 0) + m.queries(1, 1);
+  });
+  REQUIRE(n == 0);
+  REQUIRE(sink != 0);
+}
+
+TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
+  const std::size_t count = 50, d = 300, k = 200;  // above the block size of 128
+  std::vector<double> notes(count * d), q(d), W1(k * d), W2(k * d), v(k), g(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = g[i] = static_cast<double>(i % 5) * 0.1;
+  for (std::size_t i = 0; i < W1.size(); ++i) W1[i] = W2[i] = static_cast<double>(i % 11) * 0.001;
+  for (std::size_t i = 0; i < k; ++i) v[i] = 1;
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  const attn::additive score(attn::MatrixView<const double>(W1.data(), k, d),
+                             attn::MatrixView<const double>(W2.data(), k, d), std::span<const double>(v));
+  std::vector<double> dscores(count), dq(d), dnotes(count * d), dW1(k * d), dW2(k * d), dv(k);
+  const attn::additive<double>::gradient_view dtheta{attn::MatrixView<double>(dW1.data(), k, d),
+                                                     attn::MatrixView<double>(dW2.data(), k, d), std::span<double>(dv)};
+  const long n = count_allocations([&] {
+    attn::backward(q, H, attn::dot, g, dscores, dq, attn::MatrixView<double>(dnotes.data(), count, d));
+    attn::backward(q, H, score, g, dscores, dq, attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+  });
+  REQUIRE(n == 0);
+  REQUIRE(dv[0] != 0);
 }
