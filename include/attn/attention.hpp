@@ -51,15 +51,24 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
   check_equal(where, "context size", context_n, "columns of values", values.cols());
-  check_softmax_args(where, keys.rows(), weights_n, opt);
+  check_softmax_args<T>(where, keys.rows(), weights_n, opt);
   if (opt.if_all_masked != all_masked_policy::throw_error) return;
-  // throw_error: find one kept note whose score is not −inf (usually the first one), else throw
+  // throw_error: find one kept note whose β·s is not −inf (or is −inf only because the product
+  // overflowed: s finite), else throw. The scores are formed as attend forms them, by score_all
+  // a block at a time (general's batched scores may differ from score(q, h) one note at a time,
+  // even in whether they overflow), so the check and the softmax agree.
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  constexpr std::size_t B = 64;
   const T beta = static_cast<T>(opt.beta);
-  for (std::size_t j = 0; j < keys.rows(); ++j) {
-    if (!opt.mask.empty() && !opt.mask[j]) continue;
-    const T y = beta * static_cast<T>(score(q, std::span<const T>(keys.row(j))));
-    if (!(y == neg_inf)) return;
+  T s[B];
+  for (std::size_t j0 = 0; j0 < keys.rows(); j0 += B) {
+    const std::size_t nb = keys.rows() - j0 < B ? keys.rows() - j0 : B;
+    score_all(score, q, MatrixView<const T>(keys.row(j0).data(), nb, keys.cols(), keys.row_stride()),
+              std::span<T>(s, nb));
+    for (std::size_t r = 0; r < nb; ++r) {
+      if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
+      if (!(beta * s[r] == neg_inf) || s[r] - s[r] == T(0)) return;
+    }
   }
   throw_all_masked(where);
 }

@@ -197,7 +197,7 @@ bool forward_pass(const char* where, const S& score, std::span<const T> q, Matri
              MatrixView<const T> values, std::span<T> alpha, std::span<T> c, const options& opt) {
   const std::size_t n = keys.rows();
   score_all(score, q, keys, alpha);
-  const bool flows = softmax_row_kind(alpha.data(), n, opt) == row_kind::finite;
+  const bool flows = weights_move(softmax_row_kind(alpha.data(), n, opt));
   softmax(where, alpha.data(), alpha.data(), n, n, opt);
   blend<T>(alpha, values, c);
   return flows;
@@ -344,7 +344,7 @@ void backward_row(const char* where, const S& score, std::span<const T> q, Matri
   const std::size_t n = keys.rows(), dv = values.cols();
   const T beta = static_cast<T>(opt.beta);
   score_all(score, q, keys, gs);
-  const bool flows = softmax_row_kind(gs.data(), n, opt) == row_kind::finite;
+  const bool flows = weights_move(softmax_row_kind(gs.data(), n, opt));
   softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until it is overwritten
   const auto u = [&](std::size_t k) { return dot(gc.data(), values.row(k).data(), dv); };
   T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩

@@ -7,7 +7,9 @@
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <limits>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -117,13 +119,18 @@ public:
   /// Fixed: R×C zeros. Otherwise: an empty matrix.
   constexpr Matrix() = default;
 
-  /// `rows × cols` copies of `value`; a fixed extent that disagrees throws dimension_error.
+  /// `rows × cols` copies of `value`; a fixed extent that disagrees throws dimension_error, and
+  /// a rows·cols beyond what std::size_t counts throws std::length_error (as std::vector does
+  /// for a size beyond its max_size).
   constexpr Matrix(std::size_t rows, std::size_t cols, T value = T(0))
     requires(!fixed)
       : rows_(rows), cols_(cols) {
     if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", rows, "fixed rows", R);
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", cols, "fixed columns", C);
+    if (cols != 0 && rows > std::numeric_limits<std::size_t>::max() / cols)  // rows·cols would wrap
+      throw std::length_error("attn::Matrix: " + std::to_string(rows) + "x" + std::to_string(cols) +
+                              " numbers are more than std::size_t counts");
     data_.assign(rows * cols, value);
   }
 

@@ -11,7 +11,10 @@
 /// log-weight −inf; a NaN in a kept entry makes the whole row NaN; if some kept entries are
 /// +inf they share the weight equally and every other entry gets 0; a row in which every
 /// entry is masked or −inf follows `options::if_all_masked`; an empty row throws
-/// dimension_error, a non-finite β throws domain_error. Outputs are untouched on a throw.
+/// dimension_error, a β that is not finite as a T throws domain_error. Outputs are untouched
+/// on a throw. β·x is taken as in exact arithmetic: where it overflows T for a finite x, the
+/// row is computed as β·(x − x_p) for the kept x_p of largest β·x_p (so finite input never
+/// gives the +inf or all-masked answers).
 
 #include <cmath>
 #include <cstddef>
@@ -46,15 +49,25 @@ struct options {
 
 namespace detail {
 
-/// Throws unless the row is non-empty, the output fits, the mask fits and β is finite.
+/// The largest |β| that is finite both as a double (where options keeps it) and as a T.
+template <class T>
+inline constexpr double beta_limit =
+    static_cast<long double>(std::numeric_limits<T>::max()) <
+            static_cast<long double>(std::numeric_limits<double>::max())
+        ? static_cast<double>(std::numeric_limits<T>::max())
+        : std::numeric_limits<double>::max();
+
+/// Throws unless the row is non-empty, the output fits, the mask fits and β is finite as a T
+/// (a double β beyond float's range would be ±inf in float, and 0·inf is NaN).
+template <class T = double>
 constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t out_n,
                                   const options& opt) {
   check_nonempty(where, "the input", n);
   check_equal(where, "output size", out_n, "input size", n);
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "input size", n);
-  if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
-      opt.beta == -std::numeric_limits<double>::infinity())
-    throw domain_error(std::string(where) + ": sharpness beta must be finite");
+  if (!(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>))
+    throw domain_error(std::string(where) + ": sharpness beta must be finite" +
+                       (beta_limit<T> < std::numeric_limits<double>::max() ? " as a float" : ""));
 }
 
 /// What one read-only pass over β·x tells: its max over kept entries and how many entries are
@@ -80,14 +93,63 @@ constexpr bool kept_nan(const T* x, std::size_t n, const bool* mask) {
   return false;
 }
 
-enum class row_kind { finite, pos_inf, none_kept, nan };
+/// overflow: β·x_j is ±inf for some finite x_j (the product overflowed T) and no kept x_j that
+/// is itself infinite has β·x_j = +inf; in exact arithmetic the row is finite.
+enum class row_kind { finite, pos_inf, none_kept, nan, overflow };
+
+/// Whether the weights of a row of this kind move with the scores (derivatives flow).
+constexpr bool weights_move(row_kind k) noexcept {
+  return k == row_kind::finite || k == row_kind::overflow;
+}
 
 template <class T>
-constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, const bool* mask) {
+constexpr bool is_finite(T x) noexcept {
+  return x - x == T(0);
+}
+
+/// β·x_j = +inf because x_j itself is infinite (not because the product overflowed).
+template <class T>
+constexpr bool infinite_score(T x, T beta) noexcept {
+  return beta * x == std::numeric_limits<T>::infinity() && !is_finite(x);
+}
+
+template <class T>
+constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, const bool* mask,
+                            T beta) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (s.kept != 0 && s.max > -inf && s.max < inf) return row_kind::finite;  // NaN flows through
   if (kept_nan(x, n, mask)) return row_kind::nan;
+  // Rare: the max is ±inf or nothing is kept. Tell infinite scores from products that overflowed.
+  bool overflowed = false;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (mask != nullptr && !mask[j]) continue;
+    if (infinite_score(x[j], beta)) return row_kind::pos_inf;
+    overflowed = overflowed || (is_finite(x[j]) && !is_finite(beta * x[j]));
+  }
+  if (overflowed) return row_kind::overflow;
   return s.max == inf ? row_kind::pos_inf : row_kind::none_kept;
+}
+
+/// For an overflow row: the kept finite x_p with the largest β·x_p (the largest x for β > 0,
+/// the smallest for β < 0; β ≠ 0, or nothing would overflow).
+template <class T>
+constexpr T overflow_pivot(const T* x, std::size_t n, T beta, const bool* mask) noexcept {
+  T p = 0;
+  bool found = false;
+  for (std::size_t j = 0; j < n; ++j) {
+    if ((mask != nullptr && !mask[j]) || !is_finite(x[j])) continue;
+    if (!found || (beta > T(0) ? x[j] > p : x[j] < p)) p = x[j];
+    found = true;
+  }
+  return p;
+}
+
+/// β·(x_j − x_p), shifted before it is scaled so that it cannot overflow upwards: ≤ 0 for a
+/// kept finite x_j (0 at the pivot), −inf for a masked or infinite x_j (whose β·x_j is −inf in
+/// an overflow row) and where the difference itself overflows (e^−huge is 0 anyway).
+template <class T>
+constexpr T shifted_score(T xj, T p, T beta, bool kept) noexcept {
+  return kept && is_finite(xj) ? beta * (xj - p) : -std::numeric_limits<T>::infinity();
 }
 
 [[noreturn]] inline void throw_all_masked(const char* where) {
@@ -104,11 +166,11 @@ constexpr void fill(T* out, std::size_t n, T value) noexcept {
 template <class T>
 constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std::size_t out_n,
                        const options& opt) {
-  check_softmax_args(where, n, out_n, opt);
+  check_softmax_args<T>(where, n, out_n, opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   const row_scan<T> s = scan_row(x, n, beta, mask);
-  switch (classify(x, n, s, mask)) {
+  switch (classify(x, n, s, mask, beta)) {
     case row_kind::finite: {
       const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask);
       // 1/sum rounded once from the wide sum; a NaN anywhere made sum NaN, so the row is NaN
@@ -121,10 +183,20 @@ constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std
     case row_kind::pos_inf: {  // the +inf entries share the weight: the limit of softmax
       std::size_t count = 0;
       for (std::size_t j = 0; j < n; ++j)
-        count += ((mask == nullptr || mask[j]) && beta * x[j] == s.max) ? 1u : 0u;
+        count += ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? 1u : 0u;
       const T share = T(1) / static_cast<T>(count);
       for (std::size_t j = 0; j < n; ++j)
-        out[j] = ((mask == nullptr || mask[j]) && beta * x[j] == s.max) ? share : T(0);
+        out[j] = ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? share : T(0);
+      return;
+    }
+    case row_kind::overflow: {  // β·x overflowed T for finite x: shift by x_p, then scale
+      const T p = overflow_pivot(x, n, beta, mask);
+      sum_t<T> sum = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        out[j] = attn::detail::exp(shifted_score(x[j], p, beta, mask == nullptr || mask[j]));
+        sum += static_cast<sum_t<T>>(out[j]);
+      }
+      scale(out, n, static_cast<T>(sum_t<T>(1) / sum));  // sum ≥ 1: the pivot's e^0
       return;
     }
     case row_kind::none_kept:
@@ -148,8 +220,10 @@ T sum_below_max(const T* x, std::size_t n, T beta, T m, const bool* mask) {
     const T y = beta * x[j];
     if (y < m)
       acc += attn::detail::exp(y - m);
-    else
+    else if (y == m)
       ++at_max;
+    else
+      return y;  // a kept NaN that the max left out (one with its sign bit set): the row is NaN
   }
   return acc + static_cast<T>(at_max - 1);
 }
@@ -198,15 +272,19 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto os = as_mutable_span(out);
   const char* where = "attn::log_softmax";
   const std::size_t n = xs.size();
-  detail::check_softmax_args(where, n, os.size(), opt);
+  detail::check_softmax_args<T>(where, n, os.size(), opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   const auto s = detail::scan_row(xs.data(), n, beta, mask);
   const T* in = xs.data();
   T* o = os.data();
-  switch (detail::classify(in, n, s, mask)) {
+  switch (detail::classify(in, n, s, mask, beta)) {
     case detail::row_kind::finite: {
       const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
+      if (!(lse == lse)) {  // a kept NaN
+        detail::fill(o, n, nan);
+        return;
+      }
       for (std::size_t j = 0; j < n; ++j)
         o[j] = (mask == nullptr || mask[j]) ? (beta * in[j] - s.max) - lse : -inf;
       return;
@@ -215,10 +293,26 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
     case detail::row_kind::pos_inf: {
       std::size_t count = 0;
       for (std::size_t j = 0; j < n; ++j)
-        count += ((mask == nullptr || mask[j]) && beta * in[j] == inf) ? 1u : 0u;
+        count += ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? 1u : 0u;
       const T share = -std::log(static_cast<T>(count));
       for (std::size_t j = 0; j < n; ++j)
-        o[j] = ((mask == nullptr || mask[j]) && beta * in[j] == inf) ? share : -inf;
+        o[j] = ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? share : -inf;
+      return;
+    }
+    case detail::row_kind::overflow: {  // β·x overflowed T for finite x: shift, then scale
+      const T p = detail::overflow_pivot(in, n, beta, mask);
+      T acc = 0;
+      std::size_t at_max = 0;
+      for (std::size_t j = 0; j < n; ++j) {
+        const T y = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]);
+        if (y < T(0))
+          acc += attn::detail::exp(y);
+        else
+          ++at_max;  // the pivot, and its ties
+      }
+      const T lse = std::log1p(acc + static_cast<T>(at_max - 1));
+      for (std::size_t j = 0; j < n; ++j)
+        o[j] = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]) - lse;
       return;
     }
     case detail::row_kind::none_kept:
@@ -245,15 +339,17 @@ template <vector_like In>
   using T = scalar_of<In>;
   const auto xs = as_span(x);
   const char* where = "attn::logsumexp";
-  detail::check_softmax_args(where, xs.size(), xs.size(), opt);
+  detail::check_softmax_args<T>(where, xs.size(), xs.size(), opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
-  switch (detail::classify(xs.data(), xs.size(), s, mask)) {
+  switch (detail::classify(xs.data(), xs.size(), s, mask, beta)) {
     case detail::row_kind::finite:
       return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
     case detail::row_kind::nan: return std::numeric_limits<T>::quiet_NaN();
     case detail::row_kind::pos_inf: return std::numeric_limits<T>::infinity();
+    case detail::row_kind::overflow:  // β·x_p overflowed, and so does the log of the sum: ±inf
+      return beta * detail::overflow_pivot(xs.data(), xs.size(), beta, mask);
     case detail::row_kind::none_kept: break;
   }
   if (opt.if_all_masked == all_masked_policy::nan) return std::numeric_limits<T>::quiet_NaN();
@@ -274,7 +370,7 @@ template <class T>
 constexpr row_kind softmax_row_kind(const T* x, std::size_t n, const options& opt) {
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
-  return classify(x, n, scan_row(x, n, beta, mask), mask);
+  return classify(x, n, scan_row(x, n, beta, mask), mask, beta);
 }
 
 /// The index of the weight above 1/2, or n if there is none. For that entry 1 − α_m and
@@ -305,12 +401,12 @@ void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const MatrixView<T> o = as_mutable_view(out);
   const std::size_t n = xs.size();
-  detail::check_softmax_args(where, n, n, opt);
+  detail::check_softmax_args<T>(where, n, n, opt);
   detail::check_equal(where, "rows of the Jacobian", o.rows(), "input size", n);
   detail::check_equal(where, "columns of the Jacobian", o.cols(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
   detail::softmax(where, xs.data(), o.row(0).data(), n, n, opt);  // α, in row 0 for now
-  if (kind != detail::row_kind::finite) {
+  if (!detail::weights_move(kind)) {
     const T fill = o(0, 0) == o(0, 0) ? T(0) : std::numeric_limits<T>::quiet_NaN();
     for (std::size_t i = 0; i < n; ++i) detail::fill(o.row(i).data(), n, fill);
     return;
@@ -363,11 +459,11 @@ void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   const auto gs = as_span(g);
   const auto os = as_mutable_span(out);
   const std::size_t n = xs.size();
-  detail::check_softmax_args(where, n, os.size(), opt);
+  detail::check_softmax_args<T>(where, n, os.size(), opt);
   detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
   detail::softmax(where, xs.data(), os.data(), n, n, opt);  // α
-  if (kind != detail::row_kind::finite) {
+  if (!detail::weights_move(kind)) {
     detail::fill(os.data(), n, os[0] == os[0] ? T(0) : std::numeric_limits<T>::quiet_NaN());
     return;
   }
