@@ -87,9 +87,9 @@ constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const bool* ma
 }
 
 template <class T>
-constexpr bool kept_nan(const T* x, std::size_t n, const bool* mask) {
-  for (std::size_t j = 0; j < n; ++j)
-    if ((mask == nullptr || mask[j]) && !(x[j] == x[j])) return true;
+constexpr bool kept_nan(const T* x, std::size_t n, const bool* mask, T beta) {
+  for (std::size_t j = 0; j < n; ++j)  // β·x_j is NaN for a NaN x_j, and for β = 0, x_j = ±inf
+    if ((mask == nullptr || mask[j]) && !(beta * x[j] == beta * x[j])) return true;
   return false;
 }
 
@@ -118,7 +118,7 @@ constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, con
                             T beta) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (s.kept != 0 && s.max > -inf && s.max < inf) return row_kind::finite;  // NaN flows through
-  if (kept_nan(x, n, mask)) return row_kind::nan;
+  if (kept_nan(x, n, mask, beta)) return row_kind::nan;
   // Rare: the max is ±inf or nothing is kept. Tell infinite scores from products that overflowed.
   bool overflowed = false;
   for (std::size_t j = 0; j < n; ++j) {

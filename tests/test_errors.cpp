@@ -1,0 +1,808 @@
+// Every kind of bad input, and attn's answer to it (docs/errors.md names these test cases):
+// sizes that disagree, empty inputs, NaN, ±inf, huge and subnormal values, all-masked rows
+// under each policy, β, malformed shapes and the attn-calc inputs no other test covers; and the
+// strong guarantee: a call that throws leaves every byte of every output as it was (outputs are
+// filled with sentinels, NaNs with payloads among them, and compared byte for byte).
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../examples/attn_calc/calc.hpp"
+#include "../examples/attn_calc/parse.hpp"
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+using attn::all_masked_policy;
+using attn::Matrix;
+using attn::MatrixView;
+
+namespace {
+
+template <class T>
+constexpr T inf = std::numeric_limits<T>::infinity();
+template <class T>
+constexpr T qnan = std::numeric_limits<T>::quiet_NaN();
+
+/// A quiet NaN with its sign bit set: what x86 makes for inf − inf and 0·inf.
+template <class T>
+T negative_nan() {
+  if constexpr (sizeof(T) == 4)
+    return std::bit_cast<T>(std::uint32_t{0xFFC00000u});
+  else
+    return std::bit_cast<T>(std::uint64_t{0xFFF8000000000000u});
+}
+
+/// The i-th sentinel: NaNs with payloads of either sign, −0, a subnormal, −inf and a plain
+/// number, so that a write of any value (even a NaN) shows in the bytes.
+template <class T>
+T sentinel(std::size_t i) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  const U k = static_cast<U>(i & 0xFFFu);
+  switch (i % 6) {
+    case 0: return std::bit_cast<T>(static_cast<U>(std::bit_cast<U>(qnan<T>) | (k + 1)));        // +NaN, payload
+    case 1: return std::bit_cast<T>(static_cast<U>(std::bit_cast<U>(negative_nan<T>()) | (k + 2)));  // −NaN, payload
+    case 2: return T(-0.0);
+    case 3: return std::numeric_limits<T>::denorm_min() * static_cast<T>(k + 3);
+    case 4: return -inf<T>;
+    default: return static_cast<T>(1234.5) + static_cast<T>(k);
+  }
+}
+
+/// An output buffer full of sentinels that remembers its bytes.
+template <class T>
+struct guarded {
+  std::vector<T> data;
+  std::vector<unsigned char> bytes;
+
+  explicit guarded(std::size_t n, std::size_t salt = 0) : data(n) {
+    for (std::size_t i = 0; i < n; ++i) data[i] = sentinel<T>(i + salt);
+    bytes.resize(n * sizeof(T));
+    if (n != 0) std::memcpy(bytes.data(), data.data(), bytes.size());
+  }
+  [[nodiscard]] bool untouched() const {
+    return data.empty() || std::memcmp(bytes.data(), data.data(), bytes.size()) == 0;
+  }
+  [[nodiscard]] std::span<T> span() { return data; }
+  [[nodiscard]] MatrixView<T> view(std::size_t rows, std::size_t cols) {
+    return MatrixView<T>(data.data(), rows, cols);
+  }
+};
+
+/// Runs f, which must throw E, then checks that every guarded buffer kept its bytes.
+template <class E, class F, class... B>
+void require_throws_untouched(F&& f, const B&... buffers) {
+  REQUIRE_THROWS_AS(f(), E);
+  const std::array<bool, sizeof...(B)> kept{buffers.untouched()...};
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    INFO("output buffer " << i);
+    REQUIRE(kept[i]);
+  }
+}
+
+/// The what() of the exception f throws ("no throw" if none).
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no throw";
+}
+
+template <class T>
+bool all_nan(std::span<const T> x) {
+  for (const T v : x)
+    if (!std::isnan(v)) return false;
+  return true;
+}
+
+template <class T>
+Matrix<T> matrix_of(std::size_t rows, std::size_t cols, std::initializer_list<T> values) {
+  Matrix<T> m(rows, cols);
+  std::size_t k = 0;
+  for (const T v : values) m.data()[k++] = v;
+  return m;
+}
+
+}  // namespace
+
+// =============================================================================================
+// Compile-time: fixed sizes that disagree are not candidates (the concept names the rule).
+// =============================================================================================
+
+// Probes: a call that must not compile is a `requires` that is false.
+template <class X, class Y>
+constexpr bool can_log_softmax_into = requires(X x, Y y) { attn::log_softmax(x, y); };
+template <class X, class Y>
+constexpr bool can_softmax_vjp = requires(X x, Y y) { attn::softmax_vjp(x, y); };
+template <class Q, class N, class S, class W, class C>
+constexpr bool can_attend_into = requires(Q q, N n, S s, W w, C c) { attn::attend(q, n, attn::dot, s, w, c); };
+template <class Q, class N, class G>
+constexpr bool can_backward = requires(Q q, N n, G g) { attn::backward(q, n, attn::dot, g); };
+template <class Q, class N>
+constexpr bool can_jacobian_note = requires(Q q, N n) { attn::jacobian_note(q, n, attn::dot, std::size_t{0}); };
+template <class Qs, class N, class G>
+constexpr bool can_align_backward = requires(Qs q, N n, G g) { attn::align_backward(q, n, attn::dot, g); };
+
+TEST_CASE("errors: fixed sizes that disagree do not compile, for every entry point", "[errors][sizes]") {
+  using V2 = attn::Vector<double, 2>;
+  using V3 = attn::Vector<double, 3>;
+  using V4 = attn::Vector<double, 4>;
+  using M23 = Matrix<double, 2, 3>;
+  STATIC_REQUIRE(!can_log_softmax_into<V3, V4>);
+  STATIC_REQUIRE(can_log_softmax_into<V3, V3>);
+  STATIC_REQUIRE(!can_softmax_vjp<V3, V4>);
+  STATIC_REQUIRE(!can_attend_into<V3, M23, V3, V2, V3>);  // two notes, but three scores
+  STATIC_REQUIRE(!can_attend_into<V3, M23, V2, V2, V2>);  // notes of three, a context of two
+  STATIC_REQUIRE(can_attend_into<V3, M23, V2, V2, V3>);
+  STATIC_REQUIRE(!can_backward<V3, M23, V4>);  // dL/dc must have the notes' length
+  STATIC_REQUIRE(can_backward<V3, M23, V3>);
+  STATIC_REQUIRE(!can_jacobian_note<V4, M23>);
+  STATIC_REQUIRE(!can_align_backward<Matrix<double, 2, 3>, M23, Matrix<double, 3, 3>>);  // 3 rows of dL/dc, 2 queries
+  STATIC_REQUIRE(can_align_backward<Matrix<double, 2, 3>, M23, Matrix<double, 2, 3>>);
+}
+
+// =============================================================================================
+// Dynamic sizes that disagree, and empty inputs: dimension_error naming both sizes.
+// =============================================================================================
+
+TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes", "[errors][sizes]") {
+  const Matrix<double> notes{{1, 0, 0}, {0, 1, 0}};
+  const std::vector<double> q3{1, 2, 3}, q2{1, 2};
+  std::vector<double> s2(2), w2(2), c3(3), c2(2), s3(3);
+  CHECK(message_of([&] { attn::attend(q2, notes, attn::dot, s2, w2, c3); }) ==
+        "attn::dot: query size is 2 but note size is 3");
+  CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s3, w2, c3); }) ==
+        "attn::attend: scores size is 3 but number of notes is 2");
+  CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s2, s3, c3); }) ==
+        "attn::attend: output size is 3 but input size is 2");
+  CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s2, w2, c2); }) ==
+        "attn::attend: context size is 2 but columns of values is 3");
+  const Matrix<double> three_values{{1}, {2}, {3}};
+  CHECK(message_of([&] { (void)attn::attend(q3, notes, three_values, attn::dot); }) ==
+        "attn::attend: rows of values is 3 but rows of keys is 2");
+  const std::array<bool, 3> mask3{true, true, true};
+  CHECK(message_of([&] { (void)attn::attend(q3, notes, attn::dot, {.mask = mask3}); }) ==
+        "attn::attend: mask size is 3 but input size is 2");
+  CHECK(message_of([&] { attn::softmax(q3, s2); }) == "attn::softmax: output size is 2 but input size is 3");
+  CHECK(message_of([&] { (void)attn::softmax(q2, {.mask = mask3}); }) ==
+        "attn::softmax: mask size is 3 but input size is 2");
+  const Matrix<double> W(2, 2, 1.0);
+  CHECK(message_of([&] { (void)attn::attend(q3, notes, attn::general<double>(W)); }) ==
+        "attn::general: query size is 3 but rows of W is 2");
+  const Matrix<double> W1(2, 3, 1.0), W2(2, 3, 1.0);
+  const std::vector<double> v3{1, 1, 1};
+  CHECK(message_of([&] { attn::additive<double>(W1.view(), W2.view(), std::span<const double>(v3)); }) ==
+        "attn::additive: size of v is 3 but rows of W1 is 2");
+  // derivatives
+  CHECK(message_of([&] { (void)attn::backward(q3, notes, attn::dot, q2); }) ==
+        "attn::backward: context size is 2 but columns of values is 3");
+  CHECK(message_of([&] { (void)attn::jacobian_note(q3, notes, attn::dot, 2); }) ==
+        "attn::jacobian_note: note index 2 is out of range for 2 notes");
+  Matrix<double> j23(2, 3);
+  CHECK(message_of([&] { attn::jacobian_note(q3, notes, attn::dot, 0, j23.view()); }) ==
+        "attn::jacobian_note: the Jacobian is 2x3 but should be 3x3");
+  Matrix<double> gk(3, 3);
+  std::vector<double> gq(3);
+  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, s2, gq, gk.view()); }) ==
+        "attn::backward: dL/dnotes is 3x3 but should be 2x3");
+  CHECK(message_of([&] { (void)attn::softmax_vjp(q3, q2); }) ==
+        "attn::softmax_vjp: size of dL/dalpha is 2 but input size is 3");
+  // a fixed-size Vector from a range of another size
+  CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
+}
+
+TEST_CASE("errors: empty inputs throw dimension_error; zero-length notes are allowed", "[errors][empty]") {
+  const std::vector<double> none;
+  std::vector<double> out;
+  CHECK(message_of([&] { attn::softmax(none, out); }) == "attn::softmax: the input is empty");
+  CHECK(message_of([&] { attn::log_softmax(none, out); }) == "attn::log_softmax: the input is empty");
+  CHECK(message_of([&] { (void)attn::logsumexp(none); }) == "attn::logsumexp: the input is empty");
+  CHECK(message_of([&] { (void)attn::softmax_jacobian(none); }) == "attn::softmax_jacobian: the input is empty");
+  const std::vector<double> q{1, 2};
+  const MatrixView<const double> no_notes(nullptr, 0, 2);
+  CHECK(message_of([&] { (void)attn::attend(q, no_notes, attn::dot); }) ==
+        "attn::attend: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::backward(q, no_notes, attn::dot, q); }) ==
+        "attn::backward: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::jacobian_query(q, no_notes, attn::dot); }) ==
+        "attn::jacobian_query: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::no_attention(Matrix<double>(1, 2), no_notes); }) ==
+        "attn::no_attention: the notes matrix is empty");
+  const Matrix<double> notes{{1, 0}, {0, 1}};
+  const MatrixView<const double> no_queries(nullptr, 0, 2);
+  CHECK(message_of([&] { (void)attn::align(no_queries, notes, attn::dot); }) ==
+        "attn::align: the queries matrix is empty");
+  CHECK(message_of([&] { (void)attn::align_backward(no_queries, notes, attn::dot, no_queries); }) ==
+        "attn::align_backward: the queries matrix is empty");
+
+  // Notes of length 0 are not an error: every score is 0, the weights are uniform, the
+  // context has no numbers, and every gradient is 0.
+  const std::vector<double> empty_q;
+  const std::array<double, 1> storage{};
+  const MatrixView<const double> zero_length(storage.data(), 4, 0);
+  const auto r = attn::attend(empty_q, zero_length, attn::dot);
+  for (std::size_t j = 0; j < 4; ++j) CHECK((r.scores[j] == 0.0 && r.weights[j] == 0.25));
+  CHECK(r.context.size() == 0);
+  const auto b = attn::backward(empty_q, zero_length, attn::dot, empty_q);
+  for (const double g : b.scores) CHECK(g == 0.0);
+}
+
+TEST_CASE("errors: malformed matrices and views", "[errors][views]") {
+  std::vector<double> buf(12);
+  CHECK(message_of([&] { MatrixView<double>(buf.data(), 3, 4, 2); }) ==
+        "attn::MatrixView: row stride 2 is smaller than the row length 4");
+  CHECK(message_of([] { MatrixView<double>(nullptr, 3, 4); }) == "attn::MatrixView: null data for a 3x4 matrix");
+  CHECK(message_of([&] { MatrixView<double, 2, 4>(buf.data(), 3, 4); }) ==
+        "attn::MatrixView: rows is 3 but fixed rows is 2");
+  CHECK(message_of([] { Matrix<double>{{1, 2}, {3}}; }) ==
+        "attn::Matrix: row length is 1 but first row length is 2");
+  // rows·cols beyond std::size_t: length_error, as std::vector's own for a size beyond max_size
+  constexpr std::size_t half = std::size_t{1} << (sizeof(std::size_t) * 8 - 1);
+  REQUIRE_THROWS_AS(Matrix<double>(half, 4), std::length_error);
+  REQUIRE_THROWS_AS(Matrix<double>(4, half), std::length_error);
+  REQUIRE_THROWS_AS(attn::Vector<double>(std::numeric_limits<std::size_t>::max()), std::length_error);
+  // a view with a stride: rows are found where the stride says, the padding is never read
+  const double nan = qnan<double>;
+  const std::vector<double> padded{1, 0, nan, 0, 1, nan};
+  const MatrixView<const double> strided(padded.data(), 2, 2, 3);
+  const auto r = attn::attend(std::vector<double>{1, 1}, strided, attn::dot);
+  CHECK((r.weights[0] == 0.5 && r.weights[1] == 0.5 && r.context[0] == 0.5 && r.context[1] == 0.5));
+}
+
+// =============================================================================================
+// β and NaN.
+// =============================================================================================
+
+TEMPLATE_TEST_CASE("errors: beta must be finite in the scalar type", "[errors][beta]", float, double) {
+  using T = TestType;
+  const std::vector<T> x{0, 1};
+  for (const double beta : {std::nan(""), std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
+    CHECK_THROWS_AS(attn::softmax(x, {.beta = beta}), attn::domain_error);
+    CHECK_THROWS_AS(attn::logsumexp(x, {.beta = beta}), attn::domain_error);
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    // finite as a double, ±inf as a float (and 0·inf = NaN): refused, not rounded to inf
+    CHECK(message_of([&] { (void)attn::softmax(x, {.beta = 1e39}); }) ==
+          "attn::softmax: sharpness beta must be finite as a float");
+    CHECK_THROWS_AS(attn::attend(x, Matrix<float>{{1, 0}}, attn::dot, {.beta = -1e39}), attn::domain_error);
+    CHECK_NOTHROW(attn::softmax(x, {.beta = 3e38}));
+  }
+  // a subnormal β is a (very flat) β like any other
+  const auto flat = attn::softmax(x, {.beta = 1e-310});
+  CHECK((flat[0] == T(0.5) && flat[1] == T(0.5)));
+}
+
+TEMPLATE_TEST_CASE("errors: a kept NaN makes the row NaN, whatever its sign bit", "[errors][nan]", float, double) {
+  using T = TestType;
+  for (const T nan : {qnan<T>, negative_nan<T>()}) {
+    INFO("sign bit " << std::signbit(nan));
+    const std::vector<T> x{1, nan, 2};
+    CHECK(all_nan<T>(attn::softmax(x)));
+    std::vector<T> lw(3);
+    attn::log_softmax(x, lw);
+    CHECK(all_nan<T>(lw));
+    CHECK(std::isnan(attn::logsumexp(x)));
+    // a NaN next to +inf or −inf, too
+    CHECK(all_nan<T>(attn::softmax(std::vector<T>{inf<T>, nan})));
+    CHECK(all_nan<T>(attn::softmax(std::vector<T>{-inf<T>, nan})));
+    // masked out, it is ignored
+    const std::array<bool, 3> keep{true, false, true};
+    const auto w = attn::softmax(x, {.mask = keep});
+    CHECK((w[1] == T(0) && !std::isnan(w[0]) && !std::isnan(w[2])));
+    attn::log_softmax(x, lw, {.mask = keep});
+    CHECK((lw[1] == -inf<T> && !std::isnan(lw[0])));
+  }
+}
+
+TEST_CASE("errors: NaN and inf in queries, notes and values follow IEEE into the scores", "[errors][nan]") {
+  const Matrix<double> notes{{1, 0}, {-1, 0}, {0, 1}};
+  // NaN in q: every score NaN, so the whole row is NaN
+  const auto n = attn::attend(std::vector<double>{qnan<double>, 0}, notes, attn::dot);
+  CHECK(all_nan<double>(n.weights));
+  CHECK(all_nan<double>(n.context));
+  // inf in q: scores inf, −inf and inf·0 + 0·1 = NaN, so again NaN
+  const auto i = attn::attend(std::vector<double>{inf<double>, 0}, notes, attn::dot);
+  CHECK(std::isnan(i.scores[2]));
+  CHECK(all_nan<double>(i.weights));
+  // inf in q with no 0·inf: +inf score takes all the weight
+  const Matrix<double> pos{{1, 1}, {-1, 1}};
+  const auto p = attn::attend(std::vector<double>{inf<double>, 1}, pos, attn::dot);
+  CHECK((p.weights[0] == 1.0 && p.weights[1] == 0.0));
+  // NaN or inf in a value whose weight is exactly 0 (masked, or e^−huge) never reaches c,
+  // also on attend's one-pass path (n ≥ 32)
+  for (const std::size_t count : {3u, 40u}) {
+    Matrix<double> keys(count, 2, 0.0), values(count, 2, 0.0);
+    keys(0, 0) = 1e6;
+    values(0, 0) = 7;
+    for (std::size_t j = 1; j < count; ++j) {
+      values(j, 0) = j % 2 == 0 ? qnan<double> : inf<double>;
+      values(j, 1) = -inf<double>;
+    }
+    const auto r = attn::attend(std::vector<double>{1, 0}, keys, values, attn::dot);
+    CHECK((r.context[0] == 7.0 && r.context[1] == 0.0));
+  }
+  // inf in values with weight > 0: c is what IEEE gives (here inf − inf = NaN)
+  const Matrix<double> flat_keys(2, 2, 0.0);
+  const Matrix<double> vals{{inf<double>, 1}, {-inf<double>, 1}};
+  const auto c = attn::attend(std::vector<double>{0, 0}, flat_keys, vals, attn::dot);
+  CHECK((std::isnan(c.context[0]) && c.context[1] == 1.0));
+}
+
+// =============================================================================================
+// ±inf, huge and subnormal values.
+// =============================================================================================
+
+TEMPLATE_TEST_CASE("errors: +inf scores share the weight, -inf scores get none", "[errors][inf]", float, double) {
+  using T = TestType;
+  const auto w = attn::softmax(std::vector<T>{inf<T>, 3, inf<T>, -inf<T>});
+  CHECK((w[0] == T(0.5) && w[1] == T(0) && w[2] == T(0.5) && w[3] == T(0)));
+  // a genuine +inf wins over a finite score whose β·x overflows to +inf
+  const auto g = attn::softmax(std::vector<T>{std::numeric_limits<T>::max(), inf<T>}, {.beta = 4});
+  CHECK((g[0] == T(0) && g[1] == T(1)));
+  // β < 0 turns −inf scores into +inf ones
+  const auto neg = attn::softmax(std::vector<T>{-inf<T>, 0}, {.beta = -1});
+  CHECK((neg[0] == T(1) && neg[1] == T(0)));
+  CHECK(attn::logsumexp(std::vector<T>{1, inf<T>}) == inf<T>);
+  // β = 0 and an infinite score: 0·inf is NaN
+  CHECK(all_nan<T>(attn::softmax(std::vector<T>{inf<T>, 1}, {.beta = 0})));
+  CHECK(all_nan<T>(attn::softmax(std::vector<T>{inf<T>, -inf<T>}, {.beta = 0})));
+  CHECK(std::isnan(attn::logsumexp(std::vector<T>{-inf<T>, -inf<T>}, {.beta = 0})));
+}
+
+TEMPLATE_TEST_CASE("errors: finite scores whose beta*x overflows still give a distribution", "[errors][huge]", float,
+                   double) {
+  using T = TestType;
+  const T big = std::numeric_limits<T>::max() / 2;
+  // β·x is +inf for two entries, finite for one: in exact arithmetic the two tie and share
+  const std::vector<T> up{big, big, big / 4};
+  const auto w = attn::softmax(up, {.beta = 10});
+  CHECK((w[0] == T(0.5) && w[1] == T(0.5) && w[2] == T(0)));
+  // every β·x is −inf: not "all masked" (zeros), but the largest ones share
+  const std::vector<T> down{-big, -big / 2, -big / 2};
+  const auto d = attn::softmax(down, {.beta = 10, .if_all_masked = all_masked_policy::throw_error});
+  CHECK((d[0] == T(0) && d[1] == T(0.5) && d[2] == T(0.5)));
+  std::vector<T> lw(3);
+  attn::log_softmax(down, lw, {.beta = 10});
+  CHECK(lw[0] == -inf<T>);
+  CHECK_THAT(static_cast<double>(lw[1]), Catch::Matchers::WithinRel(-std::log(2.0), 1e-6));
+  // log Σ e^{β x} itself is beyond T: ±inf is its honest rounding
+  CHECK(attn::logsumexp(up, {.beta = 10}) == inf<T>);
+  CHECK(attn::logsumexp(down, {.beta = 10}) == -inf<T>);
+  // in place, and with β < 0
+  std::vector<T> in_place{-big, -big / 2};
+  attn::softmax_inplace(in_place, {.beta = -10});
+  CHECK((in_place[0] == T(1) && in_place[1] == T(0)));
+  // the derivatives flow: β (diag α − α αᵀ) for α = (1/2, 1/2, 0)
+  const auto J = attn::softmax_jacobian(up, {.beta = 10});
+  CHECK((J(0, 0) == T(2.5) && J(0, 1) == T(-2.5) && J(2, 2) == T(0) && J(0, 2) == T(0)));
+  const auto vjp = attn::softmax_vjp(up, std::vector<T>{1, 0, 0}, {.beta = 10});
+  CHECK((vjp[0] == T(2.5) && vjp[1] == T(-2.5) && vjp[2] == T(0)));
+}
+
+TEST_CASE("errors: attend and backward on rows whose beta*s overflows agree with double", "[errors][huge]") {
+  // float scores q·h_j = 3e38, 3e38, 1e38 and β = 10: β·s overflows float but not double.
+  const attn::Vector<float, 1> qf{1e38f};
+  const Matrix<float> nf{{3}, {3}, {1}};
+  const attn::Vector<double, 1> qd{1e38};
+  const Matrix<double> nd{{3}, {3}, {1}};
+  const Matrix<float> vf{{1, 2}, {3, -1}, {0, 5}};
+  const Matrix<double> vd{{1, 2}, {3, -1}, {0, 5}};
+  const attn::options opt{.beta = 10};
+  const auto rf = attn::attend(qf, nf, vf, attn::dot, opt);
+  const auto rd = attn::attend(qd, nd, vd, attn::dot, opt);
+  for (std::size_t j = 0; j < 3; ++j) CHECK(static_cast<double>(rf.weights[j]) == rd.weights[j]);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(static_cast<double>(rf.context[i]) == rd.context[i]);
+  const std::vector<float> g2f{1, -2};
+  const std::vector<double> g2d{1, -2};
+  const auto bf = attn::backward(qf, nf, vf, attn::dot, g2f, opt);
+  const auto bd = attn::backward(qd, nd, vd, attn::dot, g2d, opt);
+  for (std::size_t j = 0; j < 3; ++j) {
+    CHECK_THAT(static_cast<double>(bf.scores[j]), Catch::Matchers::WithinAbs(bd.scores[j], 1e-5));
+    CHECK(static_cast<double>(bf.values(j, 1)) == bd.values(j, 1));
+  }
+  CHECK(bf.scores[0] != 0.0f);  // the weights move with the scores here
+  // and the throw_error policy does not take such a row for "all masked"
+  const Matrix<float> low{{-3}, {-3}};
+  const auto t = attn::attend(qf, low, attn::dot, {.beta = 10, .if_all_masked = all_masked_policy::throw_error});
+  CHECK((t.weights[0] == 0.5f && t.weights[1] == 0.5f));
+}
+
+TEMPLATE_TEST_CASE("errors: huge and subnormal values", "[errors][huge][subnormal]", float, double) {
+  using T = TestType;
+  const T max = std::numeric_limits<T>::max(), tiny = std::numeric_limits<T>::denorm_min();
+  // softmax of the extremes: finite, no overflow
+  const auto w = attn::softmax(std::vector<T>{max, -max, tiny, 0});
+  CHECK((w[0] == T(1) && w[1] == T(0) && w[2] == T(0) && w[3] == T(0)));
+  // subnormal scores are as good as 0: uniform
+  const auto u = attn::softmax(std::vector<T>{tiny, 2 * tiny, -tiny, 0});
+  for (const T a : u) CHECK(a == T(0.25));
+  // subnormal notes: the context is their (subnormal) mean, to within one subnormal step
+  const Matrix<T> sub = matrix_of<T>(2, 1, {2 * tiny, 4 * tiny});
+  const auto r = attn::attend(std::vector<T>{1}, sub, attn::dot);
+  CHECK(std::abs(r.context[0] - 3 * tiny) <= tiny);
+  // a score that overflows in the score's own arithmetic is +inf (it follows the +inf rule)
+  const Matrix<T> big = matrix_of<T>(2, 1, {max, 1});
+  const auto b = attn::attend(std::vector<T>{4}, big, attn::dot);
+  CHECK((b.scores[0] == inf<T> && b.weights[0] == T(1) && b.weights[1] == T(0)));
+  // and one whose terms overflow with opposite signs is NaN (inf − inf): a NaN row
+  const Matrix<T> cancel = matrix_of<T>(1, 2, {max, -max});
+  const auto c = attn::attend(std::vector<T>{4, 4}, cancel, attn::dot);
+  CHECK(all_nan<T>(c.weights));
+}
+
+// =============================================================================================
+// All-masked rows under each policy, through every layer.
+// =============================================================================================
+
+TEST_CASE("errors: an all-masked row under each policy", "[errors][mask]") {
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{2, 0}, {0, 4}, {6, 2}};
+  const std::vector<double> q{1, 2}, g{1, -1};
+  const std::array<bool, 3> none{};
+  SECTION("zeros: weights 0, log-weights -inf, context 0, every derivative 0") {
+    const attn::options opt{.mask = none};
+    const auto r = attn::attend(q, keys, values, attn::dot, opt);
+    for (std::size_t j = 0; j < 3; ++j) CHECK(r.weights[j] == 0.0);
+    CHECK((r.context[0] == 0.0 && r.context[1] == 0.0));
+    std::vector<double> lw(3);
+    attn::log_softmax(r.scores, lw, opt);
+    for (const double x : lw) CHECK(x == -inf<double>);
+    const auto b = attn::backward(q, keys, values, attn::dot, g, opt);
+    for (std::size_t j = 0; j < 3; ++j) CHECK((b.scores[j] == 0.0 && b.values(j, 0) == 0.0 && b.keys(j, 1) == 0.0));
+    CHECK((b.query[0] == 0.0 && b.query[1] == 0.0));
+    const auto J = attn::jacobian_value(q, keys, values, attn::dot, 1, opt);
+    CHECK((J(0, 0) == 0.0 && J(1, 1) == 0.0));
+  }
+  SECTION("uniform: weights 1/n, context the mean of the values, dc/dv_j = I/n") {
+    const attn::options opt{.mask = none, .if_all_masked = all_masked_policy::uniform};
+    const auto r = attn::attend(q, keys, values, attn::dot, opt);
+    for (std::size_t j = 0; j < 3; ++j) CHECK(r.weights[j] == 1.0 / 3.0);
+    CHECK_THAT(r.context[0], Catch::Matchers::WithinAbs(8.0 / 3.0, 1e-15));
+    const auto b = attn::backward(q, keys, values, attn::dot, g, opt);
+    CHECK((b.scores[0] == 0.0 && b.values(0, 0) == 1.0 / 3.0 && b.query[0] == 0.0));
+    std::vector<double> lw(3);
+    attn::log_softmax(r.scores, lw, opt);
+    CHECK_THAT(lw[0], Catch::Matchers::WithinRel(-std::log(3.0), 1e-15));
+  }
+  SECTION("nan: weights, context and derivatives NaN") {
+    const attn::options opt{.mask = none, .if_all_masked = all_masked_policy::nan};
+    const auto r = attn::attend(q, keys, values, attn::dot, opt);
+    CHECK(all_nan<double>(r.weights));
+    CHECK(all_nan<double>(r.context));
+    CHECK(std::isnan(attn::logsumexp(r.scores, opt)));
+    const auto b = attn::backward(q, keys, values, attn::dot, g, opt);
+    CHECK(all_nan<double>(b.scores));
+    const auto J = attn::jacobian_query(q, keys, values, attn::dot, opt);
+    CHECK(std::isnan(J(0, 0)));
+  }
+  SECTION("throw_error: domain_error from every entry point") {
+    const attn::options opt{.mask = none, .if_all_masked = all_masked_policy::throw_error};
+    const std::string what = "every entry is masked out or -inf and the policy is throw_error";
+    CHECK(message_of([&] { (void)attn::attend(q, keys, values, attn::dot, opt); }) == "attn::attend: " + what);
+    CHECK(message_of([&] { (void)attn::softmax(q, {.mask = std::span<const bool>(none).first(2), .if_all_masked = opt.if_all_masked}); }) ==
+          "attn::softmax: " + what);
+    CHECK(message_of([&] { (void)attn::backward(q, keys, values, attn::dot, g, opt); }) == "attn::backward: " + what);
+    CHECK(message_of([&] { (void)attn::jacobian_key(q, keys, values, attn::dot, 0, opt); }) ==
+          "attn::jacobian_key: " + what);
+    CHECK(message_of([&] { (void)attn::align(keys, keys, values, attn::dot, opt); }) == "attn::align: " + what);
+  }
+  SECTION("a row of -inf scores counts as all masked; masked NaN notes do not leak") {
+    const Matrix<double> nan_keys{{qnan<double>, 0}, {1, 0}};
+    const std::array<bool, 2> second{false, true};
+    const auto b = attn::backward(std::vector<double>{1, 0}, nan_keys, attn::dot, std::vector<double>{qnan<double>, 1},
+                                  {.mask = second});
+    CHECK((b.scores[0] == 0.0 && b.notes(0, 0) == 0.0 && b.notes(0, 1) == 0.0));
+    CHECK(std::isnan(b.notes(1, 0)));  // a NaN in dL/dc reaches the notes that have weight
+  }
+}
+
+// =============================================================================================
+// Derivatives on non-finite input.
+// =============================================================================================
+
+TEST_CASE("errors: derivatives of NaN and +inf rows", "[errors][derivatives]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}};
+  const std::vector<double> g{1, 1};
+  // a NaN row: every derivative NaN (and nothing thrown)
+  const std::vector<double> q_nan{qnan<double>, 0};
+  const auto b = attn::backward(q_nan, notes, attn::dot, g);
+  CHECK(all_nan<double>(b.scores));
+  const auto Jn = attn::jacobian_note(q_nan, notes, attn::dot, 0);
+  CHECK(std::isnan(Jn(1, 1)));
+  const auto Jq = attn::jacobian_query(q_nan, notes, attn::dot);
+  CHECK(std::isnan(Jq(0, 0)));
+  const auto sj = attn::softmax_jacobian(std::vector<double>{1, negative_nan<double>()});
+  CHECK((std::isnan(sj(0, 0)) && std::isnan(sj(1, 0))));
+  // a +inf score: the weights do not move with the scores, so the score terms are 0
+  const std::vector<double> q_inf{inf<double>, 1};
+  const Matrix<double> pos{{1, 1}, {-1, 1}};
+  const auto bi = attn::backward(q_inf, pos, attn::dot, g);
+  CHECK((bi.scores[0] == 0.0 && bi.scores[1] == 0.0));
+  CHECK((bi.notes(0, 0) == 1.0 && bi.notes(1, 0) == 0.0));  // α_j g
+  // a huge dL/dc: gradients overflow to ±inf, never to NaN where nothing was NaN
+  const auto bh = attn::backward(std::vector<double>{1, 0}, notes, attn::dot, std::vector<double>{1e308, 1e308});
+  for (std::size_t i = 0; i < 2; ++i) CHECK(!std::isnan(bh.notes(0, i)));
+}
+
+// =============================================================================================
+// The strong guarantee: a call that throws writes nothing.
+// =============================================================================================
+
+TEMPLATE_TEST_CASE("errors: softmax and log_softmax that throw leave their outputs untouched", "[errors][strong]",
+                   float, double) {
+  using T = TestType;
+  const std::vector<T> x{1, 2, 3, 4};
+  const std::vector<T> empty;
+  const std::array<bool, 4> none{};
+  const std::array<bool, 3> short_mask{true, true, true};
+  const attn::options throws{.mask = none, .if_all_masked = all_masked_policy::throw_error};
+  for (int which = 0; which < 2; ++which) {
+    INFO((which == 0 ? "softmax" : "log_softmax"));
+    const auto call = [which](const std::vector<T>& in, std::span<T> out, const attn::options& opt) {
+      if (which == 0)
+        attn::softmax(in, out, opt);
+      else
+        attn::log_softmax(in, out, opt);
+    };
+    guarded<T> out4(4), out3(3, 7);
+    require_throws_untouched<attn::dimension_error>([&] { call(x, out3.span(), {}); }, out3);
+    require_throws_untouched<attn::dimension_error>([&] { call(empty, out3.span().first(0), {}); }, out3);
+    require_throws_untouched<attn::dimension_error>([&] { call(x, out4.span(), {.mask = short_mask}); }, out4);
+    require_throws_untouched<attn::domain_error>([&] { call(x, out4.span(), {.beta = std::nan("")}); }, out4);
+    require_throws_untouched<attn::domain_error>([&] { call(x, out4.span(), {.beta = -HUGE_VAL}); }, out4);
+    require_throws_untouched<attn::domain_error>([&] { call(x, out4.span(), throws); }, out4);
+    const std::vector<T> neg{-inf<T>, -inf<T>, -inf<T>, -inf<T>};
+    require_throws_untouched<attn::domain_error>(
+        [&] { call(neg, out4.span(), {.if_all_masked = all_masked_policy::throw_error}); }, out4);
+    if constexpr (std::is_same_v<T, float>)
+      require_throws_untouched<attn::domain_error>([&] { call(x, out4.span(), {.beta = 1e39}); }, out4);
+  }
+  // in place: the input is the output (its NaN sentinels are masked out)
+  guarded<T> in_place(4, 3);
+  require_throws_untouched<attn::domain_error>([&] { attn::softmax_inplace(in_place.data, throws); }, in_place);
+  require_throws_untouched<attn::domain_error>([&] { attn::log_softmax_inplace(in_place.data, throws); }, in_place);
+  // the softmax Jacobian and its product, into buffers
+  guarded<T> J(16), J9(9, 5), v4(4, 2), v3(3, 4);
+  require_throws_untouched<attn::dimension_error>([&] { attn::softmax_jacobian(x, J9.view(3, 3)); }, J9);
+  require_throws_untouched<attn::domain_error>([&] { attn::softmax_jacobian(x, J.view(4, 4), throws); }, J);
+  require_throws_untouched<attn::dimension_error>([&] { attn::softmax_vjp(x, std::span<const T>(x).first(3), v4.span()); },
+                                                  v4);
+  require_throws_untouched<attn::dimension_error>([&] { attn::softmax_vjp(x, x, v3.span()); }, v3);
+  require_throws_untouched<attn::domain_error>([&] { attn::softmax_vjp(x, x, v4.span(), throws); }, v4);
+}
+
+TEMPLATE_TEST_CASE("errors: attend that throws leaves scores, weights and context untouched", "[errors][strong]",
+                   float, double) {
+  using T = TestType;
+  const Matrix<T> notes = matrix_of<T>(3, 2, {1, 0, 0, 1, 1, 1});
+  const Matrix<T> values = matrix_of<T>(3, 4, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const std::vector<T> q{1, 2}, q3{1, 2, 3};
+  const std::array<bool, 3> none{};
+  const std::array<bool, 2> short_mask{true, true};
+  const attn::options throws{.mask = none, .if_all_masked = all_masked_policy::throw_error};
+  guarded<T> s(3, 0), w(3, 3), c2(2, 6), c4(4, 9), s2(2, 11), w4(4, 13);
+  // notes are keys and values
+  require_throws_untouched<attn::dimension_error>([&] { attn::attend(q3, notes, attn::dot, s.span(), w.span(), c2.span()); },
+                                                  s, w, c2);
+  require_throws_untouched<attn::dimension_error>([&] { attn::attend(q, notes, attn::dot, s2.span(), w.span(), c2.span()); },
+                                                  s2, w, c2);
+  require_throws_untouched<attn::dimension_error>([&] { attn::attend(q, notes, attn::dot, s.span(), w4.span(), c2.span()); },
+                                                  s, w4, c2);
+  require_throws_untouched<attn::dimension_error>([&] { attn::attend(q, notes, attn::dot, s.span(), w.span(), c4.span()); },
+                                                  s, w, c4);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::attend(q, notes, attn::dot, s.span(), w.span(), c2.span(), {.mask = short_mask}); }, s, w, c2);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::attend(q, notes, attn::scaled_dot, s.span(), w.span(), c2.span(), {.beta = HUGE_VAL}); }, s, w, c2);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::attend(q, notes, attn::dot, s.span(), w.span(), c2.span(), throws); }, s, w, c2);
+  const MatrixView<const T> no_notes(nullptr, 0, 2);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::attend(q, no_notes, attn::dot, s.span().first(0), w.span().first(0), c2.span()); }, s, w, c2);
+  // keys ≠ values
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::attend(q, notes, values, attn::dot, s.span(), w.span(), c2.span()); }, s, w, c2);
+  const Matrix<T> two_values(2, 4);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::attend(q, notes, two_values, attn::dot, s.span(), w.span(), c4.span()); }, s, w, c4);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::attend(q, notes, values, attn::dot, s.span(), w.span(), c4.span(), throws); }, s, w, c4);
+  // every score −inf under throw_error, on attend's one-pass path (n ≥ 32) as well
+  for (const std::size_t n : {3u, 40u}) {
+    const Matrix<T> far(n, 2, -std::numeric_limits<T>::max());
+    const std::vector<T> up{std::numeric_limits<T>::max(), 0};
+    guarded<T> sn(n, 1), wn(n, 2), cn(2, 4);
+    require_throws_untouched<attn::domain_error>(
+        [&] {
+          attn::attend(up, far, attn::dot, sn.span(), wn.span(), cn.span(),
+                       {.if_all_masked = all_masked_policy::throw_error});
+        },
+        sn, wn, cn);
+  }
+  // general: W's shape, and a score that is finite one note at a time but −inf batched
+  // (Wᵀq overflows): the check forms the scores as attend does, so it throws before writing
+  const T big = std::numeric_limits<T>::max();
+  const Matrix<T> W = matrix_of<T>(2, 1, {big, big});
+  const Matrix<T> one = matrix_of<T>(1, 1, {T(-0.5)});
+  const attn::general<T> gen(W);
+  guarded<T> s1(1, 4), w1(1, 5), c1(1, 8);
+  require_throws_untouched<attn::domain_error>(
+      [&] {
+        attn::attend(std::vector<T>{1, 1}, one, gen, s1.span(), w1.span(), c1.span(),
+                     {.if_all_masked = all_masked_policy::throw_error});
+      },
+      s1, w1, c1);
+  require_throws_untouched<attn::dimension_error>([&] { attn::attend(q, notes, gen, s.span(), w.span(), c2.span()); },
+                                                  s, w, c2);
+}
+
+TEST_CASE("errors: align that throws leaves every row untouched", "[errors][strong]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}, {-1e308, 0}};
+  const Matrix<double> queries{{1, 0}, {0, 1}, {1e308, 0}};  // row 3: its kept scores are -inf
+  guarded<double> s(9), w(9, 1), c(6, 2), s_short(6, 3);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(queries, notes, attn::dot, s_short.view(2, 3), w.view(3, 3), c.view(3, 2)); }, s_short, w, c);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(queries, notes, attn::dot, s.view(3, 3), w.view(3, 3), c.view(2, 3)); }, s, w, c);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(queries, notes, attn::dot, s.view(3, 3), s_short.view(3, 2), c.view(3, 2)); }, s, s_short, c);
+  const Matrix<double> wide(3, 3);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(wide, notes, attn::dot, s.view(3, 3), w.view(3, 3), c.view(3, 2)); }, s, w, c);
+  const MatrixView<const double> no_queries(nullptr, 0, 2);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(no_queries, notes, attn::dot, s.view(0, 3), w.view(0, 3), c.view(0, 2)); }, s, w, c);
+  // rows 1 and 2 are fine, row 3 throws: rows 1 and 2 are not written either
+  const std::array<bool, 3> first_two{false, false, true};
+  require_throws_untouched<attn::domain_error>(
+      [&] {
+        attn::align(queries, notes, attn::dot, s.view(3, 3), w.view(3, 3), c.view(3, 2),
+                    {.mask = first_two, .if_all_masked = all_masked_policy::throw_error});
+      },
+      s, w, c);
+}
+
+TEST_CASE("errors: backward and align_backward that throw leave every gradient untouched", "[errors][strong]") {
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  const std::vector<double> q{1, 2}, g3{1, -1, 2}, g2{1, -1};
+  const std::array<bool, 3> none{};
+  const attn::options throws{.mask = none, .if_all_masked = all_masked_policy::throw_error};
+  guarded<double> gs(3), gq(2, 1), gk(6, 2), gv(9, 3), gs2(2, 4), gq3(3, 5), gk4(8, 6), gv6(6, 7);
+  SECTION("keys and values") {
+    const auto call = [&](std::span<const double> q_, std::span<const double> g_, std::span<double> s_,
+                          std::span<double> q_out, MatrixView<double> k_, MatrixView<double> v_,
+                          const attn::options& o = {}) {
+      attn::backward(q_, keys, values, attn::dot, g_, s_, q_out, k_, v_, o);
+    };
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(q, g2, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(q, g3, gs2.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs2, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(q, g3, gs.span(), gq3.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq3, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(q, g3, gs.span(), gq.span(), gk4.view(4, 2), gv.view(3, 3)); }, gs, gq, gk4, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(q, g3, gs.span(), gq.span(), gk.view(3, 2), gv6.view(3, 2)); }, gs, gq, gk, gv6);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(g3, g3, gs.span(), gq3.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq3, gk, gv);
+    require_throws_untouched<attn::domain_error>(
+        [&] { call(q, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3), throws); }, gs, gq, gk, gv);
+    require_throws_untouched<attn::domain_error>(
+        [&] { call(q, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3), {.beta = std::nan("")}); }, gs, gq, gk,
+        gv);
+  }
+  SECTION("notes, and parameter gradients (which accumulate) untouched too") {
+    const Matrix<double> W{{1, 0}, {0, 1}};
+    const attn::general<double> gen(W);
+    guarded<double> dW(4, 8), dW_wrong(6, 9);
+    const auto call = [&](MatrixView<double> dw, const attn::options& o) {
+      attn::backward(q, keys, gen, g2, gs.span(), gq.span(), gk.view(3, 2),
+                     attn::general<double>::gradient_view{dw}, o);
+    };
+    require_throws_untouched<attn::dimension_error>([&] { call(dW_wrong.view(3, 2), {}); }, gs, gq, gk, dW_wrong);
+    require_throws_untouched<attn::domain_error>([&] { call(dW.view(2, 2), throws); }, gs, gq, gk, dW);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { attn::backward(q, keys, attn::dot, g3, gs.span(), gq.span(), gk.view(3, 2)); }, gs, gq, gk);
+  }
+  SECTION("align_backward") {
+    const Matrix<double> queries{{1, 0}, {0, 1}};
+    const Matrix<double> gc{{1, 0, 0}, {0, 1, 0}};
+    guarded<double> gss(6, 1), gqs(4, 2), gss_wrong(9, 3);
+    const auto call = [&](MatrixView<const double> gc_, MatrixView<double> s_, MatrixView<double> q_,
+                          MatrixView<double> k_, MatrixView<double> v_, const attn::options& o = {}) {
+      attn::align_backward(queries, keys, values, attn::dot, gc_, s_, q_, k_, v_, o);
+    };
+    const Matrix<double> gc_wrong(3, 3);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(gc_wrong.view(), gss.view(2, 3), gqs.view(2, 2), gk.view(3, 2), gv.view(3, 3)); }, gss, gqs, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(gc.view(), gss_wrong.view(3, 3), gqs.view(2, 2), gk.view(3, 2), gv.view(3, 3)); }, gss_wrong, gqs,
+        gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(gc.view(), gss.view(2, 3), gqs.view(2, 2), gk4.view(4, 2), gv.view(3, 3)); }, gss, gqs, gk4, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(gc.view(), gss.view(2, 3), gqs.view(2, 2), gk.view(3, 2), gv6.view(2, 3)); }, gss, gqs, gk, gv6);
+    // query 1 is fine, query 2 has every kept score −inf: nothing is written for query 1 either
+    const Matrix<double> qs2{{1, 0}, {-1e308, 0}};
+    const Matrix<double> far{{1e308, 0}, {1e308, 0}, {1e308, 0}};
+    require_throws_untouched<attn::domain_error>(
+        [&] {
+          attn::align_backward(qs2, far, values, attn::dot, gc.view(), gss.view(2, 3), gqs.view(2, 2), gk.view(3, 2),
+                               gv.view(3, 3), {.if_all_masked = all_masked_policy::throw_error});
+        },
+        gss, gqs, gk, gv);
+  }
+}
+
+TEST_CASE("errors: Jacobians into buffers that throw leave the buffer untouched", "[errors][strong]") {
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  const std::vector<double> q{1, 2};
+  const std::array<bool, 3> none{};
+  const attn::options throws{.mask = none, .if_all_masked = all_masked_policy::throw_error};
+  guarded<double> J(9), J6(6, 1), J4(4, 2);
+  // ∂c/∂h_j (notes are keys and values: d × d)
+  require_throws_untouched<attn::dimension_error>([&] { attn::jacobian_note(q, keys, attn::dot, 3, J4.view(2, 2)); },
+                                                  J4);
+  require_throws_untouched<attn::dimension_error>([&] { attn::jacobian_note(q, keys, attn::dot, 0, J6.view(2, 3)); },
+                                                  J6);
+  require_throws_untouched<attn::domain_error>([&] { attn::jacobian_note(q, keys, attn::dot, 0, J4.view(2, 2), throws); },
+                                               J4);
+  // ∂c/∂k_j (d_v × d_k), ∂c/∂v_j (d_v × d_v), ∂c/∂q (d_v × d_q)
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::jacobian_key(q, keys, values, attn::dot, 0, J6.view(2, 3)); }, J6);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::jacobian_key(q, keys, values, attn::dot, 0, J6.view(3, 2), throws); }, J6);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::jacobian_value(q, keys, values, attn::dot, 7, J.view(3, 3)); }, J);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::jacobian_value(q, keys, values, attn::dot, 0, J.view(3, 3), throws); }, J);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::jacobian_query(q, keys, values, attn::dot, J6.view(2, 3)); }, J6);
+  require_throws_untouched<attn::domain_error>(
+      [&] { attn::jacobian_query(q, keys, values, attn::dot, J6.view(3, 2), {.beta = -HUGE_VAL}); }, J6);
+  const std::vector<double> q3{1, 2, 3};
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::jacobian_query(q3, keys, values, attn::dot, J.view(3, 3)); }, J);
+}
+
+// =============================================================================================
+// attn-calc: the malformed inputs that tests/cli and test_attn_calc.cpp do not cover.
+// =============================================================================================
+
+TEST_CASE("errors: attn-calc refuses the remaining malformed inputs", "[errors][attn-calc]") {
+  const auto refusal = [](std::vector<std::string_view> args) {
+    try {
+      (void)attn_calc::compute(attn_calc::parse_args(args));
+    } catch (const attn_calc::usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal({"--q", "1,0,0", "--notes", "@"}) == "--notes: '@' needs a file name");
+  CHECK(refusal({"--score", "additive", "--q", "1", "--notes", "1", "--W1", "1;1", "--W2", "1;1", "--v", "1,1;1,1"}) ==
+        "--v must be one row or one column of numbers, not 2x2");
+  CHECK(refusal({"--mask", "1,0;0,1"}) == "--mask must be one row of 0s and 1s");
+  CHECK(refusal({"--decimals", ""}) == "--decimals: \"\" is not a whole number");
+  CHECK(refusal({"--decimals", "99999999999999999999"}) == "--decimals: \"99999999999999999999\" is not a whole number");
+  CHECK(refusal({"--beta", "-1e999"}) == "--beta: \"-1e999\" is out of the range of a double");
+  CHECK(refusal({"--q", "1,0,0", "--notes", "1e-400,0,0"}) == "--notes: \"1e-400\" is out of the range of a double");
+  CHECK(refusal({"--note-labels", "I,\xF4\x90\x80\x80,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
+  CHECK(refusal({"--note-labels", "I,\xED\xA0\x80,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
+  CHECK(refusal({"--note-labels", "I,\xC2\x85,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
+  // β·s beyond a double is not an error: the weights are those of exact arithmetic, (1, 0, 0)
+  CHECK(refusal({"--beta", "1e308", "--q", "2,0,0", "--jacobian"}) == "accepted");
+}
