@@ -5,7 +5,9 @@
 
 #include <attn/detail/exp.hpp>
 
-#if __has_include(<catch2/catch_test_macros.hpp>)
+// Catch2 v3 or v2.13: the one CMake linked (ATTN_CATCH2_MAJOR), else the one installed.
+#if defined(ATTN_CATCH2_MAJOR) ? ATTN_CATCH2_MAJOR >= 3 : __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_message.hpp>
 #include <catch2/catch_test_macros.hpp>
 #else
 #include <catch2/catch.hpp>

@@ -3,13 +3,16 @@
 // compiled with different flags must not meet in one binary). There the compiler assumes that
 // no value is a NaN or an infinity, so every check below looks at bits, never at x != x or
 // std::isnan / std::isinf, which it folds to constants; the implementation finds its special
-// cases in the bits for the same reason. Bound: 8 ulp (measured: about 1.2 ulp for float).
+// cases in the bits for the same reason. Bound: 8 ulp (measured with g++ and clang: float
+// 1.17, or 0.89 with FMA; double 1.8; long double 2 against libm's expl).
 // If the program also runs with flush-to-zero (linking with -ffast-math sets FTZ/DAZ on x86),
 // results below the smallest normal number may be +0.
 
 #include <attn/detail/exp.hpp>
 
-#if __has_include(<catch2/catch_test_macros.hpp>)
+// Catch2 v3 or v2.13: the one CMake linked (ATTN_CATCH2_MAJOR), else the one installed.
+#if defined(ATTN_CATCH2_MAJOR) ? ATTN_CATCH2_MAJOR >= 3 : __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_message.hpp>
 #include <catch2/catch_test_macros.hpp>
 #else
 #include <catch2/catch.hpp>
