@@ -10,4 +10,5 @@
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
 #include "attn/softmax.hpp"    // IWYU pragma: export
+#include "attn/split.hpp"      // IWYU pragma: export
 #include "attn/vector.hpp"     // IWYU pragma: export
