@@ -806,3 +806,24 @@ TEST_CASE("errors: attn-calc refuses the remaining malformed inputs", "[errors][
   // β·s beyond a double is not an error: the weights are those of exact arithmetic, (1, 0, 0)
   CHECK(refusal({"--beta", "1e308", "--q", "2,0,0", "--jacobian"}) == "accepted");
 }
+
+TEST_CASE("errors: a block of NaN scores with the sign bit set makes attend's row NaN on the one-pass path",
+          "[errors][nan]") {
+  // 70 notes: attend reads them in blocks of 64. The scores of notes 64..69 are inf − inf, a NaN
+  // whose sign bit is set on x86; it orders below −inf, so that block looked like "nothing kept".
+  Matrix<double> notes(70, 2, 0.0);
+  for (std::size_t j = 0; j < 64; ++j) notes(j, 0) = static_cast<double>(j % 7);
+  for (std::size_t j = 64; j < 70; ++j) {
+    notes(j, 0) = inf<double>;
+    notes(j, 1) = -inf<double>;
+  }
+  const std::vector<double> q{1, 1};
+  const auto r = attn::attend(q, notes, attn::dot);
+  CHECK(std::isnan(r.scores[64]));
+  CHECK(all_nan<double>(r.weights));
+  CHECK(all_nan<double>(r.context));
+  // the same from β = 0 and infinite scores (0·inf)
+  Matrix<double> tall(70, 1, 1.0);
+  for (std::size_t j = 64; j < 70; ++j) tall(j, 0) = inf<double>;
+  CHECK(all_nan<double>(attn::attend(std::vector<double>{1}, tall, attn::dot, {.beta = 0}).weights));
+}

@@ -131,7 +131,11 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
     std::size_t kept = nb;
     const T bm = mb == nullptr ? scaled_max_of(s, nb, beta) : masked_scaled_max_of(s, nb, beta, mb, kept);
     if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
-    if (bm == -inf) continue;       // nothing kept in this block
+    if (bm == -inf) {  // nothing kept in this block, or kept NaNs that order below −inf
+      for (std::size_t r = 0; r < nb; ++r)  // (x86's inf − inf and 0·inf have the sign bit set)
+        if ((mb == nullptr || mb[r]) && !(beta * s[r] == beta * s[r])) return false;
+      continue;
+    }
     if (bm > m) {
       const T f = attn::detail::exp(m - bm);  // 0 the first time (m = −inf)
       l *= static_cast<sum_t<T>>(f);
