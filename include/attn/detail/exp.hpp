@@ -116,11 +116,11 @@ template <class T>
   //    also where the result is subnormal (gradual underflow), with no select.
   //  * The special inputs are found from the integer bits of x (-ffinite-math-only cannot fold
   //    those tests away): NaN -> NaN, x > max_finite_x (incl. +inf) -> +inf,
-  //    x < min_nonzero_x (incl. -inf) -> +0. They, and |x| < tiny_x (e^x rounds to 1), are
-  //    replaced by x = 0 before the arithmetic and their results selected at the end, so the
-  //    arithmetic never makes an inf, a NaN, an underflow to 0 (constant evaluation rejects
-  //    those, -ffinite-math-only assumes them away) or a subnormal that is not the result:
-  //    masked-out scores (-inf, -1e30) and tiny |x| cost no subnormal-arithmetic assists.
+  //    x < min_nonzero_x (incl. -inf) -> +0. They (and, without FMA, |x| < tiny_x, where e^x
+  //    rounds to 1) are replaced by x = 0 before the arithmetic and their results selected at
+  //    the end, so the arithmetic never makes an inf, a NaN, an underflow to 0 (constant
+  //    evaluation rejects those, -ffinite-math-only assumes them away) or a subnormal that is
+  //    not the result: masked-out scores (-inf, -1e30) cost no subnormal-arithmetic assists.
   using C = exp_consts<T>;
   using U = typename C::uint;
   using S = typename C::sint;
@@ -130,9 +130,17 @@ template <class T>
   const bool over = static_cast<S>(ix) > static_cast<S>(C::max_finite_x);  // incl. +inf, +NaN
   const bool under = ix > C::min_nonzero_x;                                // incl. -inf, -NaN
   const bool skip = static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(under));
-  // ax < 2^31: signed compares, which AVX2 has (unsigned ones it emulates).
-  const bool tiny = static_cast<S>(ax) < static_cast<S>(C::tiny_x);  // e^x rounds to 1
+#if defined(__FMA__)
+  // With FMA every product of the polynomial is fused, so a tiny |x| makes no subnormal
+  // intermediate (only a subnormal x itself is one), and 1 + r*(...) rounds to 1 on its own.
+  const bool zero = skip;
+#else
+  // Without FMA, c6*r is subnormal for |x| < 2^-117, and each such product costs a
+  // microcode assist of ~100 cycles: |x| < tiny_x, where e^x rounds to 1, is computed as x = 0.
+  // (ax < 2^31: a signed compare, which AVX2 has; unsigned ones it emulates.)
+  const bool tiny = static_cast<S>(ax) < static_cast<S>(C::tiny_x);
   const bool zero = static_cast<bool>(static_cast<unsigned>(skip) | static_cast<unsigned>(tiny));
+#endif
   const T xc = std::bit_cast<T>(exp_zero_if(zero, ix));
 
   const U zb = std::bit_cast<U>(xc * C::log2e + C::shifter);
