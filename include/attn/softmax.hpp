@@ -102,6 +102,7 @@ constexpr bool weights_move(row_kind k) noexcept {
   return k == row_kind::finite || k == row_kind::overflow;
 }
 
+/// x is neither ±inf nor NaN (x − x is 0 exactly then; constexpr, unlike std::isfinite).
 template <class T>
 constexpr bool is_finite(T x) noexcept {
   return x - x == T(0);

@@ -1,0 +1,91 @@
+// libFuzzer target: attn-calc's input parsing (examples/attn_calc/parse.hpp). The bytes are
+// split at '\0' and '\n' into a command line; it must be refused with a usage_error or give a
+// config whose every size is consistent, and then compute (small inputs only, to stay fast)
+// must give finite results or a usage_error, and every output format must render. Nothing else
+// may escape: an attn::dimension_error here is a size check the parser missed. The same bytes
+// are also read as the contents of an "@file" matrix and as labels.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../../examples/attn_calc/calc.hpp"
+#include "../../examples/attn_calc/parse.hpp"
+#include "../../examples/attn_calc/render.hpp"
+#include "fuzz_common.hpp"
+
+namespace {
+
+void check_config(const attn_calc::config& c) {
+  const std::size_t n = c.notes.rows, t = c.queries.rows;
+  ATTN_FUZZ_CHECK(n > 0 && t > 0, "no notes or no queries");
+  ATTN_FUZZ_CHECK(c.notes.data.size() == n * c.notes.cols && c.queries.data.size() == t * c.queries.cols,
+                  "matrix data and shape disagree");
+  ATTN_FUZZ_CHECK(c.note_labels.size() == n && c.query_labels.size() == t, "labels and rows disagree");
+  ATTN_FUZZ_CHECK(c.mask.empty() || c.mask.size() == n, "mask and notes disagree");
+  ATTN_FUZZ_CHECK(std::isfinite(c.beta), "beta not finite");
+  ATTN_FUZZ_CHECK(c.decimals >= 0 && c.decimals <= 17, "decimals out of range");
+  for (const double x : c.notes.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a note number is not finite");
+  for (const double x : c.queries.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a query number is not finite");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+
+  // The bytes as the contents of a matrix file, and as labels: a usage_error or a result.
+  try {
+    const attn_calc::matrix m = attn_calc::parse_matrix(bytes, "--notes (file)", true);
+    ATTN_FUZZ_CHECK(m.rows > 0 && m.cols > 0 && m.data.size() == m.rows * m.cols, "file matrix shape");
+  } catch (const attn_calc::usage_error&) {
+  }
+  try {
+    for (const std::string& label : attn_calc::parse_labels(bytes, "--note-labels"))
+      ATTN_FUZZ_CHECK(!label.empty() && attn_calc::printable_utf8(label), "a label that is not printable");
+  } catch (const attn_calc::usage_error&) {
+  }
+
+  // The bytes as a command line. '@' would read files: left to the contents check above.
+  std::vector<std::string> args;
+  std::string current;
+  for (const char ch : bytes) {
+    if (ch == '@') return 0;
+    if (ch == '\0' || ch == '\n') {
+      args.push_back(current);
+      current.clear();
+    } else {
+      current.push_back(ch);
+    }
+  }
+  if (!current.empty()) args.push_back(current);
+  const std::vector<std::string_view> views(args.begin(), args.end());
+  attn_calc::config c;
+  try {
+    c = attn_calc::parse_args(views);
+  } catch (const attn_calc::usage_error&) {
+    return 0;
+  }
+  if (c.help) return 0;
+  check_config(c);
+  // compute and render small problems only (the Jacobians' finite differences cost n·d² attends)
+  const std::size_t work = c.queries.rows * c.notes.rows * (c.notes.cols + c.queries.cols + 1);
+  if (work > 2000 || (c.jacobian && work > 200)) return 0;
+  attn_calc::results r;
+  try {
+    r = attn_calc::compute(c);
+  } catch (const attn_calc::usage_error&) {
+    return 0;  // results that are not finite are refused as bad input
+  }
+  for (std::size_t i = 0; i < r.weights.size(); ++i)
+    ATTN_FUZZ_CHECK(std::isfinite(r.weights.data()[i]), "a weight that is not finite was printed");
+  for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md, attn_calc::output_format::latex,
+                       attn_calc::output_format::json, attn_calc::output_format::csv,
+                       attn_calc::output_format::csv_long, attn_calc::output_format::svg}) {
+    c.format = f;
+    ATTN_FUZZ_CHECK(!attn_calc::render(c, r).empty(), "empty output");
+  }
+  return 0;
+}

@@ -1,0 +1,116 @@
+// attend, align and backward from several threads at once, on shared read-only inputs (queries,
+// notes, score parameters, one options object with its mask): every thread's results equal
+// the single-threaded ones bit for bit. attn keeps no state between calls, so this holds by
+// construction; the test is what ThreadSanitizer (preset tsan) watches. It is its own
+// executable, attn_thread_tests, so that the tsan preset can build and run just this.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+namespace {
+
+/// Everything one call writes, side by side.
+template <class T>
+struct outputs {
+  std::vector<T> scores, weights, context, grad_scores, grad_query, grad_notes;
+  outputs(std::size_t n, std::size_t d)
+      : scores(n), weights(n), context(d), grad_scores(n), grad_query(d), grad_notes(n * d) {}
+
+  [[nodiscard]] bool same_bits(const outputs& o) const {
+    const auto eq = [](const std::vector<T>& a, const std::vector<T>& b) {
+      return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
+    };
+    return eq(scores, o.scores) && eq(weights, o.weights) && eq(context, o.context) &&
+           eq(grad_scores, o.grad_scores) && eq(grad_query, o.grad_query) && eq(grad_notes, o.grad_notes);
+  }
+};
+
+/// The shared, read-only inputs: notes of d numbers, queries, dL/dc, a mask, score parameters.
+template <class T>
+struct problem {
+  std::size_t n, d;
+  attn::Matrix<T> notes, queries, grads, W, W1, W2;
+  attn::Vector<T> v;
+  std::unique_ptr<bool[]> keep;
+  attn::options opt;
+
+  problem(std::size_t notes_count, std::size_t dim, std::size_t query_count, std::uint64_t seed)
+      : n(notes_count), d(dim), notes(n, d), queries(query_count, d), grads(query_count, d), W(d, d), W1(5, d),
+        W2(5, d), v(5), keep(std::make_unique<bool[]>(n)) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal(0, 1);
+    for (auto* m : {&notes, &queries, &grads, &W, &W1, &W2})
+      for (std::size_t i = 0; i < m->size(); ++i) m->data()[i] = static_cast<T>(normal(rng));
+    for (T& x : v) x = static_cast<T>(normal(rng));
+    for (std::size_t j = 0; j < n; ++j) keep[j] = j % 5 != 3;
+    opt = {.beta = 1.5, .mask = std::span<const bool>(keep.get(), n)};
+  }
+
+  /// attend and backward of query t with score number k (dot, scaled_dot, general, additive).
+  void run(std::size_t t, int k, outputs<T>& out) const {
+    const std::span<const T> q = queries.row(t);
+    const std::span<const T> g = grads.row(t);
+    attn::MatrixView<T> gn(out.grad_notes.data(), n, d);
+    const auto both = [&](const auto& score) {
+      attn::attend(q, notes, score, out.scores, out.weights, out.context, opt);
+      attn::backward(q, notes, score, g, out.grad_scores, out.grad_query, gn, opt);
+    };
+    switch (k) {
+      case 0: both(attn::dot); break;
+      case 1: both(attn::scaled_dot); break;
+      case 2: both(attn::general<T>(W)); break;
+      default: both(attn::additive<T>(W1, W2, v)); break;
+    }
+  }
+};
+
+template <class T>
+void require_same_results_from_threads(std::size_t n) {
+  const problem<T> p(n, 16, 6, 99 + n);
+  constexpr int scores = 4;
+  const std::size_t cases = p.queries.rows() * scores;
+  std::vector<outputs<T>> reference(cases, outputs<T>(p.n, p.d));
+  for (std::size_t c = 0; c < cases; ++c) p.run(c / scores, static_cast<int>(c % scores), reference[c]);
+  const auto map = attn::align(p.queries, p.notes, attn::dot, p.opt);
+
+  constexpr int threads = 4, rounds = 20;
+  std::atomic<int> mismatches{0}, map_mismatches{0};
+  std::vector<std::thread> pool;
+  for (int i = 0; i < threads; ++i) {
+    pool.emplace_back([&, i] {
+      outputs<T> out(p.n, p.d);
+      for (int r = 0; r < rounds; ++r) {
+        for (std::size_t c0 = 0; c0 < cases; ++c0) {
+          const std::size_t c = (c0 + static_cast<std::size_t>(i) * 5) % cases;  // threads start apart
+          p.run(c / scores, static_cast<int>(c % scores), out);
+          if (!out.same_bits(reference[c])) ++mismatches;
+        }
+        const auto m = attn::align(p.queries, p.notes, attn::dot, p.opt);
+        if (std::memcmp(m.weights.data(), map.weights.data(), map.weights.size() * sizeof(T)) != 0 ||
+            std::memcmp(m.contexts.data(), map.contexts.data(), map.contexts.size() * sizeof(T)) != 0)
+          ++map_mismatches;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  REQUIRE(mismatches.load() == 0);
+  REQUIRE(map_mismatches.load() == 0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("attend, align and backward from several threads on shared inputs equal one thread's results bit for bit",
+                   "[threads]", float, double) {
+  SECTION("7 notes (two passes)") { require_same_results_from_threads<TestType>(7); }
+  SECTION("100 notes (attend's one-pass path for dot and scaled_dot)") { require_same_results_from_threads<TestType>(100); }
+}
