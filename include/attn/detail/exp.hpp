@@ -4,6 +4,7 @@
 /// softmax and attention loops (`y[i] = exp(x[i] - m)`), and that stays correct under
 /// `-ffast-math`.
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <concepts>
@@ -114,34 +115,37 @@ template <class T>
   //  * y * 2^k in two steps, (y * 2^k1) * 2^k2 with k1 = floor(k/2): adding k1 to y's exponent
   //    bits keeps it normal (y in [0.7, 1.42]), and the multiply by the normal 2^k2 rounds once,
   //    also where the result is subnormal (gradual underflow), with no select.
-  //  * The special inputs are found from the integer bits of x (-ffinite-math-only cannot fold
-  //    those tests away): NaN -> NaN, x > max_finite_x (incl. +inf) -> +inf,
-  //    x < min_nonzero_x (incl. -inf) -> +0. They (and, without FMA, |x| < tiny_x, where e^x
-  //    rounds to 1) are replaced by x = 0 before the arithmetic and their results selected at
-  //    the end, so the arithmetic never makes an inf, a NaN, an underflow to 0 (constant
-  //    evaluation rejects those, -ffinite-math-only assumes them away) or a subnormal that is
-  //    not the result: masked-out scores (-inf, -1e30) cost no subnormal-arithmetic assists.
+  //  * Special inputs: x is clamped into [min_nonzero_x, max_finite_x] on its bits (an
+  //    integer min), so k and the arithmetic stay in range and never make an inf, a NaN or an
+  //    underflow to 0 (constant evaluation rejects those; -ffinite-math-only assumes them
+  //    away); the special results are selected at the end: NaN -> NaN (found from the bits),
+  //    x > max_finite_x (incl. +inf) -> +inf, x < min_nonzero_x (incl. -inf) -> +0 (there the
+  //    multiply is by 0, so masked-out scores cost no subnormal-arithmetic assist).
   using C = exp_consts<T>;
   using U = typename C::uint;
   using S = typename C::sint;
 
+  constexpr int top = static_cast<int>(sizeof(U) * 8 - 1);
   const U ix = std::bit_cast<U>(x);
   const U ax = ix & C::abs_mask;
-  const bool over = static_cast<S>(ix) > static_cast<S>(C::max_finite_x);  // incl. +inf, +NaN
-  const bool under = ix > C::min_nonzero_x;                                // incl. -inf, -NaN
-  const bool skip = static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(under));
-#if defined(__FMA__)
-  // With FMA every product of the polynomial is fused, so a tiny |x| makes no subnormal
-  // intermediate (only a subnormal x itself is one), and 1 + r*(...) rounds to 1 on its own.
-  const bool zero = skip;
-#else
-  // Without FMA, c6*r is subnormal for |x| < 2^-117, and each such product costs a
-  // microcode assist of ~100 cycles: |x| < tiny_x, where e^x rounds to 1, is computed as x = 0.
-  // (ax < 2^31: a signed compare, which AVX2 has; unsigned ones it emulates.)
-  const bool tiny = static_cast<S>(ax) < static_cast<S>(C::tiny_x);
-  const bool zero = static_cast<bool>(static_cast<unsigned>(skip) | static_cast<unsigned>(tiny));
+  // x clamped, on its bits, into [min_nonzero_x, max_finite_x] by one signed integer min
+  // against a bound that depends on the sign: above max_finite_x (incl. +inf, +NaN) to it,
+  // below min_nonzero_x (incl. -inf, -NaN: on negative floats the signed order of the bits is
+  // the order of |x|) to that. No compare: scalar code gets sar/cmov, not setcc, whose write
+  // to the low byte of a register still holding the previous call's result would chain the
+  // calls of a scalar loop into one long dependency (~4x slower); and the bound is not a
+  // constant, so GCC cannot specialize the clamped path into constants and branches.
+  const U sign = static_cast<U>(static_cast<S>(ix) >> top);  // all ones for x < 0
+  const auto bound =
+      static_cast<S>(C::max_finite_x + (sign & (C::min_nonzero_x - C::max_finite_x)));
+  U cb = static_cast<U>(std::min(static_cast<S>(ix), bound));
+#if !defined(__FMA__)
+  // Without FMA, c6*r is subnormal for |x| < 2^-117, and each such product costs a microcode
+  // assist of ~100 cycles: |x| < tiny_x, where e^x rounds to 1, is computed as x = 0. (With
+  // FMA every product of the polynomial is fused, and 1 + r*(...) rounds to 1 on its own.)
+  cb &= static_cast<U>(static_cast<S>(C::tiny_x - 1 - ax) >> top);
 #endif
-  const T xc = std::bit_cast<T>(exp_zero_if(zero, ix));
+  const T xc = std::bit_cast<T>(cb);
 
   const U zb = std::bit_cast<U>(xc * C::log2e + C::shifter);
   const auto k = static_cast<S>(zb - std::bit_cast<U>(C::shifter));
@@ -153,23 +157,28 @@ template <class T>
     // bits of zb are 5119 + k >= 0, and 2^52 + (5119 + k) - (2^52 + 5119) is exact.
     kf = std::bit_cast<T>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
   }
-  // hi = x - k*ln2_hi is exact, and must stay so: passed through a select that changes nothing
-  // (hi = 0 where `zero`), it is opaque to -fassociative-math, which would otherwise compute
-  // (x - lo) - k*ln2_hi or factor k*ln2_hi + k*ln2_lo into k*ln2 (up to ~70 ulp off).
-  const T hi = std::bit_cast<T>(exp_zero_if(zero, std::bit_cast<U>(xc - kf * C::ln2_hi)));
+  // hi = x - k*ln2_hi is exact, and must stay so: xor-ed with zb's sign bit (always 0: z > 0),
+  // it is opaque to -fassociative-math, which would otherwise compute (x - lo) - k*ln2_hi or
+  // factor k*ln2_hi + k*ln2_lo into k*ln2 (up to ~70 ulp off).
+  const T hi = std::bit_cast<T>(std::bit_cast<U>(xc - kf * C::ln2_hi) ^ (zb >> top << top));
   const T lo = kf * C::ln2_lo;
   const T y = exp_poly(hi - lo, hi, lo);
 
   // (zb - k1) << mant_bits is 2^k2: the shifter's high bits shift out, leaving bias + k - k1.
   const S k1 = k >> 1;
   const T y1 = std::bit_cast<T>(std::bit_cast<U>(y) + (static_cast<U>(k1) << C::mant_bits));
-  const T s2 = std::bit_cast<T>((zb - static_cast<U>(k1)) << C::mant_bits);
-  U res = exp_zero_if(skip, std::bit_cast<U>(y1 * s2));
-  // +inf for x > max_finite_x, a NaN (|x|'s bits) for a NaN, +0 for the rest of the skipped.
+  // The special results. These masks come from float compares: integer compares on ix would let
+  // GCC correlate them with the clamp and take the loop out of vectorization. Below
+  // min_nonzero_x, 2^k2 := +0 (x was clamped to min_nonzero_x, whose result is subnormal: this
+  // way masked-out scores cost no subnormal-arithmetic assist); above max_finite_x +inf; for a
+  // NaN (found from the bits: -ffinite-math-only folds x != x) a NaN, |x|'s bits.
+  const bool under = x < std::bit_cast<T>(C::min_nonzero_x);
+  const T s2 = std::bit_cast<T>(exp_zero_if(under, (zb - static_cast<U>(k1)) << C::mant_bits));
+  U res = std::bit_cast<U>(y1 * s2);
+  const bool over = x > std::bit_cast<T>(C::max_finite_x);
   const bool is_nan = static_cast<S>(ax) > static_cast<S>(C::inf_bits);
-  const bool inf_or_nan =
-      static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(is_nan));
-  res |= exp_select(inf_or_nan, is_nan ? ax : C::inf_bits, U{0});
+  res = exp_select(static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(is_nan)),
+                   is_nan ? ax : C::inf_bits, res);
   return std::bit_cast<T>(res);
 }
 
