@@ -78,22 +78,10 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
 /// eight count (c is then loaded and stored once per eight notes).
 template <real T>
 constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std::span<T> context) {
-  const std::size_t d = values.cols(), n = values.rows();
+  const std::size_t d = values.cols();
   for (std::size_t i = 0; i < d; ++i) context[i] = T(0);
-  std::size_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    bool all = true;
-    for (std::size_t r = 0; r < 8; ++r) all = all && weights[j + r] != T(0);
-    if (all) {
-      add_weighted_rows(weights.data() + j, values.row(j).data(), values.row_stride(), 8, d,
-                        context.data());
-    } else {
-      for (std::size_t r = j; r < j + 8; ++r)
-        if (weights[r] != T(0)) axpy(weights[r], values.row(r).data(), context.data(), d);
-    }
-  }
-  for (; j < n; ++j)
-    if (weights[j] != T(0)) axpy(weights[j], values.row(j).data(), context.data(), d);
+  accumulate_rows(weights.data(), T(1), values.data(), values.row_stride(), values.rows(), d,
+                  context.data());
 }
 
 /// Notes per block of the one-pass kernel: the block's scores go through exp as whole

@@ -370,6 +370,90 @@ void backward_row(const char* where, const S& score, std::span<const T> q, Matri
   score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
 }
 
+/// backward for one query with dot or scaled_dot, writing gk and gv (not adding to them): two
+/// passes over the notes where backward_row makes six. Pass 1 forms the scores and
+/// u_j = ⟨g, v_j⟩ (kept in gv(j, 0) until pass 2 writes row j); pass 2 writes ∂L/∂s, the rows
+/// of gk and gv, and adds into ∂L/∂q. ∂L/∂s and ∂L/∂q are formed exactly as backward_row
+/// forms them (the same scores, weights, u_j, ⟨g, c⟩ and dominant-weight form, the same order
+/// of every sum), so they agree to the bit with align_backward's rows; a row α_j g + a_j q of
+/// notes that are keys and values is formed in one expression (it may round differently).
+/// Returns false, for backward_row to redo the row, when the weights do not move with the
+/// scores (or d_v = 0).
+template <real T, class S>
+bool backward_dot(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                  MatrixView<const T> values, std::span<const T> gc, std::span<T> gs, std::span<T> gq,
+                  MatrixView<T> gk, MatrixView<T> gv, bool notes_both, const options& opt) {
+  const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
+  if (dv == 0) return false;
+  constexpr std::size_t B = online_block;
+  T ub[B];
+  T* ust = gv.data();  // u_j at ust[j·us]
+  const std::size_t us = gv.row_stride();
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    if (notes_both) {  // both products from one read of each note
+      dot_rows2(q.data(), gc.data(), keys.row(j0).data(), keys.row_stride(), nb, dk, gs.data() + j0, ub);
+      if constexpr (std::same_as<S, scaled_dot_score>) {
+        const T f = scaled_dot_score::factor<T>(dk);
+        for (std::size_t r = 0; r < nb; ++r) gs[j0 + r] *= f;  // as scaled_dot's scores()
+      }
+    } else {  // the block of keys is still in L1 for the second product
+      score_all(score, q, row_block(keys, j0, nb), gs.subspan(j0, nb));
+      dot_rows(gc.data(), values.row(j0).data(), values.row_stride(), nb, dv, ub);
+    }
+    for (std::size_t r = 0; r < nb; ++r) ust[(j0 + r) * us] = ub[r];
+  }
+  if (!weights_move(softmax_row_kind(gs.data(), n, opt))) return false;
+  softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
+  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
+  for (std::size_t k = 0; k < n; ++k)
+    if (gs[k] != T(0)) ubar += gs[k] * ust[k * us];
+  const std::size_t m = dominant_weight(gs.data(), n);
+  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
+  if (m < n) {
+    const T u_m = ust[m * us];
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && gs[k] != T(0)) um += gs[k] * (u_m - ust[k * us]);
+  }
+  const T beta = static_cast<T>(opt.beta);
+  T f = T(1);
+  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  const T* g = gc.data();
+  fill(gq.data(), gq.size(), T(0));
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    for (std::size_t j = j0; j < j0 + nb; ++j) {
+      const T alpha = gs[j];
+      const T a = alpha == T(0) ? T(0) : beta * alpha * (j == m ? um : ust[j * us] - ubar);
+      gs[j] = a;
+      const T af = f == T(1) ? a : a * f;
+      T* vj = gv.row(j).data();
+      T* kj = gk.row(j).data();
+      // the rows backward_row's zero(), axpy(α, g) and axpy(a f, q) leave
+      if (alpha == T(0)) {
+        fill(vj, dv, T(0));
+        if (!notes_both) fill(kj, dk, T(0));
+      } else if (notes_both) {
+        if (a == T(0)) {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i];
+        } else {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i] + af * q[i];
+        }
+      } else {
+        for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i];
+        if (a == T(0)) {
+          fill(kj, dk, T(0));
+        } else {
+          for (std::size_t i = 0; i < dk; ++i) kj[i] = af * q[i];
+        }
+      }
+    }
+    // ∂L/∂q += Σ_j a_j f k_j, grouped as the score's accumulate_gradients groups it
+    accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
+  }
+  return true;
+}
+
 template <class S, class P>
 void check_parameter_gradient(const S& score, P* grads) {
   if constexpr (!std::same_as<P, no_parameters>) {
@@ -388,6 +472,10 @@ void backward(const char* where, const S& score, std::span<const T> q, MatrixVie
   check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
   if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
   check_parameter_gradient(score, grads);
+  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+    if (backward_dot<T>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt))
+      return;
+  }
   zero(gk);
   if (!notes_both) zero(gv);
   backward_row<T, DQ, DK>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, grads, opt);

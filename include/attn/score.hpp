@@ -119,11 +119,10 @@ struct dot_score {
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
                                       MatrixView<T> grad_keys) const {
-    for (std::size_t j = 0; j < keys.rows(); ++j) {
-      if (a[j] == T(0)) continue;
-      detail::axpy(a[j], q.data(), grad_keys.row(j).data(), q.size());
-      detail::axpy(a[j], keys.row(j).data(), grad_q.data(), q.size());
-    }
+    for (std::size_t j = 0; j < keys.rows(); ++j)
+      if (a[j] != T(0)) detail::axpy(a[j], q.data(), grad_keys.row(j).data(), q.size());
+    detail::accumulate_rows(a.data(), T(1), keys.data(), keys.row_stride(), keys.rows(), q.size(),
+                            grad_q.data());
   }
 };
 /// The dot score s = q·h (Luong, 2015), and the dot product of two vectors.
@@ -177,11 +176,10 @@ struct scaled_dot_score {
   void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
                             std::span<T> grad_q, MatrixView<T> grad_keys) const {
     const T f = factor<T>(q.size());
-    for (std::size_t j = 0; j < keys.rows(); ++j) {
-      if (a[j] == T(0)) continue;
-      detail::axpy(a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
-      detail::axpy(a[j] * f, keys.row(j).data(), grad_q.data(), q.size());
-    }
+    for (std::size_t j = 0; j < keys.rows(); ++j)
+      if (a[j] != T(0)) detail::axpy(a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
+    detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
+                            grad_q.data());
   }
 };
 /// The transformer's score s = q·h/√d.

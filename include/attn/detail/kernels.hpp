@@ -222,4 +222,31 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
   for (; r < rows; ++r) axpy(w[r], V + r * stride, c, d);
 }
 
+/// y += Σ_j (a_j f) x_j over the rows x_j = X + j·stride (d numbers each), where a row with
+/// a_j = 0 adds nothing at all, even if it holds inf or NaN. Eight rows at a time (as
+/// add_weighted_rows) when all eight count, else row by row; the grouping starts at row 0, so
+/// callers that cut the rows into pieces at multiples of 8 get the same sums to the bit.
+/// f = 1 uses a_j as it is.
+template <class T>
+constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, std::size_t rows,
+                               std::size_t d, T* y) noexcept {
+  std::size_t j = 0;
+  for (; j + 8 <= rows; j += 8) {
+    T w[8];
+    bool all = true;
+    for (std::size_t r = 0; r < 8; ++r) {
+      w[r] = f == T(1) ? a[j + r] : a[j + r] * f;
+      all = all && a[j + r] != T(0);
+    }
+    if (all) {
+      add_weighted_rows(w, X + j * stride, stride, 8, d, y);
+    } else {
+      for (std::size_t r = 0; r < 8; ++r)
+        if (a[j + r] != T(0)) axpy(w[r], X + (j + r) * stride, y, d);
+    }
+  }
+  for (; j < rows; ++j)
+    if (a[j] != T(0)) axpy(f == T(1) ? a[j] : a[j] * f, X + j * stride, y, d);
+}
+
 }  // namespace attn::detail

@@ -225,6 +225,60 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
   for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
 }
 
+/// out_a_j = dot(a, h_j, d) and out_b_j = dot(b, h_j, d) for the n rows h_j = H + j·stride:
+/// two products from one read of each row, each summed in dot's order exactly.
+template <class T>
+constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride, std::size_t n,
+                         std::size_t d, T* out_a, T* out_b) noexcept {
+  std::size_t j = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  constexpr std::size_t L = simd_lanes<T>;
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated() && d >= L) {
+      for (; j + 4 <= n; j += 4) {
+        const T* h0 = H + j * stride;
+        const T* h1 = h0 + stride;
+        const T* h2 = h1 + stride;
+        const T* h3 = h2 + stride;
+        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
+        std::size_t i = 0;
+        for (; i + L <= d; i += L) {
+          const vec<T, L> x = load<T, L>(a + i), y = load<T, L>(b + i);
+          const vec<T, L> g0 = load<T, L>(h0 + i), g1 = load<T, L>(h1 + i);
+          const vec<T, L> g2 = load<T, L>(h2 + i), g3 = load<T, L>(h3 + i);
+          a0 += x * g0;
+          a1 += x * g1;
+          a2 += x * g2;
+          a3 += x * g3;
+          b0 += y * g0;
+          b1 += y * g1;
+          b2 += y * g2;
+          b3 += y * g3;
+        }
+        hsum4<T, L>(a0, a1, a2, a3, out_a + j);
+        hsum4<T, L>(b0, b1, b2, b3, out_b + j);
+        if (i < d) {
+          for (std::size_t r = 0; r < 4; ++r) {
+            const T* h = H + (j + r) * stride;
+            T ta = 0, tb = 0;
+            for (std::size_t k = i; k < d; ++k) {
+              ta += a[k] * h[k];
+              tb += b[k] * h[k];
+            }
+            out_a[j + r] += ta;
+            out_b[j + r] += tb;
+          }
+        }
+      }
+    }
+  }
+#endif
+  for (; j < n; ++j) {
+    out_a[j] = dot(a, H + j * stride, d);
+    out_b[j] = dot(b, H + j * stride, d);
+  }
+}
+
 /// Σ_i x_i: four vectors of partial sums (four chains of adds in flight), added as a tree,
 /// plus the tail in order.
 template <class T>
