@@ -202,7 +202,7 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
   CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
 }
 
-TEST_CASE("errors: empty inputs throw dimension_error; zero-length notes are allowed", "[errors][empty]") {
+TEST_CASE("errors: empty inputs throw dimension_error, zero-length notes are allowed", "[errors][empty]") {
   const std::vector<double> none;
   std::vector<double> out;
   CHECK(message_of([&] { attn::softmax(none, out); }) == "attn::softmax: the input is empty");
