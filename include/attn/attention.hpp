@@ -186,6 +186,67 @@ constexpr void attend(const char* where, std::span<const T> q, MatrixView<const 
   blend<T>(weights, values, context);
 }
 
+/// Largest number of notes the small fixed-size path of attend takes.
+inline constexpr std::size_t small_notes = 32;
+
+/// attend for N notes of DK key and DV value numbers, all fixed at compile time and N small:
+/// the same kernels as the general path (dot, the max, exp, the sums, accumulate_rows),
+/// called with constant sizes so that the compiler unrolls them and little is left but
+/// arithmetic. The numbers are those of the general path to the bit; rows that are not plainly
+/// finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the general path.
+template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
+void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                  MatrixView<const T> values, const S& score, T* s, T* w, T* c, const options& opt) {
+  if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N || keys.cols() != DK ||
+      values.rows() != N || values.cols() != DV || q.size() != DK ||
+      (!opt.mask.empty() && opt.mask.size() != N) ||
+      !(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>)) {
+    // the general path checks everything and throws what there is to throw
+    attend<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
+              std::span<T>(c, DV), opt);
+    return;
+  }
+  if constexpr (cheap_block_scores<S>) {
+    for (std::size_t j = 0; j < N; ++j) s[j] = detail::dot(q.data(), keys.row(j).data(), DK);
+    if constexpr (std::same_as<S, scaled_dot_score>) {
+      const T f = scaled_dot_score::factor<T>(DK);
+      for (std::size_t j = 0; j < N; ++j) s[j] *= f;
+    }
+  } else {
+    score.check(q.size(), keys.cols());
+    score_all(score, q, keys, std::span<T>(s, N));
+  }
+  const T beta = static_cast<T>(opt.beta);
+  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  std::size_t kept = N;
+  const T m = mask == nullptr ? scaled_max_of(s, N, beta) : masked_scaled_max_of(s, N, beta, mask, kept);
+  if (!(kept != 0 && m > -std::numeric_limits<T>::infinity() && m < std::numeric_limits<T>::infinity())) {
+    softmax(where, s, w, N, N, opt);  // the rare rows, by the general rules
+  } else {
+    // as exp_shifted_sum and softmax's scaling; the exps of all N at once, in whole vectors
+    constexpr std::size_t P = (N + 3) / 4 * 4;
+    T e[P];
+    for (std::size_t j = 0; j < N; ++j) e[j] = beta * s[j] - m;
+    for (std::size_t j = N; j < P; ++j) e[j] = T(0);
+    exp_small<P>(e);
+    if (mask == nullptr) {
+      for (std::size_t j = 0; j < N; ++j) w[j] = e[j];
+    } else {
+      for (std::size_t j = 0; j < N; ++j) w[j] = keep_or_zero(mask[j], e[j]);
+    }
+    T sum = 0;  // sum_of's order: below four vectors' worth it adds in order
+    if constexpr (N < 4 * simd_lanes<T>) {
+      for (std::size_t j = 0; j < N; ++j) sum += w[j];
+    } else {
+      sum = sum_of(w, N);
+    }
+    const T inv = static_cast<T>(sum_t<T>(1) / (sum_t<T>(0) + static_cast<sum_t<T>>(sum)));
+    for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
+  }
+  for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
+  accumulate_rows(w, T(1), values.data(), values.row_stride(), N, DV, c);
+}
+
 template <class Q, class K, class V, class S>
 concept attend_inputs =
     vector_like<Q> && matrix_like<K> && matrix_like<V> && Score<S, scalar_of<Q>> &&
@@ -241,6 +302,14 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
     r.weights = Vector<T>(kv.rows());
   }
   if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
+  if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic && cols_of<V> != dynamic) {
+    if (!std::is_constant_evaluated()) {
+      detail::attend_small<N, cols_of<K>, cols_of<V>, T>("attn::attend", as_span(q), kv, vv, score,
+                                                         r.scores.data(), r.weights.data(),
+                                                         r.context.data(), opt);
+      return r;
+    }
+  }
   detail::attend<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
                     std::span<T>(r.weights), std::span<T>(r.context), opt);
   return r;

@@ -173,6 +173,13 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
   }
 }
 
+/// x_i = exp(x_i) for a few numbers, P fixed at compile time (a whole number of short
+/// vectors), so that the exps of a small row are one vector's work, not P scalar calls.
+template <std::size_t P, class T>
+ATTN_FLATTEN constexpr void exp_small(T* x) noexcept {
+  for (std::size_t i = 0; i < P; ++i) x[i] = attn::detail::exp(x[i]);
+}
+
 /// Elements per block of exp_shifted_sum: a block's exps are summed while still in L1, each
 /// partial sum of a block adds at most 16 numbers, and the blocks' sums add up in sum_t<T>.
 inline constexpr std::size_t exp_block = 1024;
