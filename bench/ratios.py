@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Run attn's benchmarks and print each kernel's time as ratios against its baselines.
+
+Every benchmark is named kernel/type/impl/size... (bench/common.hpp); implementations of the
+same kernel, type and size were measured in the same run, so their ratios are what to read
+on a noisy machine. Repetitions are interleaved at random and the fastest repetition of
+each benchmark is kept (the least disturbed one).
+
+  python3 bench/ratios.py                       # runs build/bench/bench/bench_*
+  python3 bench/ratios.py --build-dir DIR       # another build tree
+  python3 bench/ratios.py --matrix              # configure, build and run g++/clang++ x
+                                                # -march=native/-mavx2 -mfma, one table each
+  python3 bench/ratios.py --filter attend       # only binaries/benchmarks matching a regex
+  python3 bench/ratios.py --json-dir DIR        # also keep Google Benchmark's JSON per binary
+
+A ratio below 1 means attn is faster. Columns: attn's time per call, then attn/impl for
+every other implementation that ran (naive, eigen, glibc, readonce, ...).
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# (name, C++ compiler, ATTN_BENCH_FLAGS) for --matrix
+MATRIX = [
+    ("gcc-native", "g++", "-march=native"),
+    ("clang-native", "clang++", "-march=native"),
+    ("gcc-avx2", "g++", "-mavx2 -mfma"),
+    ("clang-avx2", "clang++", "-mavx2 -mfma"),
+]
+
+# The order implementations appear in, after attn; anything else follows alphabetically.
+IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "forward", "fma_ref", "twopass", "onepass"]
+
+
+def run(cmd, **kw):
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def build(name, cxx, flags, jobs):
+    build_dir = os.path.join(ROOT, "build", "bench-" + name)
+    run(["cmake", "--preset", "bench", "-B", build_dir, "-DCMAKE_CXX_COMPILER=" + cxx,
+         "-DATTN_BENCH_FLAGS=" + flags], cwd=ROOT, stdout=subprocess.DEVNULL)
+    run(["cmake", "--build", build_dir, "-j", str(jobs)], cwd=ROOT, stdout=subprocess.DEVNULL)
+    return build_dir
+
+
+def run_binary(path, args, json_dir):
+    cmd = [path, "--benchmark_format=json",
+           "--benchmark_min_time=%g" % args.min_time,
+           "--benchmark_repetitions=%d" % args.repetitions,
+           "--benchmark_enable_random_interleaving=true"]
+    if args.filter_benchmarks:
+        cmd.append("--benchmark_filter=" + args.filter_benchmarks)
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    if json_dir:
+        os.makedirs(json_dir, exist_ok=True)
+        with open(os.path.join(json_dir, os.path.basename(path) + ".json"), "w") as f:
+            f.write(out)
+    return json.loads(out)
+
+
+def fastest(results):
+    """{name: (cpu time in ns, context)} keeping the fastest repetition of each benchmark."""
+    unit = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+    best = {}
+    for b in results["benchmarks"]:
+        if b.get("run_type") == "aggregate":
+            continue
+        name = b.get("run_name", b["name"])
+        t = b["cpu_time"] * unit[b.get("time_unit", "ns")]
+        if name not in best or t < best[name]:
+            best[name] = t
+    return best
+
+
+def fmt_time(ns):
+    if ns < 1e3:
+        return "%.1f ns" % ns
+    if ns < 1e6:
+        return "%.2f µs" % (ns / 1e3)
+    return "%.2f ms" % (ns / 1e6)
+
+
+def tables(best):
+    """Markdown tables, one per kernel: rows (type, size), columns attn and attn/impl."""
+    groups = {}  # kernel -> {(type, size): {impl: ns}}
+    for name, t in best.items():
+        parts = name.split("/")
+        if len(parts) < 4:
+            continue
+        kernel, typ, impl, size = parts[0], parts[1], parts[2], "/".join(parts[3:])
+        groups.setdefault(kernel, {}).setdefault((typ, size), {})[impl] = t
+    out = []
+    for kernel in sorted(groups):
+        rows = groups[kernel]
+        impls = set()
+        for r in rows.values():
+            impls.update(r)
+        others = [i for i in IMPL_ORDER if i in impls] + sorted(
+            i for i in impls if i not in IMPL_ORDER and i != "attn")
+        out.append("### %s\n" % kernel)
+        out.append("| type | size | attn | " + " | ".join("attn/" + o for o in others) + " |")
+        out.append("|---|---|---:|" + "---:|" * len(others))
+
+        def size_key(k):
+            typ, size = k
+            nums = [int(x) if x.isdigit() else x for x in re.split(r"[/:]", size)]
+            return (typ, [(0, x) if isinstance(x, int) else (1, x) for x in nums])
+
+        for key in sorted(rows, key=size_key):
+            r = rows[key]
+            cells = [key[0], key[1].replace("/", "×") if key[1].count("/") == 1 else key[1]]
+            cells.append(fmt_time(r["attn"]) if "attn" in r else "–")
+            for o in others:
+                if "attn" in r and o in r and r[o] > 0:
+                    cells.append("%.2f" % (r["attn"] / r[o]))
+                else:
+                    cells.append("–")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def run_suite(build_dir, args, label):
+    binaries = sorted(glob.glob(os.path.join(build_dir, "bench", "bench_*")))
+    binaries = [b for b in binaries if os.access(b, os.X_OK) and not b.endswith(".json")]
+    if args.filter:
+        binaries = [b for b in binaries if re.search(args.filter, os.path.basename(b))]
+    if not binaries:
+        sys.exit("no benchmark binaries in %s/bench (build them: cmake --workflow --preset bench)"
+                 % build_dir)
+    best = {}
+    context = None
+    for b in binaries:
+        res = run_binary(b, args, args.json_dir and os.path.join(args.json_dir, label))
+        context = context or res.get("context", {})
+        best.update(fastest(res))
+    return best, context
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build", "bench"))
+    p.add_argument("--matrix", action="store_true",
+                   help="build and run g++/clang++ x native/AVX2 (build/bench-<name>)")
+    p.add_argument("--configs", default=None,
+                   help="with --matrix: comma-separated subset of " + ",".join(m[0] for m in MATRIX))
+    p.add_argument("--filter", default=None, help="regex on binary names (bench_softmax, ...)")
+    p.add_argument("--filter-benchmarks", default=None, help="Google Benchmark --benchmark_filter")
+    p.add_argument("--min-time", type=float, default=0.02, help="seconds per repetition")
+    p.add_argument("--repetitions", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--json-dir", default=None)
+    args = p.parse_args()
+
+    print("# attn benchmark ratios\n")
+    print("CPU: %s; one thread; time = fastest of %d interleaved repetitions (CPU time).\n"
+          % (cpu_model(), args.repetitions))
+    if args.matrix:
+        wanted = args.configs.split(",") if args.configs else [m[0] for m in MATRIX]
+        for name, cxx, flags in MATRIX:
+            if name not in wanted:
+                continue
+            build_dir = build(name, cxx, flags, args.jobs)
+            version = subprocess.run([cxx, "--version"], stdout=subprocess.PIPE,
+                                     text=True).stdout.splitlines()[0]
+            best, _ = run_suite(build_dir, args, name)
+            print("## %s: %s, %s\n" % (name, version, flags))
+            print(tables(best))
+            sys.stdout.flush()
+    else:
+        best, _ = run_suite(args.build_dir, args, "default")
+        print("## %s\n" % args.build_dir)
+        print(tables(best))
+
+
+if __name__ == "__main__":
+    main()
