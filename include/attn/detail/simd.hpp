@@ -148,28 +148,14 @@ template <class T, std::size_t W>
 }
 #endif
 
-/// Σ_i a_i b_i: simd_lanes<T> partial sums (lane k adds the products i ≡ k mod lanes of the
-/// whole vectors), summed as a tree, plus the tail added in order. Below one vector: in order.
+/// dot's plain form (constant evaluation, other compilers, long double): the same order as
+/// the vector form below.
 template <class T>
-[[nodiscard]] constexpr T dot(const T* a, const T* b, std::size_t n) noexcept {
+[[nodiscard]] constexpr T dot_plain(const T* a, const T* b, std::size_t n) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
-  if (n < L) {
-    T s = 0;
-    for (std::size_t i = 0; i < n; ++i) s += a[i] * b[i];
-    return s;
-  }
-  std::size_t i = 0;
   T head = 0;
-#if ATTN_VECTOR_EXTENSIONS
-  if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated()) {
-      vec<T, L> acc = {};
-      for (; i + L <= n; i += L) acc += load<T, L>(a + i) * load<T, L>(b + i);
-      head = hsum<T, L>(acc);
-    }
-  }
-#endif
-  if (i == 0) {
+  std::size_t i = 0;
+  if (n >= L) {
     T acc[L] = {};
     for (; i + L <= n; i += L)
       for (std::size_t k = 0; k < L; ++k) acc[k] += a[i + k] * b[i + k];
@@ -178,6 +164,36 @@ template <class T>
   T tail = 0;
   for (; i < n; ++i) tail += a[i] * b[i];
   return head + tail;
+}
+
+#if ATTN_VECTOR_EXTENSIONS
+template <class T>
+[[nodiscard]] inline T dot_vec(const T* a, const T* b, std::size_t n) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  const std::size_t whole = n / L * L;
+  T head = 0;
+  if (whole != 0) {
+    vec<T, L> acc = {};
+    for (std::size_t i = 0; i < whole; i += L) acc += load<T, L>(a + i) * load<T, L>(b + i);
+    head = hsum<T, L>(acc);
+  }
+  T tail = 0;
+  for (std::size_t i = whole; i < n; ++i) tail += a[i] * b[i];
+  return head + tail;
+}
+#endif
+
+/// Σ_i a_i b_i: simd_lanes<T> partial sums (lane k adds the products i ≡ k mod lanes of the
+/// whole vectors), summed as a tree, plus the tail added in order. Below one vector: in order
+/// (0 + the tail: the same number).
+template <class T>
+[[nodiscard]] constexpr T dot(const T* a, const T* b, std::size_t n) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) return dot_vec(a, b, n);
+  }
+#endif
+  return dot_plain(a, b, n);
 }
 
 /// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, four rows at a time (q is loaded
@@ -284,31 +300,36 @@ constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride,
 template <class T>
 [[nodiscard]] constexpr T sum_of(const T* x, std::size_t n) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
-  std::size_t i = 0;
+  const std::size_t whole = n / (4 * L) * (4 * L);
   T head = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
-      vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
-      for (; i + 4 * L <= n; i += 4 * L) {
-        a0 += load<T, L>(x + i);
-        a1 += load<T, L>(x + i + L);
-        a2 += load<T, L>(x + i + 2 * L);
-        a3 += load<T, L>(x + i + 3 * L);
+      if (whole != 0) {
+        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
+        for (std::size_t i = 0; i < whole; i += 4 * L) {
+          a0 += load<T, L>(x + i);
+          a1 += load<T, L>(x + i + L);
+          a2 += load<T, L>(x + i + 2 * L);
+          a3 += load<T, L>(x + i + 3 * L);
+        }
+        head = hsum<T, L>((a0 + a2) + (a1 + a3));
       }
-      head = hsum<T, L>((a0 + a2) + (a1 + a3));
+      T tail = 0;
+      for (std::size_t i = whole; i < n; ++i) tail += x[i];
+      return head + tail;
     }
   }
 #endif
-  if (i == 0 && n >= 4 * L) {
+  if (whole != 0) {
     T acc[4 * L] = {};
-    for (; i + 4 * L <= n; i += 4 * L)
+    for (std::size_t i = 0; i < whole; i += 4 * L)
       for (std::size_t k = 0; k < 4 * L; ++k) acc[k] += x[i + k];
     // (a0 + a2) + (a1 + a3), then the lanes: the first two levels of reduce<4L> per lane
     head = reduce<4 * L>(acc);
   }
   T tail = 0;
-  for (; i < n; ++i) tail += x[i];
+  for (std::size_t i = whole; i < n; ++i) tail += x[i];
   return head + tail;
 }
 
