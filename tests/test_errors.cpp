@@ -252,6 +252,14 @@ TEST_CASE("errors: malformed matrices and views", "[errors][views]") {
   REQUIRE_THROWS_AS(Matrix<double>(half, 4), std::length_error);
   REQUIRE_THROWS_AS(Matrix<double>(4, half), std::length_error);
   REQUIRE_THROWS_AS(attn::Vector<double>(std::numeric_limits<std::size_t>::max()), std::length_error);
+  // a null view of 0 columns but a stride: its rows do not step a null pointer (UBSan's
+  // pointer-overflow check would stop the asan build here); every score is 0
+  const MatrixView<const double> null_rows(nullptr, 3, 0, 5);
+  CHECK(null_rows.row_stride() == 0);
+  const auto u = attn::attend(std::vector<double>{}, null_rows, attn::dot);
+  CHECK((u.weights[0] == 1.0 / 3.0 && u.weights[2] == 1.0 / 3.0));
+  const auto ub = attn::backward(std::vector<double>{}, null_rows, attn::dot, std::vector<double>{});
+  CHECK(ub.scores[1] == 0.0);
   // a view with a stride: rows are found where the stride says, the padding is never read
   const double nan = qnan<double>;
   const std::vector<double> padded{1, 0, nan, 0, 1, nan};

@@ -56,10 +56,12 @@ public:
 
   /// Views `rows × cols` numbers at `data`, rows `row_stride` apart (default: packed).
   /// Throws dimension_error if a fixed extent disagrees, `row_stride < cols`, or `data`
-  /// is null for a non-empty matrix.
+  /// is null for a non-empty matrix (a null view of 0 rows or 0 columns is packed).
   constexpr MatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride)
       : data_(data), rows_(rows), cols_(cols), stride_(row_stride) {
     validate();
+    // A null view has 0 rows or 0 columns; its rows must not step a null pointer (UB) by a stride.
+    if (data_ == nullptr) stride_ = cols_;
   }
   /// Views a packed `rows × cols` buffer.
   constexpr MatrixView(T* data, std::size_t rows, std::size_t cols)
