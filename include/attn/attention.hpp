@@ -98,22 +98,26 @@ constexpr MatrixView<const T> row_block(MatrixView<const T> m, std::size_t j0, s
 /// scores the notes, raises the running max m of β·s over kept notes (rescaling l and c by
 /// exp(m_old − m) when it grows, so at most once per block), and adds
 ///   l += Σ_j exp(β s_j − m),   c += Σ_j exp(β s_j − m) v_j.
-/// Scores go to `scores` when it is not null. m, l and c carry over between calls (start:
-/// −inf, 0, zeros). Returns false when a kept score is +inf or NaN, which it leaves to the
-/// caller (m, l and c are then meaningless). Notes of weight 0 are not skipped, so a
-/// non-finite value anywhere can make c non-finite: callers check.
+/// Scores go to `scores` when it is not null; when `exps` is not null, exp(β s_j − m_b) goes
+/// to exps_j and the m_b each block used to block_max[b] (so the weights need no second exp).
+/// m, l and c carry over between calls (start: −inf, 0, zeros). Returns false when a kept
+/// score is +inf or NaN, which it leaves to the caller (m, l and c are then meaningless).
+/// Notes of weight 0 are not skipped, so a non-finite value anywhere can make c non-finite:
+/// callers check.
 template <real T, class S>
 constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
                            MatrixView<const T> values, T beta, const bool* mask, T* scores,
-                           T* c, T& m, sum_t<T>& l) {
+                           T* c, T& m, sum_t<T>& l, T* exps = nullptr, T* block_max = nullptr) {
   constexpr std::size_t B = online_block;
   constexpr T inf = std::numeric_limits<T>::infinity();
   const std::size_t n = keys.rows(), dv = values.cols();
   T sbuf[B];
-  T e[B];
+  T ebuf[B];
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     T* s = scores != nullptr ? scores + j0 : sbuf;
+    T* e = exps != nullptr ? exps + j0 : ebuf;
+    if (block_max != nullptr) block_max[j0 / B] = m;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
     const bool* mb = mask != nullptr ? mask + j0 : nullptr;
     std::size_t kept = nb;
@@ -122,6 +126,7 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
     if (bm == -inf) {  // nothing kept in this block, or kept NaNs that order below −inf
       for (std::size_t r = 0; r < nb; ++r)  // (x86's inf − inf and 0·inf have the sign bit set)
         if ((mb == nullptr || mb[r]) && !(beta * s[r] == beta * s[r])) return false;
+      if (exps != nullptr) fill(e, nb, T(0));
       continue;
     }
     if (bm > m) {
@@ -130,6 +135,7 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
       scale(c, dv, f);
       m = bm;
     }
+    if (block_max != nullptr) block_max[j0 / B] = m;
     exp_shifted(s, e, nb, beta, m, mb);
     l += static_cast<sum_t<T>>(sum_of(e, nb));
     add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c);
@@ -140,12 +146,14 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
 /// attend in one pass over the notes (online softmax); false when it leaves the row to the
 /// two-pass path: nothing kept, a kept score +inf or NaN, or a context that is not finite
 /// (a value holding inf or NaN, whose note may have weight 0 and must then not count).
-/// The weights are exp(β s_j − m)/l from the stored scores; l is summed in blocks, so it may
-/// differ from the two-pass sum in the last bits.
+/// The weights are the pass's exps, exp(β s_j − m_b)·exp(m_b − m)/l, one factor per block
+/// (up to 64 blocks, 4096 notes; past that exp(β s_j − m)/l again from the stored scores);
+/// l is summed in blocks, so they may differ from the two-pass weights in the last bits.
 template <real T, class S>
 constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
                              MatrixView<const T> values, const S& score, std::span<T> scores,
                              std::span<T> weights, std::span<T> context, const options& opt) {
+  constexpr std::size_t B = online_block, max_blocks = 64;
   const std::size_t n = keys.rows(), dv = values.cols();
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
@@ -153,10 +161,23 @@ constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
   sum_t<T> l = 0;
   T* c = context.data();
   for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
-  if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l)) return false;
+  const std::size_t blocks = (n + B - 1) / B;
+  T block_max[max_blocks];
+  const bool keep_exps = blocks <= max_blocks;
+  if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l,
+                   keep_exps ? weights.data() : nullptr, keep_exps ? block_max : nullptr))
+    return false;
   if (m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
   const T inv = static_cast<T>(sum_t<T>(1) / l);
-  exp_shifted(scores.data(), weights.data(), n, beta, m, mask, inv);
+  if (keep_exps) {
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t j0 = b * B, nb = n - j0 < B ? n - j0 : B;
+      const T f = block_max[b] == m ? inv : attn::detail::exp(block_max[b] - m) * inv;
+      scale(weights.data() + j0, nb, f);
+    }
+  } else {
+    exp_shifted(scores.data(), weights.data(), n, beta, m, mask, inv);
+  }
   scale(c, dv, inv);
   return all_finite(c, dv);
 }
