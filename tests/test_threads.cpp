@@ -22,10 +22,12 @@ namespace {
 /// Everything one call writes, side by side.
 template <class T>
 struct outputs {
-  std::vector<T> scores, weights, context, grad_scores, grad_query, grad_notes;
+  std::vector<T> scores, weights, context, grad_scores, grad_query, grad_notes;  ///< attend's, then backward's
+  /// Buffers for n notes of d numbers.
   outputs(std::size_t n, std::size_t d)
       : scores(n), weights(n), context(d), grad_scores(n), grad_query(d), grad_notes(n * d) {}
 
+  /// Every buffer equal to o's, byte for byte.
   [[nodiscard]] bool same_bits(const outputs& o) const {
     const auto eq = [](const std::vector<T>& a, const std::vector<T>& b) {
       return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0);
@@ -38,12 +40,13 @@ struct outputs {
 /// The shared, read-only inputs: notes of d numbers, queries, dL/dc, a mask, score parameters.
 template <class T>
 struct problem {
-  std::size_t n, d;
-  attn::Matrix<T> notes, queries, grads, W, W1, W2;
-  attn::Vector<T> v;
-  std::unique_ptr<bool[]> keep;
-  attn::options opt;
+  std::size_t n, d;                                  ///< notes, and numbers per note
+  attn::Matrix<T> notes, queries, grads, W, W1, W2;  ///< inputs, dL/dc per query, score parameters
+  attn::Vector<T> v;                                 ///< additive's v
+  std::unique_ptr<bool[]> keep;                      ///< the mask (every fifth note from the fourth out)
+  attn::options opt;                                 ///< β = 1.5 and the mask, shared by every thread
 
+  /// Random inputs from a seed.
   problem(std::size_t notes_count, std::size_t dim, std::size_t query_count, std::uint64_t seed)
       : n(notes_count), d(dim), notes(n, d), queries(query_count, d), grads(query_count, d), W(d, d), W1(5, d),
         W2(5, d), v(5), keep(std::make_unique<bool[]>(n)) {
@@ -74,6 +77,7 @@ struct problem {
   }
 };
 
+/// Four threads repeat every case 20 times; each result must equal one thread's, bit for bit.
 template <class T>
 void require_same_results_from_threads(std::size_t n) {
   const problem<T> p(n, 16, 6, 99 + n);

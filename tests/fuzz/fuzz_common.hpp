@@ -60,9 +60,12 @@ class reader {
   const std::uint8_t* end_;
 
 public:
+  /// Reads `size` bytes from `data`.
   reader(const std::uint8_t* data, std::size_t size) : p_(data), end_(data + size) {}
 
+  /// The next byte, or 0 past the end.
   std::uint8_t byte() { return p_ < end_ ? *p_++ : std::uint8_t{0}; }
+  /// The low bit of the next byte.
   bool flag() { return (byte() & 1u) != 0; }
   /// A size in [0, max] (max < 256).
   std::size_t size_upto(std::size_t max) { return byte() % (max + 1); }
@@ -82,6 +85,7 @@ public:
     return x;
   }
 
+  /// The k-th of 16 special values of T (k < 16).
   template <class T>
   static T special(unsigned k) {
     using L = std::numeric_limits<T>;
@@ -117,31 +121,37 @@ public:
     return m;
   }
 
+  /// One of the four all-masked policies.
   attn::all_masked_policy policy() { return static_cast<attn::all_masked_policy>(byte() % 4); }
 };
 
 /// A view of a mask of chars as the span of bools that options take.
 struct mask_view {
-  std::unique_ptr<bool[]> b;
-  std::size_t n = 0;
+  std::unique_ptr<bool[]> b;  ///< the bools
+  std::size_t n = 0;          ///< how many (0: no mask)
+  /// Copies m (0 = masked out).
   explicit mask_view(const std::vector<char>& m) : b(std::make_unique<bool[]>(m.size() + 1)), n(m.size()) {
     for (std::size_t j = 0; j < n; ++j) b[j] = m[j] != 0;
   }
+  /// The mask as options take it.
   [[nodiscard]] std::span<const bool> span() const { return {b.get(), n}; }
+  /// Whether entry j is kept.
   [[nodiscard]] bool kept(std::size_t j) const { return n == 0 || b[j]; }
 };
 
 /// Output buffer full of sentinels (NaNs with payloads among them) that remembers its bytes.
 template <class T>
 struct guarded {
-  std::vector<T> data;
-  std::vector<unsigned char> bytes;
+  std::vector<T> data;               ///< the buffer
+  std::vector<unsigned char> bytes;  ///< its bytes as filled
+  /// n sentinels.
   explicit guarded(std::size_t n) : data(n) {
     for (std::size_t i = 0; i < n; ++i)
       data[i] = i % 3 == 0 ? -std::numeric_limits<T>::quiet_NaN() : static_cast<T>(777 + i);
     bytes.resize(n * sizeof(T));
     if (n != 0) std::memcpy(bytes.data(), data.data(), bytes.size());
   }
+  /// Whether every byte is as filled.
   [[nodiscard]] bool untouched() const {
     return data.empty() || std::memcmp(bytes.data(), data.data(), bytes.size()) == 0;
   }
@@ -156,6 +166,7 @@ bool beta_ok(double beta) {
 /// What a row is in exact arithmetic (docs/softmax.md): scores x in T, β as T.
 enum class kind { finite, pos_inf, none_kept, nan };
 
+/// The kind of a row of scores x under β (as T) and a mask, in exact arithmetic.
 template <class T>
 kind classify(std::span<const T> x, T beta, const mask_view& m) {
   bool any_finite = false, pos_inf = false;
@@ -262,6 +273,7 @@ struct look {
   attn::all_masked_policy policy = attn::all_masked_policy::zeros;
   int broken = 0;  ///< 0: sizes fit; 1: one more score; 2: one more context number; 3: a longer mask
 
+  /// Reads one look back; score_kinds = 2 leaves general out.
   look(reader& r, int score_kinds) {
     score = r.byte() % score_kinds;
     n = r.size_upto(80);
@@ -285,10 +297,13 @@ struct look {
     if (broken == 3) mask.resize(n + 1, 1);
   }
 
+  /// The keys (the notes when keys are values), n × d_k.
   [[nodiscard]] attn::MatrixView<const T> key_view() const { return {keys.data(), n, dk}; }
+  /// The values, n × d_v.
   [[nodiscard]] attn::MatrixView<const T> value_view() const {
     return separate ? attn::MatrixView<const T>(values.data(), n, dv) : key_view();
   }
+  /// Value j, number i.
   [[nodiscard]] T value(std::size_t j, std::size_t i) const { return separate ? values[j * dv + i] : keys[j * dk + i]; }
 
   /// Calls f(score) with the attn score object.
