@@ -216,7 +216,7 @@ inline constexpr std::size_t small_notes = 32;
 /// arithmetic. The numbers are those of the general path to the bit; rows that are not plainly
 /// finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
-void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,
+ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,
                   MatrixView<const T> values, const S& score, T* s, T* w, T* c, const options& opt) {
   if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N || keys.cols() != DK ||
       values.rows() != N || values.cols() != DV || q.size() != DK ||

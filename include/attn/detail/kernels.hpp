@@ -18,8 +18,10 @@
 /// a caller has grown large, and the loop around the call is no longer vectorized.
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN_FLATTEN [[gnu::flatten]]
+#define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
 #else
 #define ATTN_FLATTEN
+#define ATTN_ALWAYS_INLINE inline
 #endif
 
 namespace attn::detail {
@@ -176,7 +178,7 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
 /// x_i = exp(x_i) for a few numbers, P fixed at compile time (a whole number of short
 /// vectors), so that the exps of a small row are one vector's work, not P scalar calls.
 template <std::size_t P, class T>
-ATTN_FLATTEN constexpr void exp_small(T* x) noexcept {
+ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small(T* x) noexcept {
   for (std::size_t i = 0; i < P; ++i) x[i] = attn::detail::exp(x[i]);
 }
 
