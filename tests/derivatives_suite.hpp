@@ -572,4 +572,26 @@ void require_suite() {
   REQUIRE(t.vjp.passed(attn::vjp_tolerance<T>()));
 }
 
+// The "[derivatives-report]" table: one row per score with the worst relative errors at type T.
+inline void print_agreement_header() {
+  std::printf("%-18s %-12s %-26s %-26s\n", "score", "type", "finite differences (tol)", "Jt g vs backward (tol)");
+}
+template <class T>
+void print_agreement(const char* type) {
+  const double tol_fd = static_cast<double>(attn::gradcheck_tolerance<T>());
+  const double tol_vjp = static_cast<double>(attn::vjp_tolerance<T>());
+  const auto row = [&](const char* score, const auto& t) {
+    std::printf("%-18s %-12s %9.2e (%8.2e)      %9.2e (%8.2e)   worst at %s[%zu,%zu] / %s[%zu]\n", score, type,
+                static_cast<double>(t.fd.max_rel_error), tol_fd, static_cast<double>(t.vjp.max_rel_error), tol_vjp,
+                t.fd.worst_rel.input.c_str(), t.fd.worst_rel.output, t.fd.worst_rel.index,
+                t.vjp.worst_rel.input.c_str(), t.vjp.worst_rel.index);
+  };
+  row("dot", run_suite<T>(maker<T, dot_case>(), true));
+  row("scaled_dot", run_suite<T>(maker<T, scaled_dot_case>(), true));
+  row("general", run_suite<T>(maker<T, general_case>(), false));
+  row("additive", run_suite<T>(maker<T, additive_case>(), false));
+  row("user distance", run_suite<T>(maker<T, distance_case>(), true));
+  row("user weighted_dot", run_suite<T>(maker<T, weighted_dot_case>(), true));
+}
+
 }  // namespace
