@@ -1,11 +1,12 @@
-// exp throughput: attn::detail::exp in a plain loop, against
+// exp throughput: attn::detail::exp_array (and attn::detail::exp in a plain loop: `scalar`),
+// against
 //   naive  — std::exp in a loop (no -ffast-math: one libm call per element),
 //   glibc  — glibc's vector expf/exp (libmvec), the very functions a -ffast-math std::exp loop
 //            calls (_ZGVeN16v_expf with AVX-512, _ZGVdN8v_expf with AVX2), called here
 //            directly so that this file needs no -ffast-math,
 //   eigen  — Eigen's vectorized Array::exp.
 // Inputs are uniform in [-20, 20): the range softmax feeds exp (x − max ≤ 0) and more.
-#include <attn/detail/exp.hpp>
+#include <attn/detail/exp.hpp>  // exp, exp_array
 
 #include <cmath>
 #include <cstddef>
@@ -30,8 +31,24 @@ void finish(benchmark::State& state) {
   bench::counters(state, n, 2 * n * sizeof(T));
 }
 
+/// The library's exp over an array (what softmax and attention run): exp_array.
 template <class T>
 void exp_attn(benchmark::State& state) {
+  const auto n = static_cast<std::size_t>(state.range(0));
+  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
+  std::vector<T> y(n);
+  for (auto _ : state) {
+    bench::touch(x.data());
+    attn::detail::exp_array(x.data(), y.data(), n);
+    bench::touch(y.data());
+  }
+  finish<T>(state);
+}
+
+/// attn::detail::exp called per element in a plain loop (the same numbers, bit for bit): what
+/// the compiler makes of the scalar function with all its special cases.
+template <class T>
+void exp_scalar(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
   std::vector<T> y(n);
@@ -120,8 +137,10 @@ void exp_eigen(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK_TEMPLATE(exp_attn, float)->Name("exp/f32/attn")->Apply(apply_sizes<float>);
+BENCHMARK_TEMPLATE(exp_scalar, float)->Name("exp/f32/scalar")->Apply(apply_sizes<float>);
 BENCHMARK_TEMPLATE(exp_naive, float)->Name("exp/f32/naive")->Apply(apply_sizes<float>);
 BENCHMARK_TEMPLATE(exp_attn, double)->Name("exp/f64/attn")->Apply(apply_sizes<double>);
+BENCHMARK_TEMPLATE(exp_scalar, double)->Name("exp/f64/scalar")->Apply(apply_sizes<double>);
 BENCHMARK_TEMPLATE(exp_naive, double)->Name("exp/f64/naive")->Apply(apply_sizes<double>);
 #ifdef ATTN_BENCH_HAVE_LIBMVEC
 BENCHMARK_TEMPLATE(exp_glibc, float)->Name("exp/f32/glibc")->Apply(apply_sizes<float>);

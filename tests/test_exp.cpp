@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -138,6 +139,7 @@ struct float_scan {
   std::uint32_t first_failure = 0;
   std::uint64_t checked = 0;   // inputs checked
   std::uint64_t compared = 0;  // of which compared with the reference
+  std::uint64_t differ = 0;    // results of exp_inplace (the vector path) != the plain loop's
 };
 
 constexpr std::size_t block = 4096;
@@ -169,17 +171,25 @@ void scan_floats(std::uint64_t first, std::uint64_t stride, double bound, float_
   float_scan out;  // a local: the two threads' results would share a cache line
   std::vector<float> x(block);
   std::vector<float> y(block);
+  std::vector<float> yv(block);
   std::vector<std::uint32_t> yb(block);
   std::vector<double> ref(block);
   for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride) {
     const auto base = static_cast<std::uint32_t>(blk * block);
     for (std::size_t i = 0; i < block; ++i)
       x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
-    // exp_inplace, because GCC -O2 vectorizes its loop (a plain y[i] = exp(x[i]) only at -O3);
-    // "exp_inplace agrees with exp" checks that the two give the same bits.
+    // exp_inplace_plain, because GCC -O2 vectorizes its loop (a plain y[i] = exp(x[i]) only at
+    // -O3); "exp_inplace agrees with exp" checks that the two give the same bits. And exp_array
+    // (the vector path every softmax takes) must give those bits too, for every float.
     std::copy(x.begin(), x.end(), y.begin());
-    ad::exp_inplace(y.data(), block);
-    for (std::size_t i = 0; i < block; ++i) yb[i] = std::bit_cast<std::uint32_t>(y[i]);
+    ad::exp_inplace_plain(y.data(), block);
+    ad::exp_array(x.data(), yv.data(), block);
+    std::uint32_t d = 0;
+    for (std::size_t i = 0; i < block; ++i) {
+      yb[i] = std::bit_cast<std::uint32_t>(y[i]);
+      d += static_cast<std::uint32_t>(yb[i] != std::bit_cast<std::uint32_t>(yv[i]));
+    }
+    out.differ += d;
     out.checked += block;
     const kind k0 = classify(base);
     if (k0 == classify(base + static_cast<std::uint32_t>(block - 1)) && block_ok(yb.data(), k0))
@@ -228,6 +238,7 @@ struct sample_stats {
   T worst = 0;
   std::size_t failures = 0;
   T first_failure = 0;
+  std::size_t differ_from_array = 0;  // exp_array's results that are not exp's, bit for bit
 };
 
 // |y - ref| in ulps of T at ref (ref in the wider type W; subnormals share the smallest ulp; an
@@ -296,6 +307,11 @@ sample_stats<T> check_samples(const std::vector<T>& xs, double bound) {
   std::vector<T> ys(xs.size());
   for (std::size_t i = 0; i < xs.size(); ++i) ys[i] = ad::exp(xs[i]);  // the loop users write
   sample_stats<T> st;
+  // exp_array (the vector path of softmax and attention) gives the same bits.
+  std::vector<T> yv(xs.size());
+  ad::exp_array(xs.data(), yv.data(), xs.size());
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    st.differ_from_array += static_cast<std::size_t>(std::memcmp(&ys[i], &yv[i], sizeof(T)) != 0);
   for (std::size_t i = 0; i < xs.size(); ++i) {
     const T x = xs[i];
     const T y = ys[i];
@@ -388,6 +404,7 @@ TEST_CASE("exp: every float (all 2^32 bit patterns)", "[exp]") {
     all.failures += s.failures;
     all.checked += s.checked;
     all.compared += s.compared;
+    all.differ += s.differ;
   }
   INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
                     << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
@@ -397,6 +414,7 @@ TEST_CASE("exp: every float (all 2^32 bit patterns)", "[exp]") {
   CHECK(all.compared > 500000000U / spread);  // the rest have exact results
   CHECK(all.failures == 0);
   CHECK(all.max_err <= bound);
+  CHECK(all.differ == 0);
 }
 
 TEST_CASE("exp: float thresholds agree with the reference", "[exp]") {
@@ -430,6 +448,7 @@ TEST_CASE("exp: double within 1 ulp of std::exp(long double)", "[exp]") {
                  << st.failures << " failures, the first at x = " << st.first_failure);
   CHECK(st.failures == 0);
   CHECK(st.max_err <= 1.0);
+  CHECK(st.differ_from_array == 0);
   // The thresholds are exact.
   CHECK(std::isfinite(ad::exp(max_finite)));
   CHECK(std::isinf(ad::exp(std::nextafter(max_finite, 1000.0))));

@@ -13,6 +13,9 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
+
+#include "attn/detail/simd.hpp"
 
 namespace attn::detail {
 
@@ -30,6 +33,7 @@ struct exp_consts<float> {
   static constexpr uint max_finite_x = 0x42b17217U;   // 88.7228317: exp(x) finite for x <= this
   static constexpr uint min_nonzero_x = 0xc2cff1b4U;  // -103.972076: exp(x) > 0 for x >= this
   static constexpr uint tiny_x = 0x33000000U;         // 2^-25: e^x rounds to 1 for |x| below
+  static constexpr uint in_range_x = 0x42ad0000U;     // 86.5: |x| <= this gives k in [-125, 125]
   static constexpr float log2e = 0x1.715476p+0F;
   static constexpr float ln2_hi = 0x1.62e4p-1F;  // 16 significant bits: k * ln2_hi exact, |k| < 2^8
   static constexpr float ln2_lo = 0x1.7f7d1cp-20F;   // ln2 - ln2_hi
@@ -46,6 +50,7 @@ struct exp_consts<double> {
   static constexpr uint max_finite_x = 0x40862e42fefa39efULL;   // 709.782712893384
   static constexpr uint min_nonzero_x = 0xc0874910d52d3051ULL;  // -745.1332191019411
   static constexpr uint tiny_x = 0x3c90000000000000ULL;         // 2^-54
+  static constexpr uint in_range_x = 0x4086200000000000ULL;     // 708: k in [-1021, 1021]
   static constexpr double log2e = 0x1.71547652b82fep+0;
   static constexpr double ln2_hi = 0x1.62e42fee00000p-1;     // 32 significant bits (fdlibm's ln2HI)
   static constexpr double ln2_lo = 0x1.a39ef35793c76p-33;    // ln2 - ln2_hi (fdlibm's ln2LO)
@@ -53,28 +58,41 @@ struct exp_consts<double> {
 };
 
 /// e^r on |r| <= 0.3467 for the float kernel: 1 + r + r^2 (c2 + c3 r + ... + c6 r^4), all in
-/// Horner form (see the comment in `exp_ieee`).
-[[nodiscard]] constexpr float exp_poly(float r, float /*hi*/, float /*lo*/) noexcept {
-  const float p =
+/// Horner form (see the comment in `exp_ieee`). V is float or a vector of floats (the same
+/// expression either way, so that both round alike).
+template <class V>
+[[nodiscard]] constexpr V exp_poly_float(V r) noexcept {
+  const V p =
       0x1.fffffcp-2F +
       r * (0x1.55548cp-3F + r * (0x1.555858p-5F + r * (0x1.123dcap-7F + r * 0x1.6ac506p-10F)));
   return 1.0F + r * (1.0F + r * p);
 }
 
 /// e^r on |r| <= 0.34658 for the double kernel, r = hi - lo: 1 + (hi + (r^2 P(r) - lo)), with P
-/// of degree 9 (so degree 11 for e^r).
-[[nodiscard]] constexpr double exp_poly(double r, double hi, double lo) noexcept {
-  const double p = 0x1.000000000000ap-1 +
-                   r * (0x1.5555555555503p-3 +
-                        r * (0x1.5555555550605p-5 +
-                             r * (0x1.1111111124d25p-7 +
-                                  r * (0x1.6c16c184b5d17p-10 +
-                                       r * (0x1.a01a013d648cbp-13 +
-                                            r * (0x1.a019988af2c2cp-16 +
-                                                 r * (0x1.71def3a4156ffp-19 +
-                                                      r * (0x1.28aedd952c4b9p-22 +
-                                                           r * 0x1.add93f8282595p-26))))))));
+/// of degree 9 (so degree 11 for e^r). V is double or a vector of doubles.
+template <class V>
+[[nodiscard]] constexpr V exp_poly_double(V r, V hi, V lo) noexcept {
+  const V p = 0x1.000000000000ap-1 +
+              r * (0x1.5555555555503p-3 +
+                   r * (0x1.5555555550605p-5 +
+                        r * (0x1.1111111124d25p-7 +
+                             r * (0x1.6c16c184b5d17p-10 +
+                                  r * (0x1.a01a013d648cbp-13 +
+                                       r * (0x1.a019988af2c2cp-16 +
+                                            r * (0x1.71def3a4156ffp-19 +
+                                                 r * (0x1.28aedd952c4b9p-22 +
+                                                      r * 0x1.add93f8282595p-26))))))));
   return 1.0 + (hi + (r * r * p - lo));
+}
+
+/// e^r for the float kernel (hi and lo unused: r = hi - lo is accurate enough).
+[[nodiscard]] constexpr float exp_poly(float r, float /*hi*/, float /*lo*/) noexcept {
+  return exp_poly_float(r);
+}
+
+/// e^r for the double kernel.
+[[nodiscard]] constexpr double exp_poly(double r, double hi, double lo) noexcept {
+  return exp_poly_double(r, hi, lo);
 }
 
 /// `c ? a : b` on unsigned integers, as mask arithmetic so that it stays a data select: GCC
@@ -181,6 +199,70 @@ template <class T>
                    is_nan ? ax : C::inf_bits, res);
   return std::bit_cast<T>(res);
 }
+
+#if ATTN_VECTOR_EXTENSIONS
+/// e^t lane by lane, the arithmetic of `exp_ieee` without its clamp and its special cases:
+/// bit for bit exp_ieee's result for |t| <= in_range_x (86.5 for float, 708 for double; there
+/// k = round(t log2 e) is within [-125, 125] ([-1021, 1021]), so y * 2^k is normal and comes
+/// from adding k to y's exponent bits). Outside it (|t| larger, inf, NaN) the lane's result is
+/// meaningless, and `bad` gets a lane with its top bit set: the caller must then compute that
+/// block with `exp`. Half the operations of exp_ieee: about 15 per vector.
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline vec<T, W> exp_in_range(
+    vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
+#if defined(__clang__)
+  // Under -fassociative-math (which clang announces by no macro) clang could merge k*ln2_hi
+  // and k*ln2_lo into k*ln2: not here.
+#pragma clang fp reassociate(off)
+#endif
+  using C = exp_consts<T>;
+  using U = typename C::uint;
+  using S = typename C::sint;
+  using VT = vec<T, W>;
+  using VU = vec<U, W>;
+  using VS = vec<S, W>;
+  // |t| > in_range_x, inf and NaN (on the bits: -ffinite-math-only cannot fold it) set the top
+  // bit of in_range_x - |t|.
+  bad |= C::in_range_x - (std::bit_cast<VU>(t) & C::abs_mask);
+  const VU zb = std::bit_cast<VU>(t * C::log2e + C::shifter);
+  const VU k = zb - std::bit_cast<U>(C::shifter);
+  VT kf;
+  if constexpr (sizeof(T) == 4) {
+    kf = __builtin_convertvector(std::bit_cast<VS>(k), VT);
+  } else {
+    kf = std::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+  }
+  VT hi = t - kf * C::ln2_hi;
+#if defined(__ASSOCIATIVE_MATH__)
+  // GCC under -fassociative-math: hi made opaque as in exp_ieee (zb's sign bit is 0).
+  hi = std::bit_cast<VT>(std::bit_cast<VU>(hi) ^ (zb & (U{1} << (sizeof(U) * 8 - 1))));
+#endif
+  const VT lo = kf * C::ln2_lo;
+  VT y;
+  if constexpr (sizeof(T) == 4) {
+    y = exp_poly_float(hi - lo);
+  } else {
+    y = exp_poly_double(hi - lo, hi, lo);
+  }
+  return std::bit_cast<VT>(std::bit_cast<VU>(y) + (k << C::mant_bits));
+}
+
+template <class U, std::size_t W, std::size_t... I>
+[[gnu::always_inline]] inline vec<U, W / 2> or_halves(vec<U, W> v, std::index_sequence<I...>) noexcept {
+  return __builtin_shufflevector(v, v, static_cast<int>(I)...) |
+         __builtin_shufflevector(v, v, static_cast<int>(I + W / 2)...);
+}
+
+/// Whether any lane of v has its top bit set.
+template <class U, std::size_t W>
+[[nodiscard]] [[gnu::always_inline]] inline bool any_top_bit(vec<U, W> v) noexcept {
+  if constexpr (W == 1) {
+    return (v[0] >> (sizeof(U) * 8 - 1)) != 0;
+  } else {
+    return any_top_bit<U, W / 2>(or_halves<U, W>(v, std::make_index_sequence<W / 2>{}));
+  }
+}
+#endif
 
 /// 2^e for e within T's normal exponent range (exact; constexpr, by squaring).
 template <class T>
@@ -337,17 +419,102 @@ template <class T>
   }
 }
 
-/// x[i] = exp(x[i]) for i < n. The bulk runs over whole blocks of 64 bytes, the tail on its
-/// own: GCC at -O2 (its "very cheap" vectorizer cost model) vectorizes only loops that need no
-/// epilogue and no alias check, which this loop shape gives it; at -O3, and with clang, a plain
-/// `y[i] = exp(x[i])` loop vectorizes as well.
+#if ATTN_VECTOR_EXTENSIONS
+/// out_i = exp(β x_i − m)·f (β x_i − m only if Shifted, else x_i; f only if Scaled) for the
+/// V·L numbers of one block (L: lanes of one vector), by `exp_in_range` into registers; false, with nothing written, if some lane is
+/// out of its range (then the caller takes the block through `exp`).
+template <std::size_t V, bool Shifted, bool Scaled, class T>
+[[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  using VU = vec<typename exp_consts<T>::uint, L>;
+  VT r[V];
+  VU bad = {};
+  for (std::size_t v = 0; v < V; ++v) {
+    VT t = load<T, L>(x + v * L);
+    if constexpr (Shifted) t = beta * t - m;
+    r[v] = exp_in_range<T, L>(t, bad);
+    if constexpr (Scaled) r[v] = r[v] * f;
+  }
+  if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
+  std::memcpy(out, r, sizeof r);
+  return true;
+}
+
+/// exp_shifted without a mask at run time, for float and double: blocks of 8 vectors, then
+/// single vectors, then the last partial vector (its missing lanes computed as e^0), each through
+/// exp_in_range; a block holding a number out of its range (|β x_i − m| > 86.5 for float, 708
+/// for double, or not finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
+template <bool Shifted, bool Scaled, class T>
+[[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m,
+                                         T f) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  constexpr std::size_t V = 8;
+  const auto scalar = [&](std::size_t i0, std::size_t count) {
+    for (std::size_t i = i0; i < i0 + count; ++i) {
+      const T e = attn::detail::exp(Shifted ? beta * x[i] - m : x[i]);
+      out[i] = Scaled ? e * f : e;
+    }
+  };
+  std::size_t i = 0;
+  for (; i + V * L <= n; i += V * L)
+    if (!exp_block_in_range<V, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, V * L);
+  for (; i + L <= n; i += L)
+    if (!exp_block_in_range<1, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
+  if (i < n) {
+    // the tail through one vector: x padded with m/β, a number whose lane holds anything
+    // finite in range (it is not stored)
+    const std::size_t rest = n - i;
+    T xt[L];
+    T ot[L];
+    std::memcpy(xt, x + i, rest * sizeof(T));
+    for (std::size_t k = rest; k < L; ++k) xt[k] = xt[0];
+    if (exp_block_in_range<1, Shifted, Scaled>(xt, ot, beta, m, f)) {
+      std::memcpy(out + i, ot, rest * sizeof(T));
+    } else {
+      scalar(i, rest);
+    }
+  }
+}
+#endif
+
+/// x[i] = exp(x[i]) for i < n, as a plain loop that compilers vectorize (exp_array's path in
+/// constant evaluation and without vector extensions). The bulk runs over whole blocks of 64
+/// bytes, the tail on its own: GCC at -O2 (its "very cheap" vectorizer cost model) vectorizes
+/// only loops that need no epilogue and no alias check, which this loop shape gives it; at
+/// -O3, and with clang, a plain `y[i] = exp(x[i])` loop vectorizes as well.
 template <class T>
   requires std::is_floating_point_v<T>
-constexpr void exp_inplace(T* x, std::size_t n) noexcept {
+constexpr void exp_inplace_plain(T* x, std::size_t n) noexcept {
   constexpr std::size_t block = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
   const std::size_t bulk = n - n % block;
   for (std::size_t i = 0; i < bulk; ++i) x[i] = exp(x[i]);
   for (std::size_t i = bulk; i < n; ++i) x[i] = exp(x[i]);
+}
+
+/// y[i] = exp(x[i]) for i < n (y may alias x): the same numbers as `exp` on each, to the bit.
+/// At run time, for float and double, whole vectors through exp_in_range (exp_shifted_vec).
+template <class T>
+  requires std::is_floating_point_v<T>
+constexpr void exp_array(const T* x, T* y, std::size_t n) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) {
+      exp_shifted_vec<false, false>(x, y, n, T(1), T(0), T(1));
+      return;
+    }
+  }
+#endif
+  if (y != x)
+    for (std::size_t i = 0; i < n; ++i) y[i] = x[i];
+  exp_inplace_plain(y, n);
+}
+
+/// x[i] = exp(x[i]) for i < n (exp_array in place).
+template <class T>
+  requires std::is_floating_point_v<T>
+constexpr void exp_inplace(T* x, std::size_t n) noexcept {
+  exp_array(x, x, n);
 }
 
 }  // namespace attn::detail

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -158,12 +159,25 @@ template <class T>
 }
 
 /// out_i = exp(β x_i − m)·f, and 0 where a mask is given and mask_i is false. `out` may
-/// alias `x`. Every exp of the library runs in this loop: a plain map that the compilers
-/// vectorize, small enough that exp is inlined into it whatever the caller's size.
+/// alias `x`. Every exp of the library's rows runs in this loop: at run time, for float and
+/// double without a mask, through whole vectors (exp_shifted_vec); otherwise a plain map that
+/// the compilers vectorize, small enough that exp is inlined into it whatever the caller's size.
 template <class T>
 ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T beta, T m, const bool* mask = nullptr,
                            T f = T(1)) noexcept {
   if (mask == nullptr) {
+#if ATTN_VECTOR_EXTENSIONS
+    if constexpr (simd_type<T>) {
+      if (!std::is_constant_evaluated()) {
+        if (f == T(1)) {
+          exp_shifted_vec<true, false>(x, out, n, beta, m, f);
+        } else {
+          exp_shifted_vec<true, true>(x, out, n, beta, m, f);
+        }
+        return;
+      }
+    }
+#endif
     if (f == T(1)) {
       for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(beta * x[i] - m);
     } else {

@@ -13,6 +13,7 @@
 /// same order as the vector path (constant evaluation does not fuse multiply-adds, though).
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -69,6 +70,22 @@ struct vector_of<float, Bytes> {
 template <std::size_t Bytes>
 struct vector_of<double, Bytes> {
   typedef double type __attribute__((vector_size(Bytes)));
+};
+template <std::size_t Bytes>
+struct vector_of<std::uint32_t, Bytes> {
+  typedef std::uint32_t type __attribute__((vector_size(Bytes)));
+};
+template <std::size_t Bytes>
+struct vector_of<std::uint64_t, Bytes> {
+  typedef std::uint64_t type __attribute__((vector_size(Bytes)));
+};
+template <std::size_t Bytes>
+struct vector_of<std::int32_t, Bytes> {
+  typedef std::int32_t type __attribute__((vector_size(Bytes)));
+};
+template <std::size_t Bytes>
+struct vector_of<std::int64_t, Bytes> {
+  typedef std::int64_t type __attribute__((vector_size(Bytes)));
 };
 /// W numbers of type T in one vector.
 template <class T, std::size_t W>
