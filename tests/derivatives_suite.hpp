@@ -274,7 +274,7 @@ struct erased_score {
   const char* name = "";
   Vector<T> theta;  // the score's parameters, flattened
   std::function<Vector<T>(vec_in<T> theta, vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> context;
-  std::function<Vector<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> scores;
+  std::function<Vector<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, const attn::options&)> scores, weights;
   std::function<Matrix<T>(vec_in<T> q, mat_in<T> N, std::size_t j, const attn::options&)> jacobian_note;
   std::function<Matrix<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, std::size_t j, const attn::options&)> jacobian_key,
       jacobian_value;
@@ -282,6 +282,11 @@ struct erased_score {
   std::function<Matrix<T>(vec_in<T> q, mat_in<T> N, const attn::options&)> jacobian_query_notes;
   std::function<grads<T>(vec_in<T> q, mat_in<T> N, vec_in<T> g, const attn::options&)> backward_notes;
   std::function<grads<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> g, const attn::options&)> backward;
+  // backward_from_weights, given the weights a
+  std::function<grads<T>(vec_in<T> q, mat_in<T> N, vec_in<T> a, vec_in<T> g, const attn::options&)>
+      backward_notes_from_weights;
+  std::function<grads<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> g, const attn::options&)>
+      backward_from_weights;
   std::function<grads<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, mat_in<T> G, const attn::options&)> align_backward;
   std::function<Matrix<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, const attn::options&)> align_contexts;
 };
@@ -305,6 +310,9 @@ erased_score<T> erase(std::shared_ptr<const C> cs) {
   e.scores = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, const options& o) {
     return attn::attend(q, K, V, sc, o).scores;
   };
+  e.weights = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, const options& o) {
+    return attn::attend(q, K, V, sc, o).weights;
+  };
   e.jacobian_note = [cs, sc](vec_in<T> q, mat_in<T> N, std::size_t j, const options& o) {
     return attn::jacobian_note(q, N, sc, j, o);
   };
@@ -327,6 +335,17 @@ erased_score<T> erase(std::shared_ptr<const C> cs) {
   };
   e.backward = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> g, const options& o) {
     const auto b = attn::backward(q, K, V, sc, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.keys, b.values,
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.backward_notes_from_weights = [cs, sc](vec_in<T> q, mat_in<T> N, vec_in<T> a, vec_in<T> g, const options& o) {
+    const auto b = attn::backward_from_weights(q, N, sc, a, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.notes, Matrix<T>(),
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.backward_from_weights = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> g,
+                                     const options& o) {
+    const auto b = attn::backward_from_weights(q, K, V, sc, a, g, o);
     return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.keys, b.values,
                     cs->flat_gradient(b.parameters)};
   };
@@ -380,6 +399,63 @@ Vector<T> loss_by_weights(const Vector<T>& g, const Matrix<T>& values) {
   return u;
 }
 
+/// The same numbers, bit for bit: equal with the same sign (so 0 ≠ −0), or both NaN (of any
+/// payload). Compared as values, since long double's padding bytes hold anything.
+template <class T>
+bool same_bits(std::span<const T> a, std::span<const T> b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const bool same = a[i] == b[i] && std::signbit(a[i]) == std::signbit(b[i]);
+    if (!same && !(a[i] != a[i] && b[i] != b[i])) return false;
+  }
+  return true;
+}
+template <class T>
+bool same_bits(const Matrix<T>& a, const Matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         same_bits<T>(std::span<const T>(a.data(), a.rows() * a.cols()),
+                      std::span<const T>(b.data(), b.rows() * b.cols()));
+}
+template <class T>
+bool same_bits(const grads<T>& a, const grads<T>& b) {
+  return same_bits(a.scores, b.scores) && same_bits(a.queries, b.queries) && same_bits(a.keys, b.keys) &&
+         same_bits(a.values, b.values) && same_bits<T>(a.theta, b.theta);
+}
+
+/// backward_from_weights: given the softmax backward forms (attn::softmax of attend's scores)
+/// it gives backward's numbers to the bit; given attend's own weights, central differences of
+/// c agree with it (∂L/∂q, ∂L/∂s and ∂L/∂θ; the note rows equal backward's to the bit or are
+/// checked by the first part).
+template <class T>
+void check_from_weights(tally<T>& t, const erased_score<T>& sc, const Vector<T>& q, const Matrix<T>& K,
+                        const Matrix<T>* V, const Vector<T>& g, const grads<T>& b, const attn::options& opt) {
+  const Matrix<T>& Vs = V != nullptr ? *V : K;
+  const auto call = [&](const Vector<T>& a) {
+    return V != nullptr ? sc.backward_from_weights(q, K, *V, a, g, opt) : sc.backward_notes_from_weights(q, K, a, g, opt);
+  };
+  const Vector<T> alpha = attn::softmax(sc.scores(q, K, Vs, opt), opt);
+  REQUIRE(same_bits(call(alpha), b));
+  const grads<T> bf = call(sc.weights(q, K, Vs, opt));
+  const vec_in<T> th = attn::as_span(sc.theta);
+  const fn<T> fq = [&](std::span<const T> x) { return sc.context(th, x, K, Vs, opt); };
+  t.fd_check(attn::check_vjp(fq, q, g, bf.queries.row(0), "from weights dL/dq"));
+  const fn<T> fs = [&](std::span<const T> x) { return context_of_scores(x, Vs, opt); };
+  t.fd_check(attn::check_vjp(fs, sc.scores(q, K, Vs, opt), g, bf.scores.row(0), "from weights dL/ds"));
+  const fn<T> fk = [&](std::span<const T> x) {
+    const Matrix<T> K2 = unflat(x, K.rows(), K.cols());
+    return sc.context(th, q, K2, V != nullptr ? *V : K2, opt);
+  };
+  t.fd_check(attn::check_vjp(fk, flat(K), g, flat(bf.keys), V != nullptr ? "from weights dL/dK" : "from weights dL/dH"));
+  if (V != nullptr) {
+    const fn<T> fv = [&](std::span<const T> x) { return sc.context(th, q, K, unflat(x, V->rows(), V->cols()), opt); };
+    t.fd_check(attn::check_vjp(fv, flat(*V), g, flat(bf.values), "from weights dL/dV"));
+  }
+  if (th.size() != 0) {
+    const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, K, Vs, opt); };
+    t.fd_check(attn::check_vjp(fth, th, g, bf.theta, "from weights dL/dtheta"));
+  }
+}
+
 /// Every derivative of one look back over notes that are both keys and values.
 template <class T>
 void check_notes(tally<T>& t, const erased_score<T>& sc, const Vector<T>& q, const Matrix<T>& N,
@@ -417,6 +493,7 @@ void check_notes(tally<T>& t, const erased_score<T>& sc, const Vector<T>& q, con
     const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, N, N, opt); };
     t.fd_check(attn::check_vjp(fth, th, g, b.theta, "dL/dtheta"));
   }
+  check_from_weights<T>(t, sc, q, N, nullptr, g, b, opt);
 }
 
 /// Every derivative of one look back over keys ≠ values.
@@ -450,6 +527,7 @@ void check_keys_values(tally<T>& t, const erased_score<T>& sc, const Vector<T>& 
     const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, K, V, opt); };
     t.fd_check(attn::check_vjp(fth, th, g, b.theta, "dL/dtheta"));
   }
+  check_from_weights<T>(t, sc, q, K, &V, g, b, opt);
 }
 
 /// align_backward against finite differences of L = Σ_t ⟨G_t, c_t⟩ (through align's own

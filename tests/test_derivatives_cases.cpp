@@ -264,6 +264,96 @@ TEST_CASE("backward through a user's score at dynamic sizes above the inline scr
 }
 
 // ---------------------------------------------------------------------------------------------
+// backward_from_weights: backward from the forward's weights (the small sizes of every score are
+// in the suite, check_from_weights; here the sizes of the dot/scaled_dot kernel's blocks)
+// ---------------------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("backward_from_weights with backward's own softmax gives backward's numbers to the bit",
+                   "[derivatives][from-weights]", float, double) {
+  using T = TestType;
+  rng_t rng(20250101);
+  const Matrix<T> W0 = random_matrix<T>(rng, 5, 5, T(0.4));
+  const Matrix<T> W1 = random_matrix<T>(rng, 3, 5, T(0.4)), W2 = random_matrix<T>(rng, 3, 5, T(0.4));
+  const Vector<T> v = random_vector<T>(rng, 3, T(1));
+  const auto check = [&](const auto& score, std::size_t n, std::size_t d, std::size_t dv, bool masked, double beta) {
+    INFO("n " << n << ", d " << d << ", dv " << dv << ", masked " << masked << ", beta " << beta);
+    const Vector<T> q = random_vector<T>(rng, d, T(0.5));
+    const Matrix<T> K = random_matrix<T>(rng, n, d, T(0.5));
+    const Matrix<T> V = random_matrix<T>(rng, n, dv, T(1));
+    const Vector<T> g = random_vector<T>(rng, dv, T(1)), gd = random_vector<T>(rng, d, T(1));
+    const std::vector<char> keep = masked ? random_mask(rng, n) : std::vector<char>(n, 1);
+    const auto mask = std::make_unique<bool[]>(n);
+    for (std::size_t j = 0; j < n; ++j) mask[j] = keep[j] != 0;
+    attn::options opt{.beta = beta};
+    if (masked) opt.mask = std::span<const bool>(mask.get(), n);
+    // keys ≠ values
+    const Vector<T> a = attn::softmax(attn::attend(q, K, V, score, opt).scores, opt);
+    const auto b = attn::backward(q, K, V, score, g, opt);
+    const auto w = attn::backward_from_weights(q, K, V, score, a, g, opt);
+    REQUIRE(same_bits<T>(b.scores, w.scores));
+    REQUIRE(same_bits<T>(b.query, w.query));
+    REQUIRE(same_bits(Matrix<T>(b.keys), Matrix<T>(w.keys)));
+    REQUIRE(same_bits(Matrix<T>(b.values), Matrix<T>(w.values)));
+    // notes that are keys and values
+    const Vector<T> an = attn::softmax(attn::attend(q, K, score, opt).scores, opt);
+    const auto bn = attn::backward(q, K, score, gd, opt);
+    const auto wn = attn::backward_from_weights(q, K, score, an, gd, opt);
+    REQUIRE(same_bits<T>(bn.scores, wn.scores));
+    REQUIRE(same_bits<T>(bn.query, wn.query));
+    REQUIRE(same_bits(Matrix<T>(bn.notes), Matrix<T>(wn.notes)));
+  };
+  for (const std::size_t n : {1u, 3u, 7u, 8u, 31u, 33u, 64u, 65u, 100u, 129u, 203u}) {
+    for (const std::size_t d : {1u, 3u, 8u, 17u, 64u}) {
+      for (const bool masked : {false, true}) {
+        const double beta = masked ? 1.7 : 1.0;
+        check(attn::dot, n, d, d, masked, beta);
+        check(attn::scaled_dot, n, d, 5, masked, beta);
+      }
+    }
+  }
+  // the general path: scores other than dot and scaled_dot
+  for (const std::size_t n : {1u, 9u, 70u}) {
+    check(attn::general<T>(W0), n, 5, 5, true, 0.8);
+    check(attn::additive<T>(W1, W2, v), n, 5, 4, true, 1.3);
+    check(neg_sq_distance{}, n, 5, 5, false, 0.6);
+  }
+}
+
+TEST_CASE("backward_from_weights: all-masked rows as backward, NaN weights NaN, weights taken as given",
+          "[derivatives][from-weights][mask]") {
+  const std::vector<double> q{0.4, -0.3};
+  const Matrix<double> N{{1, 0.5}, {0.3, -0.7}, {-0.2, 0.8}};
+  const std::vector<double> g{0.7, -1.1};
+  const bool none[3] = {false, false, false};
+  using attn::all_masked_policy;
+  for (const auto policy : {all_masked_policy::zeros, all_masked_policy::uniform, all_masked_policy::nan}) {
+    const attn::options opt{.beta = 2, .mask = none, .if_all_masked = policy};
+    const auto fwd = attn::attend(q, N, attn::dot, opt);
+    const auto b = attn::backward(q, N, attn::dot, g, opt);
+    const auto w = attn::backward_from_weights(q, N, attn::dot, fwd.weights, g, opt);
+    REQUIRE(same_bits<double>(b.scores, w.scores));
+    REQUIRE(same_bits<double>(b.query, w.query));
+    REQUIRE(same_bits(b.notes, w.notes));
+  }
+  SECTION("a NaN weight makes the score terms NaN, a weight 0 keeps its note at 0") {
+    const std::vector<double> a{0.5, std::numeric_limits<double>::quiet_NaN(), 0.0};
+    const auto w = attn::backward_from_weights(q, N, attn::dot, a, g);
+    REQUIRE((std::isnan(w.scores[0]) && std::isnan(w.scores[1]) && std::isnan(w.query[0])));
+    REQUIRE((w.scores[2] == 0.0 && w.notes(2, 0) == 0.0 && w.notes(2, 1) == 0.0));
+  }
+  SECTION("weights that are not this q's softmax are differentiated as given") {
+    const std::vector<double> a{0.2, 0.3, 0.5};  // Σ = 1, none above 1/2
+    const auto w = attn::backward_from_weights(q, N, N, attn::dot, a, g, {.beta = 2});
+    const Vector<double> u = loss_by_weights(Vector<double>(g), N);
+    const double ubar = a[0] * u[0] + a[1] * u[1] + a[2] * u[2];
+    for (std::size_t j = 0; j < 3; ++j) {
+      REQUIRE_THAT(w.scores[j], Catch::Matchers::WithinAbs(2 * a[j] * (u[j] - ubar), 1e-15));
+      for (std::size_t i = 0; i < 2; ++i) REQUIRE(w.values(j, i) == a[j] * g[i]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // docs/derivatives.md: each example there is one of these test cases, verbatim
 // ---------------------------------------------------------------------------------------------
 

@@ -481,6 +481,144 @@ void backward(const char* where, const S& score, std::span<const T> q, MatrixVie
   backward_row<T, DQ, DK>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, grads, opt);
 }
 
+/// Whether backward_from_weights differentiates the given weights as a softmax's (they move
+/// with the scores) or holds them fixed: fixed only when opt.mask keeps no note.
+inline bool mask_keeps_a_note(const options& opt) noexcept {
+  if (opt.mask.empty()) return true;
+  for (const bool k : opt.mask)
+    if (k) return true;
+  return false;
+}
+
+/// backward_dot from the forward's weights α (not recomputed): pass 1 forms only
+/// u_j = ⟨g, v_j⟩ (one product per note, into gs); ⟨g, c⟩, the dominant-weight form and
+/// pass 2 are backward_dot's, read from α, so the numbers are backward_dot's to the bit when α
+/// is the softmax backward_dot forms. Sizes must be checked, the weights must move and d_v > 0.
+template <real T, class S>
+void backward_dot_weights(std::span<const T> q, MatrixView<const T> keys, MatrixView<const T> values,
+                          std::span<const T> alpha, std::span<const T> gc, std::span<T> gs, std::span<T> gq,
+                          MatrixView<T> gk, MatrixView<T> gv, bool notes_both, const options& opt) {
+  const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
+  constexpr std::size_t B = online_block;
+  const T* w = alpha.data();
+  T* u = gs.data();  // u_j until pass 2 overwrites it with ∂L/∂s_j
+  dot_rows(gc.data(), values.data(), values.row_stride(), n, dv, u);
+  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
+  for (std::size_t k = 0; k < n; ++k)
+    if (w[k] != T(0)) ubar += w[k] * u[k];
+  const std::size_t m = dominant_weight(w, n);
+  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
+  if (m < n) {
+    const T u_m = u[m];
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && w[k] != T(0)) um += w[k] * (u_m - u[k]);
+  }
+  const T beta = static_cast<T>(opt.beta);
+  T f = T(1);
+  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  const T* g = gc.data();
+  fill(gq.data(), gq.size(), T(0));
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    for (std::size_t j = j0; j < j0 + nb; ++j) {
+      const T a_j = w[j];
+      const T a = a_j == T(0) ? T(0) : beta * a_j * (j == m ? um : u[j] - ubar);
+      gs[j] = a;
+      const T af = f == T(1) ? a : a * f;
+      T* vj = gv.row(j).data();
+      T* kj = gk.row(j).data();
+      if (a_j == T(0)) {
+        fill(vj, dv, T(0));
+        if (!notes_both) fill(kj, dk, T(0));
+      } else if (notes_both) {
+        if (a == T(0)) {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
+        } else {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i] + af * q[i];
+        }
+      } else {
+        for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
+        if (a == T(0)) {
+          fill(kj, dk, T(0));
+        } else {
+          for (std::size_t i = 0; i < dk; ++i) kj[i] = af * q[i];
+        }
+      }
+    }
+    accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
+  }
+}
+
+/// backward_row from the forward's weights α, for any score: ∂L/∂s and the rows of gv as
+/// backward_row forms them (u_j formed once per note), then score_backward. gk and gv hold
+/// what to add to; gs and gq are overwritten. Sizes must be checked.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_row_weights(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                          MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
+                          std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool flows,
+                          P* grads, const options& opt) {
+  const std::size_t n = keys.rows(), dv = values.cols();
+  const T beta = static_cast<T>(opt.beta);
+  const T* w = alpha.data();
+  for (std::size_t k = 0; k < n; ++k) gs[k] = dot(gc.data(), values.row(k).data(), dv);  // u_k
+  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
+  for (std::size_t k = 0; k < n; ++k)
+    if (w[k] != T(0)) ubar += w[k] * gs[k];
+  const std::size_t m = flows ? dominant_weight(w, n) : n;
+  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
+  if (m < n) {
+    const T u_m = gs[m];
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && w[k] != T(0)) um += w[k] * (u_m - gs[k]);
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const T a_j = w[j];
+    if (a_j == T(0)) {  // masked: nothing flows, whatever the note holds
+      gs[j] = T(0);
+      continue;
+    }
+    axpy(a_j, gc.data(), gv.row(j).data(), dv);
+    if (flows)
+      gs[j] = beta * a_j * (j == m ? um : gs[j] - ubar);
+    else
+      gs[j] = a_j == a_j ? T(0) : a_j;  // weights fixed: no gradient to the scores
+  }
+  fill(gq.data(), gq.size(), T(0));
+  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
+}
+
+/// backward from the forward's weights, for one query into caller buffers: checks every size
+/// (and β), then writes. The all-masked policy is not applied again: the weights carry it.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_from_weights(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                           MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
+                           std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool notes_both,
+                           P* grads, const options& opt) {
+  const std::size_t n = keys.rows();
+  score.check(q.size(), keys.cols());
+  check_nonempty(where, "the notes matrix", n);
+  check_equal(where, "rows of values", values.rows(), "rows of keys", n);
+  check_equal(where, "size of the weights", alpha.size(), "number of notes", n);
+  check_equal(where, "scores size", gs.size(), "number of notes", n);
+  check_equal(where, "context size", gc.size(), "columns of values", values.cols());
+  check_softmax_args<T>(where, n, n, opt);  // the mask's size and β
+  check_equal(where, "size of dL/dq", gq.size(), "query size", q.size());
+  check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
+  if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
+  check_parameter_gradient(score, grads);
+  const bool flows = mask_keeps_a_note(opt);
+  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+    if (flows && values.cols() != 0) {
+      backward_dot_weights<T, S>(q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt);
+      return;
+    }
+  }
+  zero(gk);
+  if (!notes_both) zero(gv);
+  backward_row_weights<T, DQ, DK>(score, q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, flows,
+                                  grads, opt);
+}
+
 /// align_backward into caller buffers: checks every row, then writes.
 template <real T, std::size_t DQ, std::size_t DK, class S, class P>
 void align_backward(const char* where, const S& score, MatrixView<const T> qs, MatrixView<const T> keys,
@@ -766,6 +904,154 @@ template <vector_like Q, matrix_like N, class S, vector_like G>
   detail::derivatives::backward<T, DQ, D>("attn::backward", score, as_span(q), nv, nv, as_span(grad_context),
                              std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(),
                              true, p, opt);
+  return r;
+}
+
+/// backward from the forward's weights α (the n numbers attend wrote, attention_result::weights)
+/// instead of recomputing the scores and the softmax, as autograd keeps softmax's output. With
+/// u_j = ⟨g, v_j⟩ and ⟨g, c⟩ = Σ_k α_k u_k, for keys ≠ values it writes
+///   ∂L/∂s_j = β α_j (u_j − ⟨g, c⟩),  ∂L/∂v_j = α_j g,  ∂L/∂k_j = (∂L/∂s_j) ∂s_j/∂k_j,
+///   ∂L/∂q = Σ_j (∂L/∂s_j) ∂s_j/∂q
+/// into the caller's buffers (n, d_q, n × d_k, n × d_v); allocates nothing (as backward). For
+/// dot and scaled_dot it reads the notes twice (one product per note, then the writes) where
+/// backward forms the scores too. When α is the softmax backward forms (attn::softmax of the
+/// scores attend gives), every number is backward's to the bit.
+///
+/// The weights are taken as given, not checked to be a probability vector from this q; the
+/// numbers are those of the formula above (with Σ α = 1 assumed where the weight above 1/2 is
+/// formed as Σ_{k≠m} α_k (u_m − u_k)). A note of weight 0 gets exactly 0, whatever it holds
+/// (so a masked note does, since attend gave it 0). The weights move with the scores unless
+/// opt.mask keeps no note: then they are held fixed, as backward holds an all-masked row,
+/// giving ∂L/∂v_j = α_j g and zero score terms (zeros → all 0, uniform → g/n, nan → NaN).
+/// A row whose weights an infinite score fixed (a kept +inf score, every kept score −inf under
+/// `uniform`) cannot be told from its weights and gets softmax's derivative at them, not
+/// backward's zeros: use backward for such rows. Non-finite weights are not refused: a NaN
+/// weight makes ⟨g, c⟩ NaN, so ∂L/∂q and the score terms of every note of weight ≠ 0 are NaN
+/// (the all-NaN weights of attend's NaN row give backward's NaN row); ±inf weights give what
+/// IEEE arithmetic gives. Only β and the mask's size are checked from `opt` (the
+/// all-masked policy was the forward's). Sizes are checked before anything is written
+/// (dimension_error); grad_scores must not overlap the weights.
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like G, class GS, class GQ,
+          class GK, class GV>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>>
+void backward_from_weights(const Q& q, const K& keys, const V& values, const S& score, const W& weights,
+                           const G& grad_context, GS&& grad_scores, GQ&& grad_query, GK&& grad_keys,
+                           GV&& grad_values, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::derivatives::backward_from_weights<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward_from_weights", score, as_span(q), as_view(keys), as_view(values), as_span(weights),
+      as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr),
+      opt);
+}
+
+/// As above, and also adds ∂L/∂θ = Σ_j (∂L/∂s_j) ∂s_j/∂θ to `grad_parameters` (accumulated,
+/// as backward's).
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like G, class GS, class GQ,
+          class GK, class GV, class P>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward_from_weights(const Q& q, const K& keys, const V& values, const S& score, const W& weights,
+                           const G& grad_context, GS&& grad_scores, GQ&& grad_query, GK&& grad_keys,
+                           GV&& grad_values, P&& grad_parameters, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  auto* p = &grad_parameters;
+  detail::derivatives::backward_from_weights<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward_from_weights", score, as_span(q), as_view(keys), as_view(values), as_span(weights),
+      as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, p, opt);
+}
+
+/// backward_from_weights for notes that are keys and values: writes ∂L/∂s_j = β α_j (u_j − ⟨g, c⟩),
+/// ∂L/∂q and ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j (n × d) into the caller's buffers;
+/// allocates nothing. Rules as for the keys ≠ values form.
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like G, class GS, class GQ, class GN>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>>
+void backward_from_weights(const Q& q, const N& notes, const S& score, const W& weights, const G& grad_context,
+                           GS&& grad_scores, GQ&& grad_query, GN&& grad_notes, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  detail::derivatives::backward_from_weights<T, extent_of<Q>, cols_of<N>>(
+      "attn::backward_from_weights", score, as_span(q), nv, nv, as_span(weights), as_span(grad_context),
+      as_mutable_span(grad_scores), as_mutable_span(grad_query), gn, gn, true,
+      static_cast<no_parameters*>(nullptr), opt);
+}
+
+/// As above, and also adds ∂L/∂θ to `grad_parameters` (accumulated).
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like G, class GS, class GQ, class GN,
+          class P>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward_from_weights(const Q& q, const N& notes, const S& score, const W& weights, const G& grad_context,
+                           GS&& grad_scores, GQ&& grad_query, GN&& grad_notes, P&& grad_parameters,
+                           const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  auto* p = &grad_parameters;
+  detail::derivatives::backward_from_weights<T, extent_of<Q>, cols_of<N>>(
+      "attn::backward_from_weights", score, as_span(q), nv, nv, as_span(weights), as_span(grad_context),
+      as_mutable_span(grad_scores), as_mutable_span(grad_query), gn, gn, true, p, opt);
+}
+
+/// backward_from_weights for keys ≠ values, returning ∂L/∂s, ∂L/∂q, ∂L/∂k_j, ∂L/∂v_j and ∂L/∂θ
+/// (a backward_result). Fixed sizes: no allocation.
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like G>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>>
+[[nodiscard]] auto backward_from_weights(const Q& q, const K& keys, const V& values, const S& score,
+                                         const W& weights, const G& grad_context, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
+      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward_from_weights<T, DQ, cols_of<K>>(
+      "attn::backward_from_weights", score, as_span(q), kv, vv, as_span(weights), as_span(grad_context),
+      std::span<T>(r.scores), std::span<T>(r.query), r.keys.view(), r.values.view(), false, p, opt);
+  return r;
+}
+
+/// backward_from_weights for notes that are keys and values, returning ∂L/∂s, ∂L/∂q, ∂L/∂h_j
+/// and ∂L/∂θ (a notes_backward_result). Fixed sizes: no allocation.
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like G>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>>
+[[nodiscard]] auto backward_from_weights(const Q& q, const N& notes, const S& score, const W& weights,
+                                         const G& grad_context, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
+  const auto nv = as_view(notes);
+  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
+      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward_from_weights<T, DQ, D>(
+      "attn::backward_from_weights", score, as_span(q), nv, nv, as_span(weights), as_span(grad_context),
+      std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(), true, p, opt);
   return r;
 }
 
