@@ -191,8 +191,25 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
 
 /// x_i = exp(x_i) for a few numbers, P fixed at compile time (a whole number of short
 /// vectors), so that the exps of a small row are one vector's work, not P scalar calls.
+/// At run time, for float and double, one vector through exp_in_range when P numbers fill
+/// a vector of 16, 32 or 64 bytes and all are in its range (the same bits, a shorter chain of
+/// dependent operations: this is the latency of a small attend).
 template <std::size_t P, class T>
 ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small(T* x) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  constexpr std::size_t bytes = P * sizeof(T);
+  if constexpr (simd_type<T> && (bytes == 16 || bytes == 32 || bytes == 64) && bytes <= simd_bytes) {
+    if (!std::is_constant_evaluated()) {
+      using U = typename exp_consts<T>::uint;
+      vec<U, P> bad = {};
+      const vec<T, P> y = exp_in_range<T, P>(load<T, P>(x), bad);
+      if (!any_top_bit<U, P>(bad)) {
+        std::memcpy(x, &y, sizeof y);
+        return;
+      }
+    }
+  }
+#endif
   for (std::size_t i = 0; i < P; ++i) x[i] = attn::detail::exp(x[i]);
 }
 
@@ -222,27 +239,71 @@ template <class T>
   return bad == 0;
 }
 
-/// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Eight rows at a time,
-/// so that c is loaded and stored once per eight rows, in two chains of fused multiply-adds
-/// (a chain per row would wait on the store of c every row). Rows of weight 0 are not
-/// skipped: 0·inf is NaN, so callers that may meet non-finite values check the result.
+/// One group of eight rows' contribution to column i of c: (w0 v0 + w2 v2 + w4 v4 + w6 v6) +
+/// (w1 v1 + w3 v3 + w5 v5 + w7 v7), at element i of each row (E: T, or a vector of T loaded
+/// from i on).
+template <class E, class T, class Load>
+[[gnu::always_inline]] inline constexpr E weighted_group(const T* w, const T* v, std::size_t stride,
+                                                         Load load_at) noexcept {
+  const E a = w[0] * load_at(v) + w[2] * load_at(v + 2 * stride) + w[4] * load_at(v + 4 * stride) +
+              w[6] * load_at(v + 6 * stride);
+  const E b = w[1] * load_at(v + stride) + w[3] * load_at(v + 3 * stride) +
+              w[5] * load_at(v + 5 * stride) + w[7] * load_at(v + 7 * stride);
+  return a + b;
+}
+
+/// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Column by column (a
+/// vector of columns at a time, c held in a register), eight rows at a time: each group of
+/// eight is summed on its own, in two chains, and then added to c, so the only chain through
+/// c is one add per group; the rows past the last whole group are added one by one. The same
+/// sums in every path (vector, tail columns, constant evaluation), so cutting the rows at
+/// multiples of 8 gives the same numbers to the bit. Rows of weight 0 are not skipped: 0·inf
+/// is NaN, so callers that may meet non-finite values check the result.
 template <class T>
 constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std::size_t rows,
                                  std::size_t d, T* c) noexcept {
-  std::size_t r = 0;
-  for (; r + 8 <= rows; r += 8) {
-    const T* v = V + r * stride;
-    const T w0 = w[r], w1 = w[r + 1], w2 = w[r + 2], w3 = w[r + 3];
-    const T w4 = w[r + 4], w5 = w[r + 5], w6 = w[r + 6], w7 = w[r + 7];
-    const T *v0 = v, *v1 = v + stride, *v2 = v + 2 * stride, *v3 = v + 3 * stride;
-    const T *v4 = v + 4 * stride, *v5 = v + 5 * stride, *v6 = v + 6 * stride, *v7 = v + 7 * stride;
-    for (std::size_t i = 0; i < d; ++i) {
-      const T a = c[i] + w0 * v0[i] + w2 * v2[i] + w4 * v4[i] + w6 * v6[i];
-      const T b = w1 * v1[i] + w3 * v3[i] + w5 * v5[i] + w7 * v7[i];
-      c[i] = a + b;
+  const std::size_t groups = rows / 8 * 8;
+  std::size_t i = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) {
+      constexpr std::size_t L = simd_lanes<T>;
+      using VT = vec<T, L>;
+      const auto at = [](const T* p) { return load<T, L>(p); };
+      const auto at2 = [](const T* p) { return load<T, L>(p + L); };
+      for (; i + 2 * L <= d; i += 2 * L) {  // two vectors of columns: four chains in flight
+        VT acc0 = load<T, L>(c + i), acc1 = load<T, L>(c + i + L);
+        std::size_t r = 0;
+        for (; r < groups; r += 8) {
+          const T* v = V + r * stride + i;
+          acc0 += weighted_group<VT>(w + r, v, stride, at);
+          acc1 += weighted_group<VT>(w + r, v, stride, at2);
+        }
+        for (; r < rows; ++r) {
+          acc0 += w[r] * load<T, L>(V + r * stride + i);
+          acc1 += w[r] * load<T, L>(V + r * stride + i + L);
+        }
+        std::memcpy(c + i, &acc0, sizeof acc0);
+        std::memcpy(c + i + L, &acc1, sizeof acc1);
+      }
+      for (; i + L <= d; i += L) {
+        VT acc = load<T, L>(c + i);
+        std::size_t r = 0;
+        for (; r < groups; r += 8) acc += weighted_group<VT>(w + r, V + r * stride + i, stride, at);
+        for (; r < rows; ++r) acc += w[r] * load<T, L>(V + r * stride + i);
+        std::memcpy(c + i, &acc, sizeof acc);
+      }
     }
   }
-  for (; r < rows; ++r) axpy(w[r], V + r * stride, c, d);
+#endif
+  for (; i < d; ++i) {
+    T acc = c[i];
+    const auto at = [](const T* p) { return *p; };
+    std::size_t r = 0;
+    for (; r < groups; r += 8) acc += weighted_group<T>(w + r, V + r * stride + i, stride, at);
+    for (; r < rows; ++r) acc += w[r] * V[r * stride + i];
+    c[i] = acc;
+  }
 }
 
 /// y += Σ_j (a_j f) x_j over the rows x_j = X + j·stride (d numbers each), where a row with

@@ -213,8 +213,9 @@ template <class T>
   return dot_plain(a, b, n);
 }
 
-/// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, four rows at a time (q is loaded
-/// once for four rows, four sums are in flight). Each row is summed in dot's order exactly.
+/// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, eight rows at a time, then four
+/// (q is loaded once for all of them, and eight chains of fused multiply-adds are in flight,
+/// enough to keep two FMA units busy). Each row is summed in dot's order exactly.
 template <class T>
 constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d,
                         T* out) noexcept {
@@ -223,6 +224,25 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
   constexpr std::size_t L = simd_lanes<T>;
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated() && d >= L) {
+      for (; j + 8 <= n; j += 8) {  // eight chains of fused multiply-adds in flight
+        const T* h0 = H + j * stride;
+        vec<T, L> a[8] = {};
+        std::size_t i = 0;
+        for (; i + L <= d; i += L) {
+          const vec<T, L> x = load<T, L>(q + i);
+          for (std::size_t r = 0; r < 8; ++r) a[r] += x * load<T, L>(h0 + r * stride + i);
+        }
+        hsum4<T, L>(a[0], a[1], a[2], a[3], out + j);
+        hsum4<T, L>(a[4], a[5], a[6], a[7], out + j + 4);
+        if (i < d) {
+          for (std::size_t r = 0; r < 8; ++r) {
+            const T* h = h0 + r * stride;
+            T t = 0;
+            for (std::size_t k = i; k < d; ++k) t += q[k] * h[k];
+            out[j + r] += t;
+          }
+        }
+      }
       for (; j + 4 <= n; j += 4) {
         const T* h0 = H + j * stride;
         const T* h1 = h0 + stride;
