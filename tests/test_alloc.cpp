@@ -139,4 +139,17 @@ TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
   });
   REQUIRE(n == 0);
   REQUIRE(dv[0] != 0);
+  // backward_from_weights, from the forward's weights: none either
+  std::vector<double> scores(count), weights(count), context(d), dvalues(count * d);
+  attn::attend(q, H, attn::dot, scores, weights, context);
+  const long nw = count_allocations([&] {
+    attn::backward_from_weights(q, H, attn::dot, weights, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d));
+    attn::backward_from_weights(q, H, H, attn::scaled_dot, weights, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d),
+                                attn::MatrixView<double>(dvalues.data(), count, d));
+    attn::backward_from_weights(q, H, score, weights, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+  });
+  REQUIRE(nw == 0);
 }
