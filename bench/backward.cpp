@@ -2,7 +2,9 @@
 //   backward:        attn::backward (∂L/∂s, ∂L/∂q, ∂L/∂H) against
 //                    forward — attn::attend on the same notes, the pass backward is measured by,
 //                    naive   — the loops one writes first (std::exp),
-//                    eigen   — Eigen 3.4 matrix-vector products and outer products;
+//                    eigen   — Eigen 3.4 matrix-vector products and outer products,
+//                    attn_weights — attn::backward_from_weights, given attend's weights;
+//   backward_w:      attn::backward_from_weights against forward (attend);
 //   jacobian_query:  attn::jacobian_query (∂c/∂q, d×d) against fma_ref, a loop doing the
 //                    n·d² fused multiply-adds of Σ_j x_j h_jᵀ and nothing else;
 //   jacobian_note:   attn::jacobian_note (∂c/∂h_j for one j) against forward.
@@ -52,6 +54,22 @@ void backward_attn(benchmark::State& state) {
   for (auto _ : state) {
     bench::touch(p.H.data());
     attn::backward(p.q, p.notes(), attn::dot, p.g, gs, gq, gn.view());
+    bench::touch(gn.data());
+  }
+  finish<T>(state, p.n, p.d);
+}
+
+/// backward_from_weights from attend's weights (formed once, outside the loop), as autograd
+/// keeps the forward's softmax output.
+template <class T>
+void backward_attn_weights(benchmark::State& state) {
+  const problem<T> p(state);
+  std::vector<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
+  attn::attend(p.q, p.notes(), attn::dot, s, w, c);
+  attn::Matrix<T> gn(p.n, p.d);
+  for (auto _ : state) {
+    bench::touch(p.H.data());
+    attn::backward_from_weights(p.q, p.notes(), attn::dot, w, p.g, gs, gq, gn.view());
     bench::touch(gn.data());
   }
   finish<T>(state, p.n, p.d);
@@ -197,6 +215,13 @@ BENCHMARK_TEMPLATE(backward_naive, double)->Name("backward/f64/naive")->Apply(ap
 BENCHMARK_TEMPLATE(backward_attn, float)->Name("backward/f32/attn")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_forward, float)->Name("backward/f32/forward")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_naive, float)->Name("backward/f32/naive")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_attn_weights, double)->Name("backward/f64/attn_weights")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_attn_weights, float)->Name("backward/f32/attn_weights")->Apply(apply_shapes);
+// the same against the forward alone: ratios.py's table for backward_w shows attn/forward
+BENCHMARK_TEMPLATE(backward_attn_weights, double)->Name("backward_w/f64/attn")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_forward, double)->Name("backward_w/f64/forward")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_attn_weights, float)->Name("backward_w/f32/attn")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_forward, float)->Name("backward_w/f32/forward")->Apply(apply_shapes);
 #ifdef ATTN_BENCH_HAVE_EIGEN
 BENCHMARK_TEMPLATE(backward_eigen, double)->Name("backward/f64/eigen")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_eigen, float)->Name("backward/f32/eigen")->Apply(apply_shapes);

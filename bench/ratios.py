@@ -35,7 +35,8 @@ MATRIX = [
 ]
 
 # The order implementations appear in, after attn; anything else follows alphabetically.
-IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "forward", "fma_ref", "twopass", "onepass"]
+IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "forward", "fma_ref", "twopass", "onepass",
+              "attn_weights"]
 
 
 def run(cmd, **kw):

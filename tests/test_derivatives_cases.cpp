@@ -448,6 +448,21 @@ TEST_CASE("docs/derivatives.md: backward into caller buffers", "[derivatives][do
   REQUIRE(dq[1] == two.query[1]);
 }
 
+TEST_CASE("docs/derivatives.md: backward from the forward's weights", "[derivatives][docs]") {
+  // autograd style: keep attend's weights, and backward forms no score and no softmax
+  const attn::Matrix<double> notes{{1, 0.2, -0.4}, {0.1, 0.9, 0.3}, {-0.5, 0.4, 1.1}, {0.7, -0.6, 0.2}};
+  const std::vector<double> q{0.6, -0.4, 0.3}, g{1, -0.5, 0.25};  // g = ∂L/∂c
+  const auto fwd = attn::attend(q, notes, attn::dot, {.beta = 2});
+  std::vector<double> dscores(4), dq(3);
+  attn::Matrix<double> dnotes(4, 3);
+  attn::backward_from_weights(q, notes, attn::dot, fwd.weights, g, dscores, dq, dnotes.view(), {.beta = 2});
+  // backward recomputes α; from the same weights the two agree (to the bit when α is the softmax
+  // backward forms, attn::softmax of fwd.scores)
+  const auto b = attn::backward(q, notes, attn::dot, g, {.beta = 2});
+  for (std::size_t j = 0; j < 4; ++j) REQUIRE_THAT(dscores[j], Catch::Matchers::WithinAbs(b.scores[j], 1e-15));
+  REQUIRE_THAT(dq[2], Catch::Matchers::WithinRel(b.query[2], 1e-14));
+}
+
 TEST_CASE("docs/derivatives.md: many queries", "[derivatives][docs]") {
   // align_backward: ∂L/∂C (T×d_v) → ∂L/∂Q (T×d_q), ∂L/∂H summed over the queries
   const attn::Matrix<double, 2, 3> queries{{0, 0.5, 2}, {2, 0, 0}};
