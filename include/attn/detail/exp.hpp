@@ -441,9 +441,9 @@ template <std::size_t V, bool Shifted, bool Scaled, class T>
   return true;
 }
 
-/// exp_shifted without a mask at run time, for float and double: blocks of 8 vectors, then
-/// single vectors, then the last partial vector (its missing lanes computed as e^0), each through
-/// exp_in_range; a block holding a number out of its range (|β x_i − m| > 86.5 for float, 708
+/// exp_shifted without a mask at run time, for float and double: blocks of 8 vectors, then of
+/// 4, then single vectors, then the last partial vector (padded with its first number, whose
+/// result is not stored), each through exp_in_range; a block holding a number out of its range (|β x_i − m| > 86.5 for float, 708
 /// for double, or not finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
 template <bool Shifted, bool Scaled, class T>
 [[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m,
@@ -459,6 +459,8 @@ template <bool Shifted, bool Scaled, class T>
   std::size_t i = 0;
   for (; i + V * L <= n; i += V * L)
     if (!exp_block_in_range<V, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, V * L);
+  for (; i + 4 * L <= n; i += 4 * L)
+    if (!exp_block_in_range<4, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, 4 * L);
   for (; i + L <= n; i += L)
     if (!exp_block_in_range<1, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
   if (i < n) {
