@@ -3,10 +3,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <memory>
 #include <random>
-#include <span>
-#include <type_traits>
 #include <vector>
 
 #include "attn/softmax.hpp"
@@ -250,70 +247,4 @@ TEST_CASE("float softmax of a million scores is within 1e-6 relative of double",
   }
   REQUIRE(worst <= 1e-6);
   REQUIRE(std::abs(sum - 1) <= 1e-6);
-}
-
-TEMPLATE_TEST_CASE("long rows (two passes, online max) agree with the three-pass form", "[softmax][long]", float, double) {
-  using T = TestType;
-  // Rows of ≥ 1 MiB without a mask take softmax_online; an all-true mask takes the three-pass
-  // form on the same row. Both use the row's max m and the same exps; only l = Σ exp(β x − m)
-  // is summed differently (block sums rescaled by exp(m_old − m) as the max grows, one double
-  // or T rounding per block and rescale). With l in sum_t<T> (double for float) the weights
-  // then differ by at most one rounding of 1/l in T and of the final product: 2 ulp. For double
-  // l is summed in double too: each block sum and each rescale (an exp ≤ 1 ulp and a product)
-  // adds at most about an ulp of relative difference, so (2 + blocks) ulp.
-  const std::size_t n = (std::size_t{1} << 20) / sizeof(T) + 777;  // blocks of 1024 and a tail
-  const std::vector<bool> keep(n, true);
-  const auto all = std::make_unique<bool[]>(n);
-  for (std::size_t j = 0; j < n; ++j) all[j] = keep[j];
-  const attn::options masked{.mask = std::span<const bool>(all.get(), n)};
-  std::mt19937_64 rng(7);
-  std::uniform_real_distribution<double> u(-30, 30);
-  const T tol = std::is_same_v<T, float> ? 2 * eps<T> : (2 + static_cast<T>(n / 1024)) * eps<T>;
-  SECTION("rising scores: the max grows in every block (a rescale each time)") {
-    std::vector<T> x(n);
-    for (std::size_t j = 0; j < n; ++j) x[j] = static_cast<T>(u(rng) + 40.0 * static_cast<double>(j) / static_cast<double>(n));
-    for (const double beta : {1.0, 0.5, -1.0}) {
-      const auto w = attn::softmax(x, {.beta = beta});
-      const auto ref = attn::softmax(x, {.beta = beta, .mask = masked.mask});
-      for (std::size_t j = 0; j < n; ++j) REQUIRE_THAT(w[j], WithinRel(ref[j], tol));
-    }
-  }
-  SECTION("special rows give the general rules' answers, bit for bit") {
-    constexpr T tinf = std::numeric_limits<T>::infinity();
-    const T nan = std::numeric_limits<T>::quiet_NaN();
-    std::vector<T> x(n);
-    for (auto& v : x) v = static_cast<T>(u(rng));
-    const auto same = [&](const std::vector<T>& row, const attn::options& opt) {
-      attn::options with_mask = opt;
-      with_mask.mask = masked.mask;
-      const auto a = attn::softmax(row, opt);
-      const auto b = attn::softmax(row, with_mask);
-      std::size_t differ = 0;
-      for (std::size_t j = 0; j < n; ++j)
-        differ += (a[j] == b[j]) || (std::isnan(a[j]) && std::isnan(b[j])) ? 0u : 1u;
-      REQUIRE(differ == 0);
-    };
-    std::vector<T> r = x;
-    r[n - 5] = nan;  // a NaN in the last block: every weight NaN
-    same(r, {});
-    REQUIRE(std::isnan(attn::softmax(r)[0]));
-    r = x;
-    r[3000] = -nan;  // a NaN whose bits order below −inf
-    same(r, {});
-    r = x;
-    r[5000] = tinf;  // +inf takes all the weight
-    same(r, {});
-    REQUIRE(attn::softmax(r)[5000] == T(1));
-    r.assign(n, -tinf);  // nothing above −inf: the policy
-    same(r, {.if_all_masked = attn::all_masked_policy::uniform});
-    r = x;
-    for (std::size_t j = 0; j < 4096; ++j) r[j] = -tinf;  // leading blocks of −inf: a plain row
-    const auto lead = attn::softmax(r);
-    const auto lead_ref = attn::softmax(r, masked);
-    for (std::size_t j = 0; j < n; ++j) REQUIRE_THAT(lead[j], WithinRel(lead_ref[j], tol));
-    REQUIRE(lead[0] == T(0));
-    r = x;
-    r[2048] = std::numeric_limits<T>::max();  // β·x overflows for β = 4: the shifted form
-    same(r, {.beta = 4});
-  }
 }

@@ -163,40 +163,6 @@ constexpr void fill(T* out, std::size_t n, T value) noexcept {
   for (std::size_t j = 0; j < n; ++j) out[j] = value;
 }
 
-/// From this many bytes on, a row without a mask is done in two passes over x instead of three
-/// (about half an L2 cache: below it x and out stay in cache and the third pass is cheap).
-inline constexpr std::size_t online_softmax_min_bytes = std::size_t{1} << 20;
-
-/// softmax of a long row without a mask in two passes (online softmax): block by block the
-/// running max m of β·x and l = Σ exp(β x_j − m), l rescaled by exp(m_old − m) when m grows;
-/// then out_j = exp(β x_j − m)·(1/l). m is the row's max, as in the three-pass form; l may
-/// differ from its sum in the last bits. Returns false, having written nothing to out, unless
-/// the row is plainly finite (a +inf or NaN kept, or nothing above −inf: the general rules).
-template <class T>
-bool softmax_online(const T* x, T* out, std::size_t n, T beta) noexcept {
-  constexpr T inf = std::numeric_limits<T>::infinity();
-  T m = -inf;
-  sum_t<T> l = 0;
-  T tmp[exp_block];
-  for (std::size_t i0 = 0; i0 < n; i0 += exp_block) {
-    const std::size_t nb = n - i0 < exp_block ? n - i0 : exp_block;
-    const T bm = scaled_max_of(x + i0, nb, beta);
-    if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
-    if (bm == -inf) {  // a block of −inf (and NaNs that order below it)
-      if (kept_nan(x + i0, nb, nullptr, beta)) return false;
-      continue;
-    }
-    if (bm > m) {
-      l *= static_cast<sum_t<T>>(attn::detail::exp(m - bm));  // 0 the first time
-      m = bm;
-    }
-    l += exp_shifted_sum(x + i0, tmp, nb, beta, m);
-  }
-  if (m == -inf || !(l == l)) return false;
-  exp_shifted(x, out, n, beta, m, nullptr, static_cast<T>(sum_t<T>(1) / l));
-  return true;
-}
-
 /// softmax of β·x into out (out may alias x). Validates before writing anything.
 template <class T>
 constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std::size_t out_n,
@@ -204,9 +170,6 @@ constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std
   check_softmax_args<T>(where, n, out_n, opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
-  if (!std::is_constant_evaluated() && mask == nullptr && n * sizeof(T) >= online_softmax_min_bytes &&
-      softmax_online(x, out, n, beta))
-    return;
   const row_scan<T> s = scan_row(x, n, beta, mask);
   switch (classify(x, n, s, mask, beta)) {
     case row_kind::finite: {
