@@ -130,10 +130,14 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
       continue;
     }
     if (bm > m) {
-      const T f = attn::detail::exp(m - bm);  // 0 the first time (m = −inf)
-      l *= static_cast<sum_t<T>>(f);
-      scale(c, dv, f);
-      m = bm;
+      if (m == -inf) {  // the first block with a kept score: l and c are still 0
+        m = bm;
+      } else {
+        const T f = attn::detail::exp(m - bm);
+        l *= static_cast<sum_t<T>>(f);
+        scale(c, dv, f);
+        m = bm;
+      }
     }
     if (block_max != nullptr) block_max[j0 / B] = m;
     exp_shifted(s, e, nb, beta, m, mb);

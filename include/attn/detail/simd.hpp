@@ -226,14 +226,23 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
     if (!std::is_constant_evaluated() && d >= L) {
       for (; j + 8 <= n; j += 8) {  // eight chains of fused multiply-adds in flight
         const T* h0 = H + j * stride;
-        vec<T, L> a[8] = {};
+        const T *h1 = h0 + stride, *h2 = h1 + stride, *h3 = h2 + stride, *h4 = h3 + stride;
+        const T *h5 = h4 + stride, *h6 = h5 + stride, *h7 = h6 + stride;
+        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
         std::size_t i = 0;
         for (; i + L <= d; i += L) {
           const vec<T, L> x = load<T, L>(q + i);
-          for (std::size_t r = 0; r < 8; ++r) a[r] += x * load<T, L>(h0 + r * stride + i);
+          a0 += x * load<T, L>(h0 + i);
+          a1 += x * load<T, L>(h1 + i);
+          a2 += x * load<T, L>(h2 + i);
+          a3 += x * load<T, L>(h3 + i);
+          a4 += x * load<T, L>(h4 + i);
+          a5 += x * load<T, L>(h5 + i);
+          a6 += x * load<T, L>(h6 + i);
+          a7 += x * load<T, L>(h7 + i);
         }
-        hsum4<T, L>(a[0], a[1], a[2], a[3], out + j);
-        hsum4<T, L>(a[4], a[5], a[6], a[7], out + j + 4);
+        hsum4<T, L>(a0, a1, a2, a3, out + j);
+        hsum4<T, L>(a4, a5, a6, a7, out + j + 4);
         if (i < d) {
           for (std::size_t r = 0; r < 8; ++r) {
             const T* h = h0 + r * stride;
