@@ -587,13 +587,12 @@ void backward_row_weights(const S& score, std::span<const T> q, MatrixView<const
   score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
 }
 
-/// backward from the forward's weights, for one query into caller buffers: checks every size
-/// (and β), then writes. The all-masked policy is not applied again: the weights carry it.
-template <real T, std::size_t DQ, std::size_t DK, class S, class P>
-void backward_from_weights(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
-                           MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
-                           std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool notes_both,
-                           P* grads, const options& opt) {
+/// backward_from_weights's size checks (and β's), before anything is written.
+template <real T, class S, class P>
+void check_from_weights(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                        MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
+                        std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool notes_both,
+                        P* grads, const options& opt) {
   const std::size_t n = keys.rows();
   score.check(q.size(), keys.cols());
   check_nonempty(where, "the notes matrix", n);
@@ -606,6 +605,15 @@ void backward_from_weights(const char* where, const S& score, std::span<const T>
   check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
   if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
   check_parameter_gradient(score, grads);
+}
+
+/// backward from the forward's weights, for one query into caller buffers; sizes must be
+/// checked. The all-masked policy is not applied again: the weights carry it.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_from_weights_checked(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                                   MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
+                                   std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv,
+                                   bool notes_both, P* grads, const options& opt) {
   const bool flows = mask_keeps_a_note(opt);
   if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
     if (flows && values.cols() != 0) {
@@ -617,6 +625,138 @@ void backward_from_weights(const char* where, const S& score, std::span<const T>
   if (!notes_both) zero(gv);
   backward_row_weights<T, DQ, DK>(score, q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, flows,
                                   grads, opt);
+}
+
+/// backward from the forward's weights, for one query into caller buffers: checks every size
+/// (and β), then writes.
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_from_weights(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                           MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
+                           std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool notes_both,
+                           P* grads, const options& opt) {
+  check_from_weights<T>(where, score, q, keys, values, alpha, gc, gs, gq, gk, gv, notes_both, grads, opt);
+  backward_from_weights_checked<T, DQ, DK>(score, q, keys, values, alpha, gc, gs, gq, gk, gv, notes_both, grads,
+                                           opt);
+}
+
+/// The one-pass backward from the forward's weights α and context c (dot and scaled_dot):
+/// with ū = ⟨g, c⟩ known before the pass, block by block (the block still in L1) it forms
+/// u_j = ⟨g, v_j⟩ (into gs), a_j = β α_j (u_j − ū), writes ∂L/∂s_j = a_j and the rows α_j g,
+/// a_j f q or α_j g + a_j f q, and adds Σ_j a_j f k_j into gq: each note read once, each
+/// gradient row written once. Sizes must be checked, the weights must move, d_v > 0, no
+/// weight above 1/2 (u_m − ū is formed directly here) and α, c, g finite; gs must not overlap α.
+template <real T, class S>
+void backward_dot_forward(std::span<const T> q, MatrixView<const T> keys, MatrixView<const T> values,
+                          std::span<const T> alpha, std::span<const T> c, std::span<const T> gc,
+                          std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool notes_both,
+                          const options& opt) {
+  const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
+  constexpr std::size_t B = 8;  // rows per group: read by dot_rows, then again (from L1) below
+  const T* w = alpha.data();
+  const T* g = gc.data();
+  const T* qd = q.data();
+  const T ubar = dot(g, c.data(), dv);  // ⟨g, c⟩ = Σ_k α_k u_k up to rounding
+  const T beta = static_cast<T>(opt.beta);
+  T f = T(1);
+  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  T* __restrict y = gq.data();
+  fill(y, dk, T(0));
+  const std::size_t ks = keys.row_stride(), vs = gv.row_stride(), kgs = gk.row_stride();
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    T* a = gs.data() + j0;
+    dot_rows(g, values.row(j0).data(), values.row_stride(), nb, dv, a);  // u_j
+    T al[B], af[B];
+    bool plain = nb == B;  // every row of the group has α_j ≠ 0 and ∂L/∂s_j ≠ 0
+    for (std::size_t r = 0; r < nb; ++r) {
+      const T a_j = w[j0 + r];
+      const T sj = a_j == T(0) ? T(0) : beta * a_j * (a[r] - ubar);
+      a[r] = sj;
+      al[r] = a_j;
+      af[r] = f == T(1) ? sj : sj * f;
+      plain = plain && a_j != T(0) && sj != T(0);
+    }
+    const T* __restrict k0 = keys.row(j0).data();
+    T* __restrict v0 = gv.row(j0).data();
+    T* __restrict kg0 = gk.row(j0).data();
+    if (plain && notes_both) {  // one sweep over the columns: the rows' writes and ∂L/∂q
+      for (std::size_t i = 0; i < dk; ++i) {
+        T acc = T(0);
+        for (std::size_t r = 0; r < B; ++r) {
+          acc += af[r] * k0[r * ks + i];
+          v0[r * vs + i] = al[r] * g[i] + af[r] * qd[i];
+        }
+        y[i] += acc;
+      }
+      continue;
+    }
+    if (plain) {
+      for (std::size_t i = 0; i < dk; ++i) {
+        T acc = T(0);
+        for (std::size_t r = 0; r < B; ++r) {
+          acc += af[r] * k0[r * ks + i];
+          kg0[r * kgs + i] = af[r] * qd[i];
+        }
+        y[i] += acc;
+      }
+      for (std::size_t r = 0; r < B; ++r)
+        for (std::size_t i = 0; i < dv; ++i) v0[r * vs + i] = al[r] * g[i];
+      continue;
+    }
+    for (std::size_t r = 0; r < nb; ++r) {  // the rows backward_dot_weights writes (+0 where it fills)
+      T* vj = gv.row(j0 + r).data();
+      T* kj = gk.row(j0 + r).data();
+      if (al[r] == T(0)) {
+        fill(vj, dv, T(0));
+        if (!notes_both) fill(kj, dk, T(0));
+      } else if (notes_both) {
+        if (a[r] == T(0)) {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = al[r] * g[i];
+        } else {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = al[r] * g[i] + af[r] * qd[i];
+        }
+      } else {
+        for (std::size_t i = 0; i < dv; ++i) vj[i] = al[r] * g[i];
+        if (a[r] == T(0)) {
+          fill(kj, dk, T(0));
+        } else {
+          for (std::size_t i = 0; i < dk; ++i) kj[i] = af[r] * qd[i];
+        }
+      }
+    }
+    accumulate_rows(a, f, keys.row(j0).data(), ks, nb, dk, y);  // ∂L/∂q += Σ_j a_j f k_j
+  }
+}
+
+/// Whether backward_from_forward may take the one pass: dot or scaled_dot without parameter
+/// gradients, weights that move (the mask keeps a note), d_v > 0, no weight above 1/2, and
+/// α, c, g and q finite. Anything else is backward_from_weights's.
+template <real T>
+bool one_pass_applies(std::span<const T> q, std::span<const T> alpha, std::span<const T> c,
+                      std::span<const T> gc, const options& opt) noexcept {
+  return !c.empty() && mask_keeps_a_note(opt) && dominant_weight(alpha.data(), alpha.size()) == alpha.size() &&
+         all_finite(alpha.data(), alpha.size()) && all_finite(c.data(), c.size()) &&
+         all_finite(gc.data(), gc.size()) && all_finite(q.data(), q.size());
+}
+
+/// backward from the forward's weights and context, for one query into caller buffers: checks
+/// every size (and β), then writes, in one pass where one_pass_applies, else as
+/// backward_from_weights (which does not read the context).
+template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+void backward_from_forward(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
+                           MatrixView<const T> values, std::span<const T> alpha, std::span<const T> c,
+                           std::span<const T> gc, std::span<T> gs, std::span<T> gq, MatrixView<T> gk,
+                           MatrixView<T> gv, bool notes_both, P* grads, const options& opt) {
+  check_from_weights<T>(where, score, q, keys, values, alpha, gc, gs, gq, gk, gv, notes_both, grads, opt);
+  check_equal(where, "size of the forward's context", c.size(), "columns of values", values.cols());
+  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+    if (one_pass_applies<T>(q, alpha, c, gc, opt)) {
+      backward_dot_forward<T, S>(q, keys, values, alpha, c, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt);
+      return;
+    }
+  }
+  backward_from_weights_checked<T, DQ, DK>(score, q, keys, values, alpha, gc, gs, gq, gk, gv, notes_both, grads,
+                                           opt);
 }
 
 /// align_backward into caller buffers: checks every row, then writes.
@@ -1052,6 +1192,169 @@ template <vector_like Q, matrix_like N, class S, vector_like W, vector_like G>
   detail::derivatives::backward_from_weights<T, DQ, D>(
       "attn::backward_from_weights", score, as_span(q), nv, nv, as_span(weights), as_span(grad_context),
       std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(), true, p, opt);
+  return r;
+}
+
+/// backward from the forward's whole result: its weights α (attention_result::weights) and its
+/// context c (attention_result::context), for keys ≠ values. With ū = ⟨g, c⟩, which equals
+/// Σ_k α_k u_k (u_k = ⟨g, v_k⟩) up to rounding, every term is known before the notes are read:
+///   ∂L/∂s_j = β α_j (u_j − ū),  ∂L/∂v_j = α_j g,  ∂L/∂k_j = (∂L/∂s_j) ∂s_j/∂k_j,
+///   ∂L/∂q = Σ_j (∂L/∂s_j) ∂s_j/∂q,
+/// so for dot and scaled_dot ONE pass suffices, block by block: u_j, ∂L/∂s_j, the gradient rows
+/// and ∂L/∂q += (∂L/∂s_j) f k_j while the block is in L1 (each note read once, each gradient
+/// row written once; backward_from_weights needs a pass for the u_k first).
+///
+/// Why only when no weight exceeds 1/2: for the note m with α_m → 1, u_m − ū cancels
+/// (u_m − ū = Σ_{k≠m} α_k (u_m − u_k) is small while u_m and ū are not), and the accurate form
+/// Σ_{k≠m} α_k (u_m − u_k), which backward and backward_from_weights use, needs every u_k before
+/// the pass. Below 1/2 the direct form is accurate: |u_j − ū| carries an absolute error of
+/// rounding × (|u_j| + Σ_k α_k |u_k|), and β α_j times that is the error backward's own form has.
+/// So the weights are read first (O(n)); with a weight above 1/2 — or anything that path treats
+/// apart: a mask that keeps no note, d_v = 0, a non-finite weight, context, g or q, a score other
+/// than dot and scaled_dot, parameter gradients — this is backward_from_weights(…, weights, g, …)
+/// to the bit (the context is then not read). In the one-pass case the numbers differ from
+/// backward_from_weights's (and, given backward's softmax, from backward's) by rounding only:
+/// ∂L/∂s_j by at most ρ β α_j (U + ⟨|g|, |v_j|⟩), U = Σ_k α_k ⟨|g|, |v_k|⟩, where ρ is a small
+/// multiple of (n + d_v)·ε (docs/derivatives.md, "From the forward's weights and context").
+///
+/// A separate name, not a context argument added to backward_from_weights: the context is one
+/// more vector beside the weights and g, and a distinct name keeps the overloads apart and says
+/// what the call needs. Overloads and rules otherwise as backward_from_weights's: caller buffers
+/// (n, d_q, n × d_k, n × d_v; no allocation; sizes checked before anything is written,
+/// dimension_error; grad_scores must not overlap the weights) or returned results; the weights
+/// and context are taken as given (they should be one attend's).
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like C, vector_like G,
+          class GS, class GQ, class GK, class GV>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<V>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>>
+void backward_from_forward(const Q& q, const K& keys, const V& values, const S& score, const W& weights,
+                           const C& context, const G& grad_context, GS&& grad_scores, GQ&& grad_query,
+                           GK&& grad_keys, GV&& grad_values, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  detail::derivatives::backward_from_forward<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward_from_forward", score, as_span(q), as_view(keys), as_view(values), as_span(weights),
+      as_span(context), as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, static_cast<no_parameters*>(nullptr),
+      opt);
+}
+
+/// As above, and also adds ∂L/∂θ to `grad_parameters` (accumulated; a score with parameters
+/// always takes backward_from_weights's path).
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like C, vector_like G,
+          class GS, class GQ, class GK, class GV, class P>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<V>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<K>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GK, scalar_of<Q>, rows_of<K>, cols_of<K>> &&
+           detail::derivatives::matrix_output_for<GV, scalar_of<Q>, rows_of<V>, cols_of<V>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward_from_forward(const Q& q, const K& keys, const V& values, const S& score, const W& weights,
+                           const C& context, const G& grad_context, GS&& grad_scores, GQ&& grad_query,
+                           GK&& grad_keys, GV&& grad_values, P&& grad_parameters, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  auto* p = &grad_parameters;
+  detail::derivatives::backward_from_forward<T, extent_of<Q>, cols_of<K>>(
+      "attn::backward_from_forward", score, as_span(q), as_view(keys), as_view(values), as_span(weights),
+      as_span(context), as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query),
+      as_mutable_view(grad_keys), as_mutable_view(grad_values), false, p, opt);
+}
+
+/// backward_from_forward for notes that are keys and values: writes ∂L/∂s_j = β α_j (u_j − ⟨g, c⟩),
+/// ∂L/∂q and ∂L/∂h_j = α_j g + (∂L/∂s_j) ∂s_j/∂h_j (n × d) into the caller's buffers in one
+/// pass over the notes (see the keys ≠ values form for when, and why not otherwise).
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like C, vector_like G, class GS, class GQ,
+          class GN>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>>
+void backward_from_forward(const Q& q, const N& notes, const S& score, const W& weights, const C& context,
+                           const G& grad_context, GS&& grad_scores, GQ&& grad_query, GN&& grad_notes,
+                           const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  detail::derivatives::backward_from_forward<T, extent_of<Q>, cols_of<N>>(
+      "attn::backward_from_forward", score, as_span(q), nv, nv, as_span(weights), as_span(context),
+      as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query), gn, gn, true,
+      static_cast<no_parameters*>(nullptr), opt);
+}
+
+/// As above, and also adds ∂L/∂θ to `grad_parameters` (accumulated).
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like C, vector_like G, class GS, class GQ,
+          class GN, class P>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>> &&
+           detail::output_for<GS, scalar_of<Q>, rows_of<N>> &&
+           detail::output_for<GQ, scalar_of<Q>, extent_of<Q>> &&
+           detail::derivatives::matrix_output_for<GN, scalar_of<Q>, rows_of<N>, cols_of<N>> &&
+           parameter_gradient_for<P, S, scalar_of<Q>>
+void backward_from_forward(const Q& q, const N& notes, const S& score, const W& weights, const C& context,
+                           const G& grad_context, GS&& grad_scores, GQ&& grad_query, GN&& grad_notes,
+                           P&& grad_parameters, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  const auto nv = as_view(notes);
+  const MatrixView<T> gn = as_mutable_view(grad_notes);
+  auto* p = &grad_parameters;
+  detail::derivatives::backward_from_forward<T, extent_of<Q>, cols_of<N>>(
+      "attn::backward_from_forward", score, as_span(q), nv, nv, as_span(weights), as_span(context),
+      as_span(grad_context), as_mutable_span(grad_scores), as_mutable_span(grad_query), gn, gn, true, p, opt);
+}
+
+/// backward_from_forward for keys ≠ values, returning ∂L/∂s, ∂L/∂q, ∂L/∂k_j, ∂L/∂v_j and ∂L/∂θ
+/// (a backward_result). Fixed sizes: no allocation.
+template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, vector_like C, vector_like G>
+  requires detail::attend_inputs<Q, K, V, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<K>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<V>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<V>>
+[[nodiscard]] auto backward_from_forward(const Q& q, const K& keys, const V& values, const S& score,
+                                         const W& weights, const C& context, const G& grad_context,
+                                         const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
+      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
+      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward_from_forward<T, DQ, cols_of<K>>(
+      "attn::backward_from_forward", score, as_span(q), kv, vv, as_span(weights), as_span(context),
+      as_span(grad_context), std::span<T>(r.scores), std::span<T>(r.query), r.keys.view(), r.values.view(), false,
+      p, opt);
+  return r;
+}
+
+/// backward_from_forward for notes that are keys and values, returning ∂L/∂s, ∂L/∂q, ∂L/∂h_j
+/// and ∂L/∂θ (a notes_backward_result). Fixed sizes: no allocation.
+template <vector_like Q, matrix_like N, class S, vector_like W, vector_like C, vector_like G>
+  requires detail::attend_inputs<Q, N, N, S> && detail::derivatives::input_for<W, scalar_of<Q>, rows_of<N>> &&
+           detail::derivatives::input_for<C, scalar_of<Q>, cols_of<N>> &&
+           detail::derivatives::input_for<G, scalar_of<Q>, cols_of<N>>
+[[nodiscard]] auto backward_from_forward(const Q& q, const N& notes, const S& score, const W& weights,
+                                         const C& context, const G& grad_context, const options& opt = {}) {
+  using T = scalar_of<Q>;
+  constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
+  const auto nv = as_view(notes);
+  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
+      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
+      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
+  detail::derivatives::backward_from_forward<T, DQ, D>(
+      "attn::backward_from_forward", score, as_span(q), nv, nv, as_span(weights), as_span(context),
+      as_span(grad_context), std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(), true,
+      p, opt);
   return r;
 }
 
