@@ -287,6 +287,12 @@ struct erased_score {
       backward_notes_from_weights;
   std::function<grads<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> g, const attn::options&)>
       backward_from_weights;
+  // backward_from_forward, given the weights a and the context c
+  std::function<grads<T>(vec_in<T> q, mat_in<T> N, vec_in<T> a, vec_in<T> c, vec_in<T> g, const attn::options&)>
+      backward_notes_from_forward;
+  std::function<grads<T>(vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> c, vec_in<T> g,
+                         const attn::options&)>
+      backward_from_forward;
   std::function<grads<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, mat_in<T> G, const attn::options&)> align_backward;
   std::function<Matrix<T>(mat_in<T> Qs, mat_in<T> K, mat_in<T> V, const attn::options&)> align_contexts;
 };
@@ -346,6 +352,18 @@ erased_score<T> erase(std::shared_ptr<const C> cs) {
   e.backward_from_weights = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> g,
                                      const options& o) {
     const auto b = attn::backward_from_weights(q, K, V, sc, a, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.keys, b.values,
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.backward_notes_from_forward = [cs, sc](vec_in<T> q, mat_in<T> N, vec_in<T> a, vec_in<T> c, vec_in<T> g,
+                                           const options& o) {
+    const auto b = attn::backward_from_forward(q, N, sc, a, c, g, o);
+    return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.notes, Matrix<T>(),
+                    cs->flat_gradient(b.parameters)};
+  };
+  e.backward_from_forward = [cs, sc](vec_in<T> q, mat_in<T> K, mat_in<T> V, vec_in<T> a, vec_in<T> c,
+                                     vec_in<T> g, const options& o) {
+    const auto b = attn::backward_from_forward(q, K, V, sc, a, c, g, o);
     return grads<T>{row_matrix<T>(b.scores), row_matrix<T>(b.query), b.keys, b.values,
                     cs->flat_gradient(b.parameters)};
   };
@@ -453,6 +471,19 @@ void check_from_weights(tally<T>& t, const erased_score<T>& sc, const Vector<T>&
   if (th.size() != 0) {
     const fn<T> fth = [&](std::span<const T> x) { return sc.context(x, q, K, Vs, opt); };
     t.fd_check(attn::check_vjp(fth, th, g, bf.theta, "from weights dL/dtheta"));
+  }
+  // backward_from_forward, given attend's weights and context: central differences again (one
+  // pass where no weight is above 1/2; else backward_from_weights's numbers, to the bit)
+  const Vector<T> a = sc.weights(q, K, Vs, opt), c = sc.context(th, q, K, Vs, opt);
+  const grads<T> ff = V != nullptr ? sc.backward_from_forward(q, K, *V, a, c, g, opt)
+                                   : sc.backward_notes_from_forward(q, K, a, c, g, opt);
+  if (attn::detail::dominant_weight(a.data(), a.size()) < a.size()) REQUIRE(same_bits(ff, bf));
+  t.fd_check(attn::check_vjp(fq, q, g, ff.queries.row(0), "from forward dL/dq"));
+  t.fd_check(attn::check_vjp(fs, sc.scores(q, K, Vs, opt), g, ff.scores.row(0), "from forward dL/ds"));
+  t.fd_check(attn::check_vjp(fk, flat(K), g, flat(ff.keys), V != nullptr ? "from forward dL/dK" : "from forward dL/dH"));
+  if (V != nullptr) {
+    const fn<T> fv = [&](std::span<const T> x) { return sc.context(th, q, K, unflat(x, V->rows(), V->cols()), opt); };
+    t.fd_check(attn::check_vjp(fv, flat(*V), g, flat(ff.values), "from forward dL/dV"));
   }
 }
 

@@ -152,4 +152,16 @@ TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
                                 attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
   });
   REQUIRE(nw == 0);
+  // backward_from_forward, from the forward's weights and context (one pass, and the fallback
+  // for a score with parameters): none either
+  const long nf = count_allocations([&] {
+    attn::backward_from_forward(q, H, attn::dot, weights, context, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d));
+    attn::backward_from_forward(q, H, H, attn::scaled_dot, weights, context, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d),
+                                attn::MatrixView<double>(dvalues.data(), count, d));
+    attn::backward_from_forward(q, H, score, weights, context, g, dscores, dq,
+                                attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+  });
+  REQUIRE(nf == 0);
 }

@@ -354,6 +354,145 @@ TEST_CASE("backward_from_weights: all-masked rows as backward, NaN weights NaN, 
 }
 
 // ---------------------------------------------------------------------------------------------
+// backward_from_forward: one pass from the forward's weights and context
+// ---------------------------------------------------------------------------------------------
+
+// The bound docs/derivatives.md ("From the forward's weights and context") derives for the one
+// pass against backward (α' its softmax, α̂ and ĉ attend's, ε the type's epsilon,
+// w_j = ⟨|g|, |v_j|⟩, U = Σ_k α'_k w_k, σ_j = β α'_j (U + w_j), M = max over kept notes of
+// |β s_j|, b = ⌈n/64⌉ blocks):
+//   ρ = (3n + d_v + b + 16 + 11 M) ε
+//   |Δ ∂L/∂s_j| ≤ ρ σ_j,   |Δ ∂L/∂q_i| ≤ 2ρ f Σ_j σ_j |k_ji|,
+//   |Δ ∂L/∂v_ji| ≤ ρ α'_j |g_i|,   |Δ ∂L/∂k_ji| ≤ 2ρ f σ_j |q_i|,   notes both: the sum of the two.
+template <class T>
+void require_from_forward_close(const Vector<T>& q, const Matrix<T>& K, const Matrix<T>* V, const Vector<T>& g,
+                                const Vector<T>& s, const Vector<T>& ap, T f, const attn::options& opt,
+                                const Vector<T>& bs, const Vector<T>& bq, const Matrix<T>& bk, const Matrix<T>* bv,
+                                const Vector<T>& fs, const Vector<T>& fq, const Matrix<T>& fk, const Matrix<T>* fv) {
+  using L = long double;
+  const Matrix<T>& Vs = V != nullptr ? *V : K;
+  const std::size_t n = K.rows(), dk = K.cols(), dv = Vs.cols();
+  const L eps = static_cast<L>(std::numeric_limits<T>::epsilon()), beta = static_cast<L>(opt.beta);
+  L M = 0;
+  for (std::size_t j = 0; j < n; ++j)
+    if (opt.mask.empty() || opt.mask[j]) M = std::max(M, std::fabs(beta * static_cast<L>(s[j])));
+  const L rho = (3 * static_cast<L>(n) + static_cast<L>(dv) + static_cast<L>((n + 63) / 64) + 16 + 11 * M) * eps;
+  std::vector<L> wj(n), sigma(n);
+  L U = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; i < dv; ++i) wj[j] += std::fabs(static_cast<L>(g[i]) * static_cast<L>(Vs(j, i)));
+    U += static_cast<L>(ap[j]) * wj[j];
+  }
+  for (std::size_t j = 0; j < n; ++j) sigma[j] = beta * static_cast<L>(ap[j]) * (U + wj[j]);
+  const L fl = static_cast<L>(f);
+  for (std::size_t j = 0; j < n; ++j) {
+    INFO("note " << j);
+    REQUIRE(std::fabs(static_cast<L>(fs[j]) - static_cast<L>(bs[j])) <= rho * sigma[j]);
+    for (std::size_t i = 0; i < dk; ++i) {
+      L tol = 2 * rho * fl * sigma[j] * std::fabs(static_cast<L>(q[i]));
+      if (V == nullptr) tol += rho * static_cast<L>(ap[j]) * std::fabs(static_cast<L>(g[i]));
+      REQUIRE(std::fabs(static_cast<L>(fk(j, i)) - static_cast<L>(bk(j, i))) <= tol);
+    }
+    if (V != nullptr)
+      for (std::size_t i = 0; i < dv; ++i)
+        REQUIRE(std::fabs(static_cast<L>((*fv)(j, i)) - static_cast<L>((*bv)(j, i))) <=
+                rho * static_cast<L>(ap[j]) * std::fabs(static_cast<L>(g[i])));
+  }
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    L scale = 0;
+    for (std::size_t j = 0; j < n; ++j) scale += sigma[j] * std::fabs(static_cast<L>(K(j, i)));
+    REQUIRE(std::fabs(static_cast<L>(fq[i]) - static_cast<L>(bq[i])) <= 2 * rho * fl * scale);
+  }
+}
+
+TEMPLATE_TEST_CASE("backward_from_forward agrees with backward within the derived bound, and falls back "
+                   "to backward_from_weights to the bit",
+                   "[derivatives][from-forward]", float, double) {
+  using T = TestType;
+  rng_t rng(20250202);
+  std::size_t one_pass = 0, fallback = 0;
+  const auto check = [&](const auto& score, std::size_t n, std::size_t d, std::size_t dv, bool masked, double beta,
+                         T scale) {
+    INFO("n " << n << ", d " << d << ", dv " << dv << ", masked " << masked << ", beta " << beta << ", scale "
+              << scale);
+    using S = std::remove_cvref_t<decltype(score)>;
+    const T f = std::is_same_v<S, attn::scaled_dot_score> ? T(1) / std::sqrt(static_cast<T>(d)) : T(1);
+    const Vector<T> q = random_vector<T>(rng, d, scale);
+    const Matrix<T> K = random_matrix<T>(rng, n, d, scale);
+    const Matrix<T> V = random_matrix<T>(rng, n, dv, T(1));
+    const Vector<T> g = random_vector<T>(rng, dv, T(1)), gd = random_vector<T>(rng, d, T(1));
+    const std::vector<char> keep = masked ? random_mask(rng, n) : std::vector<char>(n, 1);
+    const auto mask = std::make_unique<bool[]>(n);
+    for (std::size_t j = 0; j < n; ++j) mask[j] = keep[j] != 0;
+    attn::options opt{.beta = beta};
+    if (masked) opt.mask = std::span<const bool>(mask.get(), n);
+    // keys ≠ values
+    const auto fw = attn::attend(q, K, V, score, opt);
+    const auto ff = attn::backward_from_forward(q, K, V, score, fw.weights, fw.context, g, opt);
+    if (attn::detail::dominant_weight(fw.weights.data(), n) < n) {
+      ++fallback;
+      const auto w = attn::backward_from_weights(q, K, V, score, fw.weights, g, opt);
+      REQUIRE(same_bits<T>(w.scores, ff.scores));
+      REQUIRE(same_bits<T>(w.query, ff.query));
+      REQUIRE(same_bits(Matrix<T>(w.keys), Matrix<T>(ff.keys)));
+      REQUIRE(same_bits(Matrix<T>(w.values), Matrix<T>(ff.values)));
+    } else {
+      ++one_pass;
+      const auto b = attn::backward(q, K, V, score, g, opt);
+      const Vector<T> ap = attn::softmax(fw.scores, opt);  // backward's α, to the bit
+      const Matrix<T> bk(b.keys), bv(b.values), fk(ff.keys), fv(ff.values);
+      require_from_forward_close<T>(q, K, &V, g, fw.scores, ap, f, opt, b.scores, b.query, bk, &bv, ff.scores,
+                                    ff.query, fk, &fv);
+    }
+    // notes that are keys and values
+    const auto fn_ = attn::attend(q, K, score, opt);
+    const auto fn1 = attn::backward_from_forward(q, K, score, fn_.weights, fn_.context, gd, opt);
+    if (attn::detail::dominant_weight(fn_.weights.data(), n) < n) {
+      ++fallback;
+      const auto w = attn::backward_from_weights(q, K, score, fn_.weights, gd, opt);
+      REQUIRE(same_bits<T>(w.scores, fn1.scores));
+      REQUIRE(same_bits<T>(w.query, fn1.query));
+      REQUIRE(same_bits(Matrix<T>(w.notes), Matrix<T>(fn1.notes)));
+    } else {
+      ++one_pass;
+      const auto b = attn::backward(q, K, score, gd, opt);
+      const Vector<T> ap = attn::softmax(fn_.scores, opt);
+      const Matrix<T> bn(b.notes), fnn(fn1.notes);
+      require_from_forward_close<T>(q, K, nullptr, gd, fn_.scores, ap, f, opt, b.scores, b.query, bn, nullptr,
+                                    fn1.scores, fn1.query, fnn, nullptr);
+    }
+  };
+  for (const std::size_t n : {1u, 3u, 7u, 8u, 33u, 64u, 65u, 129u, 1029u}) {
+    for (const std::size_t d : {1u, 3u, 17u, 64u}) {
+      for (const bool masked : {false, true}) {
+        const double beta = masked ? 1.7 : 1.0;
+        check(attn::dot, n, d, d, masked, beta, T(0.5));
+        check(attn::scaled_dot, n, d, 5, masked, beta, T(0.5));
+        check(attn::dot, n, d, d, masked, 3.0, T(1.5));  // sharper: some rows have a weight above 1/2
+      }
+    }
+  }
+  CHECK(one_pass > 100);  // both paths are exercised
+  CHECK(fallback > 10);
+}
+
+TEST_CASE("backward_from_forward: a weight above 1/2 keeps its relative accuracy (the two-pass form)",
+          "[derivatives][from-forward]") {
+  // as "a weight close to 1 keeps its derivative's relative accuracy": α_1 rounds to 1, and
+  // u_1 − ⟨g, c⟩ would cancel to 0; the fallback forms Σ_{k≠1} α_k (u_1 − u_k)
+  const Vector<double, 2> q{0, 40};
+  const Matrix<double, 2, 2> N{{1, 0}, {0, 1}};
+  const Vector<double, 2> g{1, 3};
+  const auto fwd = attn::attend(q, N, attn::dot);
+  const auto b = attn::backward_from_forward(q, N, attn::dot, fwd.weights, fwd.context, g);
+  const double a0 = std::exp(-40.0) / (1 + std::exp(-40.0)), a1 = 1 / (1 + std::exp(-40.0));
+  REQUIRE_THAT(b.scores[1], Catch::Matchers::WithinRel(2 * a0 * a1, 1e-14));
+  const auto w = attn::backward_from_weights(q, N, attn::dot, fwd.weights, g);
+  REQUIRE(same_bits<double>(b.scores, w.scores));
+  REQUIRE(same_bits<double>(b.query, w.query));
+}
+
+// ---------------------------------------------------------------------------------------------
 // docs/derivatives.md: each example there is one of these test cases, verbatim
 // ---------------------------------------------------------------------------------------------
 

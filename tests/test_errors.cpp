@@ -202,6 +202,10 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::backward_from_weights: size of the weights is 3 but number of notes is 2");
   CHECK(message_of([&] { attn::backward_from_weights(q3, notes, attn::dot, w2, q3, s2, gq, gk.view()); }) ==
         "attn::backward_from_weights: dL/dnotes is 3x3 but should be 2x3");
+  CHECK(message_of([&] { (void)attn::backward_from_forward(q3, notes, attn::dot, w2, q2, q3); }) ==
+        "attn::backward_from_forward: size of the forward's context is 2 but columns of values is 3");
+  CHECK(message_of([&] { attn::backward_from_forward(q3, notes, attn::dot, w2, q3, q3, s2, gq, gk.view()); }) ==
+        "attn::backward_from_forward: dL/dnotes is 3x3 but should be 2x3");
   // a fixed-size Vector from a range of another size
   CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
 }
@@ -767,6 +771,39 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     require_throws_untouched<attn::dimension_error>(
         [&] { attn::backward_from_weights(q, keys, attn::dot, a3, g3, gs.span(), gq.span(), gk.view(3, 2)); }, gs,
         gq, gk);
+  }
+  SECTION("backward_from_forward") {
+    const std::vector<double> a3{0.2, 0.3, 0.5}, a2{0.5, 0.5}, c3{0.1, 0.2, 0.3}, c2{0.1, 0.2};
+    const auto call = [&](std::span<const double> a_, std::span<const double> c_, std::span<const double> g_,
+                          std::span<double> s_, std::span<double> q_out, MatrixView<double> k_,
+                          MatrixView<double> v_, const attn::options& o = {}) {
+      attn::backward_from_forward(q, keys, values, attn::dot, a_, c_, g_, s_, q_out, k_, v_, o);
+    };
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c2, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a2, c3, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g2, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g3, gs2.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs2, gq, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g3, gs.span(), gq3.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq3, gk, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g3, gs.span(), gq.span(), gk4.view(4, 2), gv.view(3, 3)); }, gs, gq, gk4, gv);
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g3, gs.span(), gq.span(), gk.view(3, 2), gv6.view(3, 2)); }, gs, gq, gk, gv6);
+    const std::array<bool, 2> mask2{true, true};
+    require_throws_untouched<attn::dimension_error>(
+        [&] { call(a3, c3, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3), {.mask = mask2}); }, gs, gq, gk,
+        gv);
+    require_throws_untouched<attn::domain_error>(
+        [&] { call(a3, c3, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3), {.beta = std::nan("")}); }, gs,
+        gq, gk, gv);
+    // notes that are keys and values: the context has d = 2 numbers
+    require_throws_untouched<attn::dimension_error>(
+        [&] { attn::backward_from_forward(q, keys, attn::dot, a3, c3, g2, gs.span(), gq.span(), gk.view(3, 2)); },
+        gs, gq, gk);
   }
   SECTION("align_backward") {
     const Matrix<double> queries{{1, 0}, {0, 1}};
