@@ -5,6 +5,8 @@
 //                    eigen   — Eigen 3.4 matrix-vector products and outer products,
 //                    attn_weights — attn::backward_from_weights, given attend's weights;
 //   backward_w:      attn::backward_from_weights against forward (attend);
+//   backward_1p:     attn::backward_from_forward (one pass, given attend's weights and context)
+//                    against forward (attend);
 //   jacobian_query:  attn::jacobian_query (∂c/∂q, d×d) against fma_ref, a loop doing the
 //                    n·d² fused multiply-adds of Σ_j x_j h_jᵀ and nothing else;
 //   jacobian_note:   attn::jacobian_note (∂c/∂h_j for one j) against forward.
@@ -70,6 +72,29 @@ void backward_attn_weights(benchmark::State& state) {
   for (auto _ : state) {
     bench::touch(p.H.data());
     attn::backward_from_weights(p.q, p.notes(), attn::dot, w, p.g, gs, gq, gn.view());
+    bench::touch(gn.data());
+  }
+  finish<T>(state, p.n, p.d);
+}
+
+/// backward_from_forward from attend's weights and context (formed once, outside the loop):
+/// one pass over the notes. The input (bench::data, uniform numbers, as every benchmark here)
+/// has no weight above 1/2 at these shapes (checked: the benchmark fails otherwise), so this
+/// measures the one-pass path, not its fallback to backward_from_weights.
+template <class T>
+void backward_attn_forward(benchmark::State& state) {
+  const problem<T> p(state);
+  std::vector<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
+  attn::attend(p.q, p.notes(), attn::dot, s, w, c);
+  for (const T x : w)
+    if (x > T(0.5)) {
+      state.SkipWithError("a weight above 1/2: backward_from_forward would take the two-pass path");
+      return;
+    }
+  attn::Matrix<T> gn(p.n, p.d);
+  for (auto _ : state) {
+    bench::touch(p.H.data());
+    attn::backward_from_forward(p.q, p.notes(), attn::dot, w, c, p.g, gs, gq, gn.view());
     bench::touch(gn.data());
   }
   finish<T>(state, p.n, p.d);
@@ -222,6 +247,11 @@ BENCHMARK_TEMPLATE(backward_attn_weights, double)->Name("backward_w/f64/attn")->
 BENCHMARK_TEMPLATE(backward_forward, double)->Name("backward_w/f64/forward")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_attn_weights, float)->Name("backward_w/f32/attn")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_forward, float)->Name("backward_w/f32/forward")->Apply(apply_shapes);
+// backward_from_forward (one pass, given attend's weights and context) against the forward
+BENCHMARK_TEMPLATE(backward_attn_forward, double)->Name("backward_1p/f64/attn")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_forward, double)->Name("backward_1p/f64/forward")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_attn_forward, float)->Name("backward_1p/f32/attn")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(backward_forward, float)->Name("backward_1p/f32/forward")->Apply(apply_shapes);
 #ifdef ATTN_BENCH_HAVE_EIGEN
 BENCHMARK_TEMPLATE(backward_eigen, double)->Name("backward/f64/eigen")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(backward_eigen, float)->Name("backward/f32/eigen")->Apply(apply_shapes);
