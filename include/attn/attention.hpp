@@ -88,6 +88,16 @@ constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std
 /// vectors, and its rows are still in L1 when they are added into the context.
 inline constexpr std::size_t online_block = 64;
 
+/// Rows per block of the one-pass kernel for notes of `numbers` numbers (keys and values
+/// together): 64, or fewer so that a block stays within 32 KiB (and so in L1 while it is
+/// blended), a multiple of 8 and at least 8.
+template <class T>
+constexpr std::size_t online_rows(std::size_t numbers) noexcept {
+  const std::size_t fit = numbers == 0 ? online_block : (std::size_t{32} << 10) / (numbers * sizeof(T));
+  const std::size_t rows = fit >= online_block ? online_block : fit / 8 * 8;
+  return rows < 8 ? 8 : rows;
+}
+
 /// Rows [j0, j0 + nb) of m, as a view.
 template <real T>
 constexpr MatrixView<const T> row_block(MatrixView<const T> m, std::size_t j0, std::size_t nb) {
@@ -108,17 +118,30 @@ template <real T, class S>
 constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
                            MatrixView<const T> values, T beta, const bool* mask, T* scores,
                            T* c, T& m, sum_t<T>& l, T* exps = nullptr, T* block_max = nullptr) {
-  constexpr std::size_t B = online_block;
   constexpr T inf = std::numeric_limits<T>::infinity();
   const std::size_t n = keys.rows(), dv = values.cols();
-  T sbuf[B];
-  T ebuf[B];
+  const std::size_t B = online_rows<T>(keys.cols() + (values.data() != keys.data() ? dv : 0));
+  T sbuf[online_block];
+  T ebuf[online_block];
+  // Notes beyond what L2 holds come from memory: prefetch them a block ahead.
+  const bool prefetch = !std::is_constant_evaluated() &&
+                        n * (keys.cols() + (values.data() != keys.data() ? dv : 0)) * sizeof(T) >
+                            prefetch_min_bytes;
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     T* s = scores != nullptr ? scores + j0 : sbuf;
     T* e = exps != nullptr ? exps + j0 : ebuf;
     if (block_max != nullptr) block_max[j0 / B] = m;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+    if (prefetch && j0 + B < n) {
+      // The next block's notes into L2 while this block's exps and blend run from L1: the
+      // stream from memory does not pause (the hardware prefetchers follow reads, and the
+      // blend reads nothing new).
+      const std::size_t nn = n - (j0 + B) < B ? n - (j0 + B) : B;
+      prefetch_rows(keys.row(j0 + B).data(), keys.row_stride(), nn, keys.cols());
+      if (values.data() != keys.data())
+        prefetch_rows(values.row(j0 + B).data(), values.row_stride(), nn, dv);
+    }
     const bool* mb = mask != nullptr ? mask + j0 : nullptr;
     std::size_t kept = nb;
     const T bm = mb == nullptr ? scaled_max_of(s, nb, beta) : masked_scaled_max_of(s, nb, beta, mb, kept);
@@ -151,14 +174,15 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
 /// two-pass path: nothing kept, a kept score +inf or NaN, or a context that is not finite
 /// (a value holding inf or NaN, whose note may have weight 0 and must then not count).
 /// The weights are the pass's exps, exp(β s_j − m_b)·exp(m_b − m)/l, one factor per block
-/// (up to 64 blocks, 4096 notes; past that exp(β s_j − m)/l again from the stored scores);
+/// (up to 64 blocks of online_rows notes; past that exp(β s_j − m)/l again from the stored scores);
 /// l is summed in blocks, so they may differ from the two-pass weights in the last bits.
 template <real T, class S>
 constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
                              MatrixView<const T> values, const S& score, std::span<T> scores,
                              std::span<T> weights, std::span<T> context, const options& opt) {
-  constexpr std::size_t B = online_block, max_blocks = 64;
+  constexpr std::size_t max_blocks = 64;
   const std::size_t n = keys.rows(), dv = values.cols();
+  const std::size_t B = online_rows<T>(keys.cols() + (values.data() != keys.data() ? dv : 0));
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   T m = -std::numeric_limits<T>::infinity();
