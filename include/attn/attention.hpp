@@ -124,9 +124,9 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
   T sbuf[online_block];
   T ebuf[online_block];
   // Notes beyond what L2 holds come from memory: prefetch them a block ahead.
-  const bool prefetch = !std::is_constant_evaluated() &&
-                        n * (keys.cols() + (values.data() != keys.data() ? dv : 0)) * sizeof(T) >
-                            prefetch_min_bytes;
+  bool prefetch = false;
+  if (!std::is_constant_evaluated())
+    prefetch = n * (keys.cols() + (values.data() != keys.data() ? dv : 0)) * sizeof(T) > prefetch_min_bytes;
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     T* s = scores != nullptr ? scores + j0 : sbuf;
