@@ -23,6 +23,7 @@
 
 #include <array>
 #include <concepts>
+#include <cstring>
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -639,6 +640,57 @@ void backward_from_weights(const char* where, const S& score, std::span<const T>
                                            opt);
 }
 
+/// For the eight rows r of a group: y += Σ_r af_r k_r (summed over r in order, then added to y)
+/// and, when kg is null, row r of gn = al_r g + af_r q (notes that are keys and values), else
+/// row r of kg = af_r q. Column by column, whole vectors of columns at a time (vector types, so
+/// that the writes stay vectorized whatever the caller's size), then the tail.
+template <class T>
+void fused_group_rows(const T* al, const T* af, const T* k0, std::size_t ks, const T* g, const T* qd,
+                      std::size_t d, T* y, T* gn, std::size_t gns, T* kg, std::size_t kgs) noexcept {
+  std::size_t i = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    constexpr std::size_t L = simd_lanes<T>;
+    using VT = vec<T, L>;
+    for (; i + L <= d; i += L) {
+      VT acc = {};
+      const VT qi = load<T, L>(qd + i);
+      if (kg == nullptr) {
+        for (std::size_t r = 0; r < 8; ++r) acc += af[r] * load<T, L>(k0 + r * ks + i);
+      } else {
+        for (std::size_t r = 0; r < 8; ++r) {
+          acc += af[r] * load<T, L>(k0 + r * ks + i);
+          const VT o = af[r] * qi;
+          std::memcpy(kg + r * kgs + i, &o, sizeof o);
+        }
+      }
+      const VT yi = load<T, L>(y + i) + acc;
+      std::memcpy(y + i, &yi, sizeof yi);
+    }
+    if (kg == nullptr) {  // the rows in order, each a run of whole vectors
+      for (std::size_t r = 0; r < 8; ++r) {
+        T* o = gn + r * gns;
+        for (std::size_t c = 0; c + L <= d; c += L) {
+          const VT x = al[r] * load<T, L>(g + c) + af[r] * load<T, L>(qd + c);
+          std::memcpy(o + c, &x, sizeof x);
+        }
+      }
+    }
+  }
+#endif
+  for (; i < d; ++i) {
+    T acc = T(0);
+    for (std::size_t r = 0; r < 8; ++r) {
+      acc += af[r] * k0[r * ks + i];
+      if (kg == nullptr)
+        gn[r * gns + i] = al[r] * g[i] + af[r] * qd[i];
+      else
+        kg[r * kgs + i] = af[r] * qd[i];
+    }
+    y[i] += acc;
+  }
+}
+
 /// The one-pass backward from the forward's weights α and context c (dot and scaled_dot):
 /// with ū = ⟨g, c⟩ known before the pass, block by block (the block still in L1) it forms
 /// u_j = ⟨g, v_j⟩ (into gs), a_j = β α_j (u_j − ū), writes ∂L/∂s_j = a_j and the rows α_j g,
@@ -680,25 +732,11 @@ void backward_dot_forward(std::span<const T> q, MatrixView<const T> keys, Matrix
     T* __restrict v0 = gv.row(j0).data();
     T* __restrict kg0 = gk.row(j0).data();
     if (plain && notes_both) {  // one sweep over the columns: the rows' writes and ∂L/∂q
-      for (std::size_t i = 0; i < dk; ++i) {
-        T acc = T(0);
-        for (std::size_t r = 0; r < B; ++r) {
-          acc += af[r] * k0[r * ks + i];
-          v0[r * vs + i] = al[r] * g[i] + af[r] * qd[i];
-        }
-        y[i] += acc;
-      }
+      fused_group_rows(al, af, k0, ks, g, qd, dk, y, v0, vs, static_cast<T*>(nullptr), 0);
       continue;
     }
     if (plain) {
-      for (std::size_t i = 0; i < dk; ++i) {
-        T acc = T(0);
-        for (std::size_t r = 0; r < B; ++r) {
-          acc += af[r] * k0[r * ks + i];
-          kg0[r * kgs + i] = af[r] * qd[i];
-        }
-        y[i] += acc;
-      }
+      fused_group_rows(al, af, k0, ks, g, qd, dk, y, v0, vs, kg0, kgs);
       for (std::size_t r = 0; r < B; ++r)
         for (std::size_t i = 0; i < dv; ++i) v0[r * vs + i] = al[r] * g[i];
       continue;
