@@ -123,25 +123,12 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
   const std::size_t B = online_rows<T>(keys.cols() + (values.data() != keys.data() ? dv : 0));
   T sbuf[online_block];
   T ebuf[online_block];
-  // Notes beyond what L2 holds come from memory: prefetch them a block ahead.
-  bool prefetch = false;
-  if (!std::is_constant_evaluated())
-    prefetch = n * (keys.cols() + (values.data() != keys.data() ? dv : 0)) * sizeof(T) > prefetch_min_bytes;
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     T* s = scores != nullptr ? scores + j0 : sbuf;
     T* e = exps != nullptr ? exps + j0 : ebuf;
     if (block_max != nullptr) block_max[j0 / B] = m;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
-    if (prefetch && j0 + B < n) {
-      // The next block's notes into L2 while this block's exps and blend run from L1: the
-      // stream from memory does not pause (the hardware prefetchers follow reads, and the
-      // blend reads nothing new).
-      const std::size_t nn = n - (j0 + B) < B ? n - (j0 + B) : B;
-      prefetch_rows(keys.row(j0 + B).data(), keys.row_stride(), nn, keys.cols());
-      if (values.data() != keys.data())
-        prefetch_rows(values.row(j0 + B).data(), values.row_stride(), nn, dv);
-    }
     const bool* mb = mask != nullptr ? mask + j0 : nullptr;
     std::size_t kept = nb;
     const T bm = mb == nullptr ? scaled_max_of(s, nb, beta) : masked_scaled_max_of(s, nb, beta, mb, kept);

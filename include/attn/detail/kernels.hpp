@@ -239,23 +239,6 @@ template <class T>
   return bad == 0;
 }
 
-/// Above this many bytes of notes, the one-pass kernels prefetch a block ahead (about the L2
-/// cache of one core: below it the notes are found in cache anyway).
-inline constexpr std::size_t prefetch_min_bytes = std::size_t{1} << 21;
-
-/// Asks for the rows r < rows of X (d numbers each, X + r·stride) to be brought into L2.
-template <class T>
-inline void prefetch_rows(const T* X, std::size_t stride, std::size_t rows, std::size_t d) noexcept {
-#if defined(__GNUC__) || defined(__clang__)
-  for (std::size_t r = 0; r < rows; ++r) {
-    const char* p = reinterpret_cast<const char*>(X + r * stride);
-    for (std::size_t b = 0; b < d * sizeof(T); b += 64) __builtin_prefetch(p + b, 0, 2);
-  }
-#else
-  (void)X, (void)stride, (void)rows, (void)d;
-#endif
-}
-
 /// One group of eight rows' contribution to column i of c: (w0 v0 + w2 v2 + w4 v4 + w6 v6) +
 /// (w1 v1 + w3 v3 + w5 v5 + w7 v7), at element i of each row (E: T, or a vector of T loaded
 /// from i on).
