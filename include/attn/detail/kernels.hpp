@@ -252,6 +252,30 @@ template <class E, class T, class Load>
   return a + b;
 }
 
+#if ATTN_VECTOR_EXTENSIONS
+/// add_weighted_rows for the first NV·L columns with all NV vectors of c in registers, eight
+/// rows at a time (each weight broadcast once per group, not once per column vector): the same
+/// sums as the column-by-column loop below, to the bit.
+template <std::size_t NV, class T>
+[[gnu::always_inline]] inline void add_weighted_rows_regs(const T* w, const T* V, std::size_t stride,
+                                                          std::size_t rows, T* c) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  const auto at = [](const T* p) { return load<T, L>(p); };
+  VT acc[NV];
+  for (std::size_t k = 0; k < NV; ++k) acc[k] = load<T, L>(c + k * L);
+  const std::size_t groups = rows / 8 * 8;
+  std::size_t r = 0;
+  for (; r < groups; r += 8) {
+    const T* v = V + r * stride;
+    for (std::size_t k = 0; k < NV; ++k) acc[k] += weighted_group<VT>(w + r, v + k * L, stride, at);
+  }
+  for (; r < rows; ++r)
+    for (std::size_t k = 0; k < NV; ++k) acc[k] += w[r] * load<T, L>(V + r * stride + k * L);
+  std::memcpy(c, acc, sizeof acc);
+}
+#endif
+
 /// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Column by column (a
 /// vector of columns at a time, c held in a register), eight rows at a time: each group of
 /// eight is summed on its own, in two chains, and then added to c, so the only chain through
@@ -271,6 +295,19 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
       using VT = vec<T, L>;
       const auto at = [](const T* p) { return load<T, L>(p); };
       const auto at2 = [](const T* p) { return load<T, L>(p + L); };
+      // rows of up to 8 vectors (4 with 16 registers): c stays in registers across all rows
+      constexpr std::size_t max_regs = simd_bytes >= 64 ? 8 : 4;
+      switch (d / L > max_regs ? std::size_t{0} : d / L) {
+        case 1: add_weighted_rows_regs<1>(w, V, stride, rows, c); i = L; break;
+        case 2: add_weighted_rows_regs<2>(w, V, stride, rows, c); i = 2 * L; break;
+        case 3: add_weighted_rows_regs<3>(w, V, stride, rows, c); i = 3 * L; break;
+        case 4: add_weighted_rows_regs<4>(w, V, stride, rows, c); i = 4 * L; break;
+        case 5: if constexpr (max_regs >= 5) { add_weighted_rows_regs<5>(w, V, stride, rows, c); i = 5 * L; } break;
+        case 6: if constexpr (max_regs >= 6) { add_weighted_rows_regs<6>(w, V, stride, rows, c); i = 6 * L; } break;
+        case 7: if constexpr (max_regs >= 7) { add_weighted_rows_regs<7>(w, V, stride, rows, c); i = 7 * L; } break;
+        case 8: if constexpr (max_regs >= 8) { add_weighted_rows_regs<8>(w, V, stride, rows, c); i = 8 * L; } break;
+        default: break;
+      }
       for (; i + 2 * L <= d; i += 2 * L) {  // two vectors of columns: four chains in flight
         VT acc0 = load<T, L>(c + i), acc1 = load<T, L>(c + i + L);
         std::size_t r = 0;
