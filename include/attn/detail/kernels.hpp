@@ -295,8 +295,9 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
       using VT = vec<T, L>;
       const auto at = [](const T* p) { return load<T, L>(p); };
       const auto at2 = [](const T* p) { return load<T, L>(p + L); };
-      // rows of up to 8 vectors (4 with 16 registers): c stays in registers across all rows
-      constexpr std::size_t max_regs = simd_bytes >= 64 ? 8 : 4;
+      // rows of up to 8 vectors: c stays in registers across all rows (with 16 registers the
+      // weights are broadcast again per vector rather than kept, still the faster form)
+      constexpr std::size_t max_regs = 8;
       switch (d / L > max_regs ? std::size_t{0} : d / L) {
         case 1: add_weighted_rows_regs<1>(w, V, stride, rows, c); i = L; break;
         case 2: add_weighted_rows_regs<2>(w, V, stride, rows, c); i = 2 * L; break;
