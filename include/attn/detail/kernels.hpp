@@ -303,10 +303,10 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
         case 2: add_weighted_rows_regs<2>(w, V, stride, rows, c); i = 2 * L; break;
         case 3: add_weighted_rows_regs<3>(w, V, stride, rows, c); i = 3 * L; break;
         case 4: add_weighted_rows_regs<4>(w, V, stride, rows, c); i = 4 * L; break;
-        case 5: if constexpr (max_regs >= 5) { add_weighted_rows_regs<5>(w, V, stride, rows, c); i = 5 * L; } break;
-        case 6: if constexpr (max_regs >= 6) { add_weighted_rows_regs<6>(w, V, stride, rows, c); i = 6 * L; } break;
-        case 7: if constexpr (max_regs >= 7) { add_weighted_rows_regs<7>(w, V, stride, rows, c); i = 7 * L; } break;
-        case 8: if constexpr (max_regs >= 8) { add_weighted_rows_regs<8>(w, V, stride, rows, c); i = 8 * L; } break;
+        case 5: add_weighted_rows_regs<5>(w, V, stride, rows, c); i = 5 * L; break;
+        case 6: add_weighted_rows_regs<6>(w, V, stride, rows, c); i = 6 * L; break;
+        case 7: add_weighted_rows_regs<7>(w, V, stride, rows, c); i = 7 * L; break;
+        case 8: add_weighted_rows_regs<8>(w, V, stride, rows, c); i = 8 * L; break;
         default: break;
       }
       for (; i + 2 * L <= d; i += 2 * L) {  // two vectors of columns: four chains in flight
