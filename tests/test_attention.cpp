@@ -360,3 +360,68 @@ TEST_CASE("Long rows: general and additive work in blocks without allocating", "
     REQUIRE_THAT(ra.scores[j], WithinAbs(a(q, notes.row(j)), 1e-13));
   }
 }
+
+namespace {
+// attend with sizes fixed at compile time (the small path, N ≤ 32) against the same numbers
+// through dynamic views (the general path): the same scores, weights and context to the bit.
+template <class T, std::size_t N, std::size_t D>
+void check_small_path_matches(std::mt19937_64& rng, double spread, const attn::options& opt) {
+  std::uniform_real_distribution<double> u(-spread, spread);
+  Matrix<T, N, D> keys;
+  Matrix<T, N, D> values;
+  Vector<T, D> q;
+  for (std::size_t j = 0; j < N; ++j)
+    for (std::size_t i = 0; i < D; ++i) {
+      keys(j, i) = static_cast<T>(u(rng));
+      values(j, i) = static_cast<T>(u(rng));
+    }
+  for (std::size_t i = 0; i < D; ++i) q[i] = static_cast<T>(u(rng));
+  for (const auto* score_name : {"dot", "scaled_dot"}) {
+    const bool scaled = score_name[0] == 's';
+    const auto fixed = scaled ? attn::attend(q, keys, values, attn::scaled_dot, opt)
+                              : attn::attend(q, keys, values, attn::dot, opt);
+    std::vector<T> kd(keys.data(), keys.data() + N * D), vd(values.data(), values.data() + N * D);
+    std::vector<T> qd(q.data(), q.data() + D), s(N), w(N), c(D);
+    const attn::MatrixView<const T> K(kd.data(), N, D), V(vd.data(), N, D);
+    if (scaled) {
+      attn::attend(qd, K, V, attn::scaled_dot, s, w, c, opt);
+    } else {
+      attn::attend(qd, K, V, attn::dot, s, w, c, opt);
+    }
+    INFO(score_name << " N=" << N << " D=" << D << " spread=" << spread);
+    for (std::size_t j = 0; j < N; ++j) {
+      REQUIRE(fixed.scores[j] == s[j]);
+      REQUIRE(fixed.weights[j] == w[j]);
+    }
+    for (std::size_t i = 0; i < D; ++i) REQUIRE(fixed.context[i] == c[i]);
+  }
+}
+
+template <class T>
+void check_small_paths(std::mt19937_64& rng) {
+  // spreads small enough that every exp is in exp_in_range's range, and large enough
+  // (100·d) that some are not and the block falls back to exp
+  for (const double spread : {1.0, 4.0, 30.0}) {
+    for (const double beta : {1.0, 0.5, 3.0}) {
+      const attn::options opt{.beta = beta};
+      check_small_path_matches<T, 1, 3>(rng, spread, opt);
+      check_small_path_matches<T, 2, 2>(rng, spread, opt);
+      check_small_path_matches<T, 3, 3>(rng, spread, opt);
+      check_small_path_matches<T, 4, 5>(rng, spread, opt);
+      check_small_path_matches<T, 5, 8>(rng, spread, opt);
+      check_small_path_matches<T, 8, 16>(rng, spread, opt);
+      check_small_path_matches<T, 16, 4>(rng, spread, opt);
+      check_small_path_matches<T, 31, 7>(rng, spread, opt);
+      check_small_path_matches<T, 32, 64>(rng, spread, opt);
+    }
+  }
+  const std::array<bool, 5> keep{true, false, true, true, false};
+  check_small_path_matches<T, 5, 8>(rng, 3.0, attn::options{.mask = keep});
+}
+}  // namespace
+
+TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers to the bit", "[attention][fixed]") {
+  std::mt19937_64 rng(33);
+  check_small_paths<float>(rng);
+  check_small_paths<double>(rng);
+}

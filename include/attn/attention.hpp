@@ -223,7 +223,9 @@ constexpr void attend(const char* where, std::span<const T> q, MatrixView<const 
 }
 
 /// Largest number of notes the small fixed-size path of attend takes.
-inline constexpr std::size_t small_notes = 32;
+/// Below online_min_notes, so that the dynamic path it must agree with (to the bit) is the
+/// two-pass one, whose order of operations it follows.
+inline constexpr std::size_t small_notes = online_min_notes - 1;
 
 /// attend for N notes of DK key and DV value numbers, all fixed at compile time and N small:
 /// the same kernels as the general path (dot, the max, exp, the sums, accumulate_rows),
@@ -262,9 +264,27 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     // as exp_shifted_sum and softmax's scaling; the exps of all N at once, in whole vectors
     constexpr std::size_t P = (N + 3) / 4 * 4;
     T e[P];
-    for (std::size_t j = 0; j < N; ++j) e[j] = beta * s[j] - m;
-    for (std::size_t j = N; j < P; ++j) e[j] = T(0);
-    exp_small<P>(e);
+    bool done = false;
+#if ATTN_VECTOR_EXTENSIONS
+    if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
+                  P * sizeof(T) <= simd_bytes) {
+      // built in a register (not stored and reloaded: a store-forwarding stall on this path)
+      using U = typename exp_consts<T>::uint;
+      vec<T, P> t = {};
+      for (std::size_t j = 0; j < N; ++j) t[j] = beta * s[j] - m;
+      vec<U, P> bad = {};
+      const vec<T, P> y = exp_in_range<T, P>(t, bad);
+      if (!any_top_bit<U, P>(bad)) {
+        for (std::size_t j = 0; j < N; ++j) e[j] = y[j];
+        done = true;
+      }
+    }
+#endif
+    if (!done) {
+      for (std::size_t j = 0; j < N; ++j) e[j] = beta * s[j] - m;
+      for (std::size_t j = N; j < P; ++j) e[j] = T(0);
+      exp_small<P>(e);
+    }
     if (mask == nullptr) {
       for (std::size_t j = 0; j < N; ++j) w[j] = e[j];
     } else {

@@ -352,8 +352,8 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
 template <class T>
 constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, std::size_t rows,
                                std::size_t d, T* y) noexcept {
-  std::size_t j = 0;
-  for (; j + 8 <= rows; j += 8) {
+  const std::size_t whole = rows / 8 * 8;
+  for (std::size_t j = 0; j < whole; j += 8) {
     T w[8];
     bool all = true;
     for (std::size_t r = 0; r < 8; ++r) {
@@ -367,7 +367,7 @@ constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, 
         if (a[j + r] != T(0)) axpy(w[r], X + (j + r) * stride, y, d);
     }
   }
-  for (; j < rows; ++j)
+  for (std::size_t j = whole; j < rows; ++j)
     if (a[j] != T(0)) axpy(f == T(1) ? a[j] : a[j] * f, X + j * stride, y, d);
 }
 
