@@ -296,7 +296,17 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     } else {
       sum = sum_of(w, N);
     }
-    const T inv = static_cast<T>(sum_t<T>(1) / (sum_t<T>(0) + static_cast<sum_t<T>>(sum)));
+    // 1/sum as the general path forms it, in sum_t<T>; for float the double quotient rounded to
+    // float is the correctly rounded float quotient (double rounding is innocuous for division
+    // when the wide format has at least 2p + 2 bits: 53 >= 2*24 + 2, Figueroa 1995), so the float
+    // division gives the same bits without the conversions and the slower double divide.
+    T inv;
+    if constexpr (std::same_as<T, float> && std::same_as<sum_t<T>, double> &&
+                  std::numeric_limits<double>::digits >= 2 * std::numeric_limits<float>::digits + 2) {
+      inv = T(1) / sum;
+    } else {
+      inv = static_cast<T>(sum_t<T>(1) / (sum_t<T>(0) + static_cast<sum_t<T>>(sum)));
+    }
     for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
   }
   for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
