@@ -13,6 +13,7 @@
 
 namespace {
 std::atomic<long> allocations{0};
+std::atomic<bool> refuse{false};  // while set, every allocation throws std::bad_alloc
 }
 
 // The replacements below pair malloc with free; GCC sees `delete p` inlined into free(p) on a
@@ -23,6 +24,7 @@ std::atomic<long> allocations{0};
 
 void* operator new(std::size_t size) {
   ++allocations;
+  if (refuse.load()) throw std::bad_alloc();
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -164,4 +166,62 @@ TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
                                 attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
   });
   REQUIRE(nf == 0);
+}
+
+namespace {
+// A user's score with no batched members: backward goes note by note and needs two vectors of
+// scratch, on the heap above 128 numbers.
+struct plain_dot {
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("plain_dot: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+}  // namespace
+
+TEST_CASE("backward whose scratch cannot be allocated leaves every gradient untouched", "[alloc][errors]") {
+  const std::size_t count = 5, d = 200;  // d above the 128 numbers of inline scratch
+  std::vector<double> notes(count * d), q(d), g(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = g[i] = static_cast<double>(i % 5) * 0.1;
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  std::vector<double> scores(count), weights(count), context(d);
+  attn::attend(q, H, plain_dot{}, scores, weights, context);
+  std::vector<double> ds(count, 7.0), dq(d, 7.0), dn(count * d, 7.0), dqs(2 * d, 7.0), dss(2 * count, 7.0);
+  std::vector<double> qs(2 * d), gs(2 * d);
+  for (std::size_t i = 0; i < 2 * d; ++i) qs[i] = gs[i] = static_cast<double>(i % 3) * 0.2;
+  const auto untouched = [](const std::vector<double>& v) {
+    for (double x : v)
+      if (x != 7.0) return false;
+    return true;
+  };
+  attn::MatrixView<double> DN(dn.data(), count, d);
+  refuse = true;
+  CHECK_THROWS_AS(attn::backward(q, H, plain_dot{}, g, ds, dq, DN), std::bad_alloc);
+  CHECK_THROWS_AS(attn::backward_from_weights(q, H, plain_dot{}, weights, g, ds, dq, DN), std::bad_alloc);
+  CHECK_THROWS_AS(attn::backward_from_forward(q, H, plain_dot{}, weights, context, g, ds, dq, DN), std::bad_alloc);
+  CHECK_THROWS_AS(attn::align_backward(attn::MatrixView<const double>(qs.data(), 2, d), H, plain_dot{},
+                                       attn::MatrixView<const double>(gs.data(), 2, d),
+                                       attn::MatrixView<double>(dss.data(), 2, count),
+                                       attn::MatrixView<double>(dqs.data(), 2, d), DN),
+                  std::bad_alloc);
+  refuse = false;
+  CHECK(untouched(ds));
+  CHECK(untouched(dq));
+  CHECK(untouched(dn));
+  CHECK(untouched(dss));
+  CHECK(untouched(dqs));
+  // and with memory, the same calls work
+  attn::backward(q, H, plain_dot{}, g, ds, dq, DN);
+  CHECK(dq[1] != 7.0);
 }

@@ -155,6 +155,35 @@ public:
   [[nodiscard]] T& operator[](std::size_t i) const noexcept { return s_[i]; }
 };
 
+/// Whether score_backward goes note by note for S (no batched accumulate_gradients for these
+/// arguments): it then needs ∂s/∂h and ∂s/∂q of one note in scratch.
+template <class S, class T, class P>
+inline constexpr bool note_by_note =
+    !((!std::same_as<P, no_parameters> &&
+       requires(const S& s, std::span<const T> q, MatrixView<const T> k, std::span<const T> a,
+                std::span<T> g, MatrixView<T> gk, P& p) { s.accumulate_gradients(q, k, a, g, gk, p); }) ||
+      requires(const S& s, std::span<const T> q, MatrixView<const T> k, std::span<const T> a,
+               std::span<T> g, MatrixView<T> gk) { s.accumulate_gradients(q, k, a, g, gk); });
+
+/// The scratch of score_backward's note-by-note form, made by the entry points after their
+/// checks and before they write anything, so that a std::bad_alloc (dynamic sizes above 128)
+/// leaves every output untouched.
+template <class T, std::size_t DQ, std::size_t DK>
+struct note_scratch {
+  scratch<T, DK> note;
+  scratch<T, DQ> query;
+  note_scratch(std::size_t dk, std::size_t dq) : note(dk), query(dq) {}
+};
+
+/// What scores with batched gradients get instead: nothing.
+struct no_note_scratch {
+  no_note_scratch(std::size_t, std::size_t) noexcept {}
+};
+
+template <class S, class T, class P, std::size_t DQ, std::size_t DK>
+using note_scratch_for =
+    std::conditional_t<note_by_note<S, T, P>, note_scratch<T, DQ, DK>, no_note_scratch>;
+
 template <class T, std::size_t N>
 [[nodiscard]] Vector<T, N> zero_vector(std::size_t n) {
   if constexpr (N == dynamic)
@@ -304,9 +333,9 @@ void jacobian_query(const char* where, const S& score, std::span<const T> q, Mat
 /// grad_q += Σ_j a_j ∂s_j/∂q, grad_keys_j += a_j ∂s_j/∂k_j and (grads ≠ null) ∂L/∂θ +=
 /// Σ_j a_j ∂s_j/∂θ, through the score's batched members when it has them, else note by note
 /// through gradient_note / gradient_query. Notes with a_j = 0 are skipped.
-template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t DQ, std::size_t DK, class S, class P, class NS = no_note_scratch>
 void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                    std::span<T> gq, MatrixView<T> gk, P* grads) {
+                    std::span<T> gq, MatrixView<T> gk, P* grads, NS* ns = nullptr) {
   constexpr bool with_parameters = !std::same_as<P, no_parameters>;
   if constexpr (with_parameters && requires { s.accumulate_gradients(q, keys, a, gq, gk, *grads); }) {
     s.accumulate_gradients(q, keys, a, gq, gk, *grads);
@@ -314,15 +343,26 @@ void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys, 
     if constexpr (requires { s.accumulate_gradients(q, keys, a, gq, gk); }) {
       s.accumulate_gradients(q, keys, a, gq, gk);
     } else {
-      scratch<T, DK> gh(keys.cols());
-      scratch<T, DQ> gqj(q.size());
-      for (std::size_t j = 0; j < keys.rows(); ++j) {
-        if (a[j] == T(0)) continue;
-        const std::span<const T> h = keys.row(j);
-        s.gradient_note(q, h, gh.span());
-        axpy(a[j], gh.span().data(), gk.row(j).data(), keys.cols());
-        s.gradient_query(q, h, gqj.span());
-        axpy(a[j], gqj.span().data(), gq.data(), q.size());
+      const auto by_note = [&](std::span<T> gh, std::span<T> gqj) {
+        for (std::size_t j = 0; j < keys.rows(); ++j) {
+          if (a[j] == T(0)) continue;
+          const std::span<const T> h = keys.row(j);
+          s.gradient_note(q, h, gh);
+          axpy(a[j], gh.data(), gk.row(j).data(), keys.cols());
+          s.gradient_query(q, h, gqj);
+          axpy(a[j], gqj.data(), gq.data(), q.size());
+        }
+      };
+      if constexpr (std::same_as<NS, note_scratch<T, DQ, DK>>) {
+        if (ns != nullptr) {
+          by_note(ns->note.span(), ns->query.span());
+        } else {
+          note_scratch<T, DQ, DK> local(keys.cols(), q.size());
+          by_note(local.note.span(), local.query.span());
+        }
+      } else {
+        note_scratch<T, DQ, DK> local(keys.cols(), q.size());
+        by_note(local.note.span(), local.query.span());
       }
     }
     if constexpr (with_parameters) {
@@ -338,10 +378,11 @@ void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys, 
 
 /// One query's backward. gk and gv hold what to add to (they may be the same view when the
 /// notes are keys and values); gs and gq are overwritten. Sizes must be checked.
-template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t DQ, std::size_t DK, class S, class P, class NS = no_note_scratch>
 void backward_row(const char* where, const S& score, std::span<const T> q, MatrixView<const T> keys,
                   MatrixView<const T> values, std::span<const T> gc, std::span<T> gs,
-                  std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, P* grads, const options& opt) {
+                  std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, P* grads, const options& opt,
+                  NS* ns = nullptr) {
   const std::size_t n = keys.rows(), dv = values.cols();
   const T beta = static_cast<T>(opt.beta);
   score_all(score, q, keys, gs);
@@ -368,7 +409,7 @@ void backward_row(const char* where, const S& score, std::span<const T> q, Matri
       gs[j] = alpha == alpha ? T(0) : alpha;  // weights fixed: no gradient to the scores
   }
   fill(gq.data(), gq.size(), T(0));
-  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
+  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads, ns);
 }
 
 /// backward for one query with dot or scaled_dot, writing gk and gv (not adding to them): two
@@ -473,13 +514,14 @@ void backward(const char* where, const S& score, std::span<const T> q, MatrixVie
   check_shape(where, notes_both ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, keys.cols());
   if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
   check_parameter_gradient(score, grads);
+  note_scratch_for<S, T, P, DQ, DK> ns(keys.cols(), q.size());  // may throw bad_alloc: nothing written yet
   if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
     if (backward_dot<T>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt))
       return;
   }
   zero(gk);
   if (!notes_both) zero(gv);
-  backward_row<T, DQ, DK>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, grads, opt);
+  backward_row<T, DQ, DK>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, grads, opt, &ns);
 }
 
 /// Whether backward_from_weights differentiates the given weights as a softmax's (they move
@@ -553,11 +595,11 @@ void backward_dot_weights(std::span<const T> q, MatrixView<const T> keys, Matrix
 /// backward_row from the forward's weights α, for any score: ∂L/∂s and the rows of gv as
 /// backward_row forms them (u_j formed once per note), then score_backward. gk and gv hold
 /// what to add to; gs and gq are overwritten. Sizes must be checked.
-template <real T, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t DQ, std::size_t DK, class S, class P, class NS = no_note_scratch>
 void backward_row_weights(const S& score, std::span<const T> q, MatrixView<const T> keys,
                           MatrixView<const T> values, std::span<const T> alpha, std::span<const T> gc,
                           std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv, bool flows,
-                          P* grads, const options& opt) {
+                          P* grads, const options& opt, NS* ns = nullptr) {
   const std::size_t n = keys.rows(), dv = values.cols();
   const T beta = static_cast<T>(opt.beta);
   const T* w = alpha.data();
@@ -585,7 +627,7 @@ void backward_row_weights(const S& score, std::span<const T> q, MatrixView<const
       gs[j] = a_j == a_j ? T(0) : a_j;  // weights fixed: no gradient to the scores
   }
   fill(gq.data(), gq.size(), T(0));
-  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads);
+  score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads, ns);
 }
 
 /// backward_from_weights's size checks (and β's), before anything is written.
@@ -616,6 +658,7 @@ void backward_from_weights_checked(const S& score, std::span<const T> q, MatrixV
                                    std::span<T> gs, std::span<T> gq, MatrixView<T> gk, MatrixView<T> gv,
                                    bool notes_both, P* grads, const options& opt) {
   const bool flows = mask_keeps_a_note(opt);
+  note_scratch_for<S, T, P, DQ, DK> ns(keys.cols(), q.size());  // may throw bad_alloc: nothing written yet
   if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
     if (flows && values.cols() != 0) {
       backward_dot_weights<T, S>(q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt);
@@ -625,7 +668,7 @@ void backward_from_weights_checked(const S& score, std::span<const T> q, MatrixV
   zero(gk);
   if (!notes_both) zero(gv);
   backward_row_weights<T, DQ, DK>(score, q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, flows,
-                                  grads, opt);
+                                  grads, opt, &ns);
 }
 
 /// backward from the forward's weights, for one query into caller buffers: checks every size
@@ -813,11 +856,12 @@ void align_backward(const char* where, const S& score, MatrixView<const T> qs, M
   for (std::size_t t = 0; t < tq; ++t)
     check_attend<T>(where, qs.row(t), keys, values, score, n, n, values.cols(), opt);
   check_parameter_gradient(score, grads);
+  note_scratch_for<S, T, P, DQ, DK> ns(keys.cols(), qs.cols());  // may throw bad_alloc: nothing written yet
   zero(gk);
   if (!notes_both) zero(gv);
   for (std::size_t t = 0; t < tq; ++t)
     backward_row<T, DQ, DK>(where, score, qs.row(t), keys, values, gcs.row(t), gss.row(t), gqs.row(t),
-                            gk, notes_both ? gk : gv, grads, opt);
+                            gk, notes_both ? gk : gv, grads, opt, &ns);
 }
 
 template <class In, class T, std::size_t N>
