@@ -412,6 +412,65 @@ void backward_row(const char* where, const S& score, std::span<const T> q, Matri
   score_backward<T, DQ, DK>(score, q, keys, std::span<const T>(gs), gq, gk, grads, ns);
 }
 
+/// The part of backward_dot after the softmax, shared with backward_dot_weights: ū = ⟨g, c⟩ =
+/// Σ_k α_k u_k, the dominant-weight form (for a weight above 1/2, u_m − ū = Σ_{k≠m} α_k
+/// (u_m − u_k), which does not cancel), then per note a_j = β α_j (u_j − ū) into gs, the rows
+/// of gk and gv (written, not added to), and ∂L/∂q = Σ_j a_j f k_j (f: scaled_dot's factor).
+/// u_j is at u[j·us]; alpha_j and u_j are read before gs_j is written, so either may live in gs.
+template <real T, class S>
+void dot_backward_rows(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
+                       MatrixView<const T> keys, std::span<const T> gc, std::span<T> gs, std::span<T> gq,
+                       MatrixView<T> gk, MatrixView<T> gv, bool notes_both, const options& opt) {
+  const std::size_t n = keys.rows(), dk = keys.cols(), dv = gv.cols();
+  constexpr std::size_t B = online_block;
+  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
+  for (std::size_t k = 0; k < n; ++k)
+    if (alpha[k] != T(0)) ubar += alpha[k] * u[k * us];
+  const std::size_t m = dominant_weight(alpha, n);
+  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
+  if (m < n) {
+    const T u_m = u[m * us];
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && alpha[k] != T(0)) um += alpha[k] * (u_m - u[k * us]);
+  }
+  const T beta = static_cast<T>(opt.beta);
+  T f = T(1);
+  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  const T* g = gc.data();
+  fill(gq.data(), gq.size(), T(0));
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    for (std::size_t j = j0; j < j0 + nb; ++j) {
+      const T a_j = alpha[j];
+      const T a = a_j == T(0) ? T(0) : beta * a_j * (j == m ? um : u[j * us] - ubar);
+      gs[j] = a;
+      const T af = f == T(1) ? a : a * f;
+      T* vj = gv.row(j).data();
+      T* kj = gk.row(j).data();
+      // the rows backward_row's zero(), axpy(α, g) and axpy(a f, q) leave
+      if (a_j == T(0)) {
+        fill(vj, dv, T(0));
+        if (!notes_both) fill(kj, dk, T(0));
+      } else if (notes_both) {
+        if (a == T(0)) {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
+        } else {
+          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i] + af * q[i];
+        }
+      } else {
+        for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
+        if (a == T(0)) {
+          fill(kj, dk, T(0));
+        } else {
+          for (std::size_t i = 0; i < dk; ++i) kj[i] = af * q[i];
+        }
+      }
+    }
+    // ∂L/∂q += Σ_j a_j f k_j, grouped as the score's accumulate_gradients groups it
+    accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
+  }
+}
+
 /// backward for one query with dot or scaled_dot, writing gk and gv (not adding to them): two
 /// passes over the notes where backward_row makes six. Pass 1 forms the scores and
 /// u_j = ⟨g, v_j⟩ (kept in gv(j, 0) until pass 2 writes row j); pass 2 writes ∂L/∂s, the rows
@@ -447,52 +506,7 @@ bool backward_dot(const char* where, const S& score, std::span<const T> q, Matri
   }
   if (!weights_move(softmax_row_kind(gs.data(), n, opt))) return false;
   softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
-  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
-  for (std::size_t k = 0; k < n; ++k)
-    if (gs[k] != T(0)) ubar += gs[k] * ust[k * us];
-  const std::size_t m = dominant_weight(gs.data(), n);
-  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
-  if (m < n) {
-    const T u_m = ust[m * us];
-    for (std::size_t k = 0; k < n; ++k)
-      if (k != m && gs[k] != T(0)) um += gs[k] * (u_m - ust[k * us]);
-  }
-  const T beta = static_cast<T>(opt.beta);
-  T f = T(1);
-  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
-  const T* g = gc.data();
-  fill(gq.data(), gq.size(), T(0));
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    for (std::size_t j = j0; j < j0 + nb; ++j) {
-      const T alpha = gs[j];
-      const T a = alpha == T(0) ? T(0) : beta * alpha * (j == m ? um : ust[j * us] - ubar);
-      gs[j] = a;
-      const T af = f == T(1) ? a : a * f;
-      T* vj = gv.row(j).data();
-      T* kj = gk.row(j).data();
-      // the rows backward_row's zero(), axpy(α, g) and axpy(a f, q) leave
-      if (alpha == T(0)) {
-        fill(vj, dv, T(0));
-        if (!notes_both) fill(kj, dk, T(0));
-      } else if (notes_both) {
-        if (a == T(0)) {
-          for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i];
-        } else {
-          for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i] + af * q[i];
-        }
-      } else {
-        for (std::size_t i = 0; i < dv; ++i) vj[i] = alpha * g[i];
-        if (a == T(0)) {
-          fill(kj, dk, T(0));
-        } else {
-          for (std::size_t i = 0; i < dk; ++i) kj[i] = af * q[i];
-        }
-      }
-    }
-    // ∂L/∂q += Σ_j a_j f k_j, grouped as the score's accumulate_gradients groups it
-    accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
-  }
+  dot_backward_rows<T, S>(gs.data(), ust, us, q, keys, gc, gs, gq, gk, gv, notes_both, opt);
   return true;
 }
 
@@ -541,55 +555,10 @@ template <real T, class S>
 void backward_dot_weights(std::span<const T> q, MatrixView<const T> keys, MatrixView<const T> values,
                           std::span<const T> alpha, std::span<const T> gc, std::span<T> gs, std::span<T> gq,
                           MatrixView<T> gk, MatrixView<T> gv, bool notes_both, const options& opt) {
-  const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
-  constexpr std::size_t B = online_block;
   const T* w = alpha.data();
   T* u = gs.data();  // u_j until pass 2 overwrites it with ∂L/∂s_j
-  dot_rows(gc.data(), values.data(), values.row_stride(), n, dv, u);
-  T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
-  for (std::size_t k = 0; k < n; ++k)
-    if (w[k] != T(0)) ubar += w[k] * u[k];
-  const std::size_t m = dominant_weight(w, n);
-  T um = 0;  // ⟨g, v_m − c⟩ = Σ_{k≠m} α_k (u_m − u_k) for the weight above 1/2
-  if (m < n) {
-    const T u_m = u[m];
-    for (std::size_t k = 0; k < n; ++k)
-      if (k != m && w[k] != T(0)) um += w[k] * (u_m - u[k]);
-  }
-  const T beta = static_cast<T>(opt.beta);
-  T f = T(1);
-  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
-  const T* g = gc.data();
-  fill(gq.data(), gq.size(), T(0));
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    for (std::size_t j = j0; j < j0 + nb; ++j) {
-      const T a_j = w[j];
-      const T a = a_j == T(0) ? T(0) : beta * a_j * (j == m ? um : u[j] - ubar);
-      gs[j] = a;
-      const T af = f == T(1) ? a : a * f;
-      T* vj = gv.row(j).data();
-      T* kj = gk.row(j).data();
-      if (a_j == T(0)) {
-        fill(vj, dv, T(0));
-        if (!notes_both) fill(kj, dk, T(0));
-      } else if (notes_both) {
-        if (a == T(0)) {
-          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
-        } else {
-          for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i] + af * q[i];
-        }
-      } else {
-        for (std::size_t i = 0; i < dv; ++i) vj[i] = a_j * g[i];
-        if (a == T(0)) {
-          fill(kj, dk, T(0));
-        } else {
-          for (std::size_t i = 0; i < dk; ++i) kj[i] = af * q[i];
-        }
-      }
-    }
-    accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
-  }
+  dot_rows(gc.data(), values.data(), values.row_stride(), keys.rows(), values.cols(), u);
+  dot_backward_rows<T, S>(w, u, 1, q, keys, gc, gs, gq, gk, gv, notes_both, opt);
 }
 
 /// backward_row from the forward's weights α, for any score: ∂L/∂s and the rows of gv as
