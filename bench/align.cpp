@@ -18,9 +18,7 @@ namespace {
 constexpr std::size_t dim = 64;
 const std::vector<std::array<long, 2>> shapes{{35, 30}, {512, 512}};
 
-void apply_shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& s : shapes) b->Args({s[0], s[1]});
-}
+void apply_shapes(benchmark::internal::Benchmark* b) { bench::apply_pairs(b, shapes); }
 
 template <class T>
 struct problem {
@@ -61,23 +59,8 @@ void align_naive(benchmark::State& state) {
   for (auto _ : state) {
     bench::touch(p.H.data());
     for (std::size_t r = 0; r < t; ++r) {
-      const T* q = p.Q.data() + r * dim;
-      T* s = S.data() + r * n;
-      T* a = A.data() + r * n;
-      T* c = C.data() + r * dim;
-      for (std::size_t j = 0; j < n; ++j) {
-        T acc = 0;
-        for (std::size_t i = 0; i < dim; ++i) acc += q[i] * p.H[j * dim + i];
-        s[j] = acc;
-      }
-      T m = s[0];
-      for (std::size_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;
-      T sum = 0;
-      for (std::size_t j = 0; j < n; ++j) sum += a[j] = std::exp(s[j] - m);
-      for (std::size_t j = 0; j < n; ++j) a[j] /= sum;
-      for (std::size_t i = 0; i < dim; ++i) c[i] = 0;
-      for (std::size_t j = 0; j < n; ++j)
-        for (std::size_t i = 0; i < dim; ++i) c[i] += a[j] * p.H[j * dim + i];
+      bench::naive_attend(p.H.data(), p.Q.data() + r * dim, n, dim, S.data() + r * n, A.data() + r * n,
+                          C.data() + r * dim);
     }
     bench::touch(C.data());
   }

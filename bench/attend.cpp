@@ -21,9 +21,7 @@ namespace {
 
 const std::vector<std::array<long, 2>> shapes{{3, 3}, {64, 64}, {1024, 64}, {4096, 128}, {65536, 128}};
 
-void apply_shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& s : shapes) b->Args({s[0], s[1]});
-}
+void apply_shapes(benchmark::internal::Benchmark* b) { bench::apply_pairs(b, shapes); }
 void apply_large(benchmark::internal::Benchmark* b) {
   for (const auto& s : shapes)
     if (s[0] > 3) b->Args({s[0], s[1]});
@@ -68,21 +66,7 @@ void attend_naive(benchmark::State& state) {
   std::vector<T> s(n), w(n), c(d);
   for (auto _ : state) {
     bench::touch(p.H.data());
-    const T* H = p.H.data();
-    const T* q = p.q.data();
-    for (std::size_t j = 0; j < n; ++j) {
-      T acc = 0;
-      for (std::size_t i = 0; i < d; ++i) acc += H[j * d + i] * q[i];
-      s[j] = acc;
-    }
-    T m = s[0];
-    for (std::size_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;
-    T sum = 0;
-    for (std::size_t j = 0; j < n; ++j) sum += w[j] = std::exp(s[j] - m);
-    for (std::size_t j = 0; j < n; ++j) w[j] /= sum;
-    for (std::size_t i = 0; i < d; ++i) c[i] = 0;
-    for (std::size_t j = 0; j < n; ++j)
-      for (std::size_t i = 0; i < d; ++i) c[i] += w[j] * H[j * d + i];
+    bench::naive_attend(p.H.data(), p.q.data(), n, d, s.data(), w.data(), c.data());
     bench::touch(c.data());
   }
   finish<T>(state, n, d);

@@ -24,9 +24,7 @@ namespace {
 
 const std::vector<std::array<long, 2>> shapes{{64, 64}, {1024, 64}};
 
-void apply_shapes(benchmark::internal::Benchmark* b) {
-  for (const auto& s : shapes) b->Args({s[0], s[1]});
-}
+void apply_shapes(benchmark::internal::Benchmark* b) { bench::apply_pairs(b, shapes); }
 
 template <class T>
 struct problem {
@@ -124,19 +122,7 @@ void backward_naive(benchmark::State& state) {
     const T* H = p.H.data();
     const T* q = p.q.data();
     const T* g = p.g.data();
-    for (std::size_t j = 0; j < n; ++j) {
-      T acc = 0;
-      for (std::size_t i = 0; i < d; ++i) acc += H[j * d + i] * q[i];
-      s[j] = acc;
-    }
-    T m = s[0];
-    for (std::size_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;
-    T sum = 0;
-    for (std::size_t j = 0; j < n; ++j) sum += a[j] = std::exp(s[j] - m);
-    for (std::size_t j = 0; j < n; ++j) a[j] /= sum;
-    for (std::size_t i = 0; i < d; ++i) c[i] = 0;
-    for (std::size_t j = 0; j < n; ++j)
-      for (std::size_t i = 0; i < d; ++i) c[i] += a[j] * H[j * d + i];
+    bench::naive_attend(H, q, n, d, s.data(), a.data(), c.data());
     T gc = 0;
     for (std::size_t i = 0; i < d; ++i) gc += g[i] * c[i];
     for (std::size_t i = 0; i < d; ++i) gq[i] = 0;

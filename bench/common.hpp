@@ -11,6 +11,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -73,6 +75,31 @@ template <class T>
 inline void touch(T* p) {
   benchmark::DoNotOptimize(p);
   benchmark::ClobberMemory();
+}
+
+/// Adds one benchmark run per (a, b) pair (Google Benchmark's Args).
+inline void apply_pairs(benchmark::internal::Benchmark* b, const std::vector<std::array<long, 2>>& pairs) {
+  for (const auto& p : pairs) b->Args({p[0], p[1]});
+}
+
+/// The naive forward every baseline of attend, align and backward starts from: for the n notes
+/// h_j (rows of H, d numbers each, row-major), s_j = ⟨q, h_j⟩, w = softmax(s) with std::exp
+/// (max, exps and their sum, divide), c = Σ_j w_j h_j. s and w hold n numbers, c d numbers.
+template <class T>
+void naive_attend(const T* H, const T* q, std::size_t n, std::size_t d, T* s, T* w, T* c) {
+  for (std::size_t j = 0; j < n; ++j) {
+    T acc = 0;
+    for (std::size_t i = 0; i < d; ++i) acc += H[j * d + i] * q[i];
+    s[j] = acc;
+  }
+  T m = s[0];
+  for (std::size_t j = 1; j < n; ++j) m = s[j] > m ? s[j] : m;
+  T sum = 0;
+  for (std::size_t j = 0; j < n; ++j) sum += w[j] = std::exp(s[j] - m);
+  for (std::size_t j = 0; j < n; ++j) w[j] /= sum;
+  for (std::size_t i = 0; i < d; ++i) c[i] = 0;
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < d; ++i) c[i] += w[j] * H[j * d + i];
 }
 
 }  // namespace bench

@@ -846,6 +846,22 @@ concept matrix_output_for = mutable_matrix_like<M> && matrix_input_for<M, T, R, 
 template <class S>
 inline constexpr bool has_parameters = !std::same_as<parameter_gradient_t<S>, no_parameters>;
 
+/// The backward_result of zeros that the value-returning backward functions fill: ∂L/∂s (n),
+/// ∂L/∂q (d_q), ∂L/∂k (n × d_k), ∂L/∂v (n × d_v), ∂L/∂θ.
+template <class T, std::size_t DQ, std::size_t N, std::size_t DK, std::size_t DV, class S>
+[[nodiscard]] backward_result<T, DQ, N, DK, DV, parameter_gradient_t<S>> zero_backward_result(
+    const S& score, std::size_t dq, std::size_t n, std::size_t dk, std::size_t dv) {
+  return {zero_vector<T, N>(n), zero_vector<T, DQ>(dq), zero_matrix<T, N, DK>(n, dk), zero_matrix<T, N, DV>(n, dv),
+          zero_parameter_gradient(score)};
+}
+
+/// The notes_backward_result of zeros: ∂L/∂s (n), ∂L/∂q (d_q), ∂L/∂h (n × d), ∂L/∂θ.
+template <class T, std::size_t DQ, std::size_t N, std::size_t D, class S>
+[[nodiscard]] notes_backward_result<T, DQ, N, D, parameter_gradient_t<S>> zero_notes_backward_result(
+    const S& score, std::size_t dq, std::size_t n, std::size_t d) {
+  return {zero_vector<T, N>(n), zero_vector<T, DQ>(dq), zero_matrix<T, N, D>(n, d), zero_parameter_gradient(score)};
+}
+
 }  // namespace detail::derivatives
 
 // ---------------------------------------------------------------------------------------------
@@ -1068,10 +1084,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like G>
   constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
   const auto kv = as_view(keys);
   const auto vv = as_view(values);
-  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
-      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_backward_result<T, DQ, N, cols_of<K>, cols_of<V>>(
+      score, as_span(q).size(), kv.rows(), kv.cols(), vv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward<T, DQ, cols_of<K>>("attn::backward", score, as_span(q), kv, vv, as_span(grad_context),
                                       std::span<T>(r.scores), std::span<T>(r.query), r.keys.view(),
@@ -1088,9 +1102,8 @@ template <vector_like Q, matrix_like N, class S, vector_like G>
   using T = scalar_of<Q>;
   constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
   const auto nv = as_view(notes);
-  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_notes_backward_result<T, DQ, NN, D>(score, as_span(q).size(), nv.rows(),
+                                                                         nv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward<T, DQ, D>("attn::backward", score, as_span(q), nv, nv, as_span(grad_context),
                              std::span<T>(r.scores), std::span<T>(r.query), r.notes.view(), r.notes.view(),
@@ -1215,10 +1228,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, v
   constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
   const auto kv = as_view(keys);
   const auto vv = as_view(values);
-  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
-      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_backward_result<T, DQ, N, cols_of<K>, cols_of<V>>(
+      score, as_span(q).size(), kv.rows(), kv.cols(), vv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward_from_weights<T, DQ, cols_of<K>>(
       "attn::backward_from_weights", score, as_span(q), kv, vv, as_span(weights), as_span(grad_context),
@@ -1236,9 +1247,8 @@ template <vector_like Q, matrix_like N, class S, vector_like W, vector_like G>
   using T = scalar_of<Q>;
   constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
   const auto nv = as_view(notes);
-  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_notes_backward_result<T, DQ, NN, D>(score, as_span(q).size(), nv.rows(),
+                                                                         nv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward_from_weights<T, DQ, D>(
       "attn::backward_from_weights", score, as_span(q), nv, nv, as_span(weights), as_span(grad_context),
@@ -1375,10 +1385,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, vector_like W, v
   constexpr std::size_t DQ = extent_of<Q>, N = common_extent<rows_of<K>, rows_of<V>>;
   const auto kv = as_view(keys);
   const auto vv = as_view(values);
-  backward_result<T, DQ, N, cols_of<K>, cols_of<V>, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, N>(kv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
-      detail::derivatives::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_backward_result<T, DQ, N, cols_of<K>, cols_of<V>>(
+      score, as_span(q).size(), kv.rows(), kv.cols(), vv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward_from_forward<T, DQ, cols_of<K>>(
       "attn::backward_from_forward", score, as_span(q), kv, vv, as_span(weights), as_span(context),
@@ -1398,9 +1406,8 @@ template <vector_like Q, matrix_like N, class S, vector_like W, vector_like C, v
   using T = scalar_of<Q>;
   constexpr std::size_t DQ = extent_of<Q>, NN = rows_of<N>, D = cols_of<N>;
   const auto nv = as_view(notes);
-  notes_backward_result<T, DQ, NN, D, parameter_gradient_t<S>> r{
-      detail::derivatives::zero_vector<T, NN>(nv.rows()), detail::derivatives::zero_vector<T, DQ>(as_span(q).size()),
-      detail::derivatives::zero_matrix<T, NN, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
+  auto r = detail::derivatives::zero_notes_backward_result<T, DQ, NN, D>(score, as_span(q).size(), nv.rows(),
+                                                                         nv.cols());
   auto* p = detail::derivatives::has_parameters<S> ? &r.parameters : nullptr;
   detail::derivatives::backward_from_forward<T, DQ, D>(
       "attn::backward_from_forward", score, as_span(q), nv, nv, as_span(weights), as_span(context),
