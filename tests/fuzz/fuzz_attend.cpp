@@ -127,11 +127,4 @@ void run(reader& r) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  reader r(data, size);
-  if (r.flag())
-    run<float>(r);
-  else
-    run<double>(r);
-  return 0;
-}
+ATTN_FUZZ_FLOAT_OR_DOUBLE(run)

@@ -352,6 +352,18 @@ struct look {
   [[nodiscard]] std::size_t score_terms() const { return (score == 2 ? dq + dk : dk + (score == 1 ? 1 : 0)) + 2; }
 };
 
+/// The libFuzzer entry point of a target whose `run<T>(reader&)` checks one input: the first
+/// byte picks float or double.
+#define ATTN_FUZZ_FLOAT_OR_DOUBLE(run)                                                \
+  extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) { \
+    attn_fuzz::reader r(data, size);                                                  \
+    if (r.flag())                                                                     \
+      run<float>(r);                                                                  \
+    else                                                                              \
+      run<double>(r);                                                                 \
+    return 0;                                                                         \
+  }
+
 /// Which exception a call threw: 0 none, 1 dimension_error, 2 domain_error.
 template <class F>
 int thrown(F&& f) {

@@ -38,16 +38,6 @@ void run(reader& r) {
                                                                                      attn::all_masked_policy::throw_error)
                                         ? 2
                                         : 0;
-  const auto thrown = [](auto&& f) {
-    try {
-      f();
-    } catch (const attn::dimension_error&) {
-      return 1;
-    } catch (const attn::domain_error&) {
-      return 2;
-    }
-    return 0;
-  };
 
   guarded<T> w(n), lw(n), in_place(n);
   in_place.data = x;
@@ -140,11 +130,4 @@ void run(reader& r) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  reader r(data, size);
-  if (r.flag())
-    run<float>(r);
-  else
-    run<double>(r);
-  return 0;
-}
+ATTN_FUZZ_FLOAT_OR_DOUBLE(run)
