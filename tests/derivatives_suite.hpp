@@ -616,6 +616,35 @@ inline std::vector<char> random_mask(rng_t& rng, std::size_t n) {
   return keep;
 }
 
+/// One random backward case for keys ≠ values: q and the n keys scaled by `scale`, n values
+/// of d_v numbers, g = ∂L/∂c (d_v) and gd (d, for notes that are keys and values), a random
+/// mask when `masked`, and the options with β and that mask (pointing into `mask`).
+template <class T>
+struct random_backward_case {
+  Vector<T> q;
+  Matrix<T> K, V;
+  Vector<T> g, gd;
+  std::unique_ptr<bool[]> mask;
+  attn::options opt;
+};
+
+template <class T>
+random_backward_case<T> make_backward_case(rng_t& rng, std::size_t n, std::size_t d, std::size_t dv, bool masked,
+                                           double beta, T scale) {
+  random_backward_case<T> c;
+  c.q = random_vector<T>(rng, d, scale);
+  c.K = random_matrix<T>(rng, n, d, scale);
+  c.V = random_matrix<T>(rng, n, dv, T(1));
+  c.g = random_vector<T>(rng, dv, T(1));
+  c.gd = random_vector<T>(rng, d, T(1));
+  const std::vector<char> keep = masked ? random_mask(rng, n) : std::vector<char>(n, 1);
+  c.mask = std::make_unique<bool[]>(n);
+  for (std::size_t j = 0; j < n; ++j) c.mask[j] = keep[j] != 0;
+  c.opt = attn::options{.beta = beta};
+  if (masked) c.opt.mask = std::span<const bool>(c.mask.get(), n);
+  return c;
+}
+
 /// Makes a score of random parameters for query length dq and key length dk.
 template <class T>
 using score_maker = std::function<erased_score<T>(rng_t&, std::size_t dq, std::size_t dk)>;

@@ -277,15 +277,8 @@ TEMPLATE_TEST_CASE("backward_from_weights with backward's own softmax gives back
   const Vector<T> v = random_vector<T>(rng, 3, T(1));
   const auto check = [&](const auto& score, std::size_t n, std::size_t d, std::size_t dv, bool masked, double beta) {
     INFO("n " << n << ", d " << d << ", dv " << dv << ", masked " << masked << ", beta " << beta);
-    const Vector<T> q = random_vector<T>(rng, d, T(0.5));
-    const Matrix<T> K = random_matrix<T>(rng, n, d, T(0.5));
-    const Matrix<T> V = random_matrix<T>(rng, n, dv, T(1));
-    const Vector<T> g = random_vector<T>(rng, dv, T(1)), gd = random_vector<T>(rng, d, T(1));
-    const std::vector<char> keep = masked ? random_mask(rng, n) : std::vector<char>(n, 1);
-    const auto mask = std::make_unique<bool[]>(n);
-    for (std::size_t j = 0; j < n; ++j) mask[j] = keep[j] != 0;
-    attn::options opt{.beta = beta};
-    if (masked) opt.mask = std::span<const bool>(mask.get(), n);
+    const auto c = make_backward_case<T>(rng, n, d, dv, masked, beta, T(0.5));
+    const auto& [q, K, V, g, gd, mask, opt] = c;
     // keys ≠ values
     const Vector<T> a = attn::softmax(attn::attend(q, K, V, score, opt).scores, opt);
     const auto b = attn::backward(q, K, V, score, g, opt);
@@ -417,15 +410,8 @@ TEMPLATE_TEST_CASE("backward_from_forward agrees with backward within the derive
               << scale);
     using S = std::remove_cvref_t<decltype(score)>;
     const T f = std::is_same_v<S, attn::scaled_dot_score> ? T(1) / std::sqrt(static_cast<T>(d)) : T(1);
-    const Vector<T> q = random_vector<T>(rng, d, scale);
-    const Matrix<T> K = random_matrix<T>(rng, n, d, scale);
-    const Matrix<T> V = random_matrix<T>(rng, n, dv, T(1));
-    const Vector<T> g = random_vector<T>(rng, dv, T(1)), gd = random_vector<T>(rng, d, T(1));
-    const std::vector<char> keep = masked ? random_mask(rng, n) : std::vector<char>(n, 1);
-    const auto mask = std::make_unique<bool[]>(n);
-    for (std::size_t j = 0; j < n; ++j) mask[j] = keep[j] != 0;
-    attn::options opt{.beta = beta};
-    if (masked) opt.mask = std::span<const bool>(mask.get(), n);
+    const auto c = make_backward_case<T>(rng, n, d, dv, masked, beta, scale);
+    const auto& [q, K, V, g, gd, mask, opt] = c;
     // keys ≠ values
     const auto fw = attn::attend(q, K, V, score, opt);
     const auto ff = attn::backward_from_forward(q, K, V, score, fw.weights, fw.context, g, opt);
