@@ -191,25 +191,8 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
 
 /// x_i = exp(x_i) for a few numbers, P fixed at compile time (a whole number of short
 /// vectors), so that the exps of a small row are one vector's work, not P scalar calls.
-/// At run time, for float and double, one vector through exp_in_range when P numbers fill
-/// a vector of 16, 32 or 64 bytes and all are in its range (the same bits, a shorter chain of
-/// dependent operations: this is the latency of a small attend).
 template <std::size_t P, class T>
 ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small(T* x) noexcept {
-#if ATTN_VECTOR_EXTENSIONS
-  constexpr std::size_t bytes = P * sizeof(T);
-  if constexpr (simd_type<T> && (bytes == 16 || bytes == 32 || bytes == 64) && bytes <= simd_bytes) {
-    if (!std::is_constant_evaluated()) {
-      using U = typename exp_consts<T>::uint;
-      vec<U, P> bad = {};
-      const vec<T, P> y = exp_in_range<T, P>(load<T, P>(x), bad);
-      if (!any_top_bit<U, P>(bad)) {
-        std::memcpy(x, &y, sizeof y);
-        return;
-      }
-    }
-  }
-#endif
   for (std::size_t i = 0; i < P; ++i) x[i] = attn::detail::exp(x[i]);
 }
 
@@ -276,8 +259,8 @@ template <std::size_t NV, class T>
 }
 #endif
 
-/// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Column by column (a
-/// vector of columns at a time, c held in a register), eight rows at a time: each group of
+/// c += Σ_{r < rows} w_r v_r, where v_r = V + r·stride holds d numbers. Up to 8 vectors of
+/// columns at a time (that part of c held in registers), eight rows at a time: each group of
 /// eight is summed on its own, in two chains, and then added to c, so the only chain through
 /// c is one add per group; the rows past the last whole group are added one by one. The same
 /// sums in every path (vector, tail columns, constant evaluation), so cutting the rows at
@@ -292,44 +275,17 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
       constexpr std::size_t L = simd_lanes<T>;
-      using VT = vec<T, L>;
-      const auto at = [](const T* p) { return load<T, L>(p); };
-      const auto at2 = [](const T* p) { return load<T, L>(p + L); };
-      // rows of up to 8 vectors: c stays in registers across all rows (with 16 registers the
-      // weights are broadcast again per vector rather than kept, still the faster form)
-      constexpr std::size_t max_regs = 8;
-      switch (d / L > max_regs ? std::size_t{0} : d / L) {
-        case 1: add_weighted_rows_regs<1>(w, V, stride, rows, c); i = L; break;
-        case 2: add_weighted_rows_regs<2>(w, V, stride, rows, c); i = 2 * L; break;
-        case 3: add_weighted_rows_regs<3>(w, V, stride, rows, c); i = 3 * L; break;
-        case 4: add_weighted_rows_regs<4>(w, V, stride, rows, c); i = 4 * L; break;
-        case 5: add_weighted_rows_regs<5>(w, V, stride, rows, c); i = 5 * L; break;
-        case 6: add_weighted_rows_regs<6>(w, V, stride, rows, c); i = 6 * L; break;
-        case 7: add_weighted_rows_regs<7>(w, V, stride, rows, c); i = 7 * L; break;
-        case 8: add_weighted_rows_regs<8>(w, V, stride, rows, c); i = 8 * L; break;
+      // c in registers, up to 8 vectors of columns at a time, across all rows
+      for (; i + 8 * L <= d; i += 8 * L) add_weighted_rows_regs<8>(w, V + i, stride, rows, c + i);
+      switch ((d - i) / L) {
+        case 1: add_weighted_rows_regs<1>(w, V + i, stride, rows, c + i); i += L; break;
+        case 2: add_weighted_rows_regs<2>(w, V + i, stride, rows, c + i); i += 2 * L; break;
+        case 3: add_weighted_rows_regs<3>(w, V + i, stride, rows, c + i); i += 3 * L; break;
+        case 4: add_weighted_rows_regs<4>(w, V + i, stride, rows, c + i); i += 4 * L; break;
+        case 5: add_weighted_rows_regs<5>(w, V + i, stride, rows, c + i); i += 5 * L; break;
+        case 6: add_weighted_rows_regs<6>(w, V + i, stride, rows, c + i); i += 6 * L; break;
+        case 7: add_weighted_rows_regs<7>(w, V + i, stride, rows, c + i); i += 7 * L; break;
         default: break;
-      }
-      for (; i + 2 * L <= d; i += 2 * L) {  // two vectors of columns: four chains in flight
-        VT acc0 = load<T, L>(c + i), acc1 = load<T, L>(c + i + L);
-        std::size_t r = 0;
-        for (; r < groups; r += 8) {
-          const T* v = V + r * stride + i;
-          acc0 += weighted_group<VT>(w + r, v, stride, at);
-          acc1 += weighted_group<VT>(w + r, v, stride, at2);
-        }
-        for (; r < rows; ++r) {
-          acc0 += w[r] * load<T, L>(V + r * stride + i);
-          acc1 += w[r] * load<T, L>(V + r * stride + i + L);
-        }
-        std::memcpy(c + i, &acc0, sizeof acc0);
-        std::memcpy(c + i + L, &acc1, sizeof acc1);
-      }
-      for (; i + L <= d; i += L) {
-        VT acc = load<T, L>(c + i);
-        std::size_t r = 0;
-        for (; r < groups; r += 8) acc += weighted_group<VT>(w + r, V + r * stride + i, stride, at);
-        for (; r < rows; ++r) acc += w[r] * load<T, L>(V + r * stride + i);
-        std::memcpy(c + i, &acc, sizeof acc);
       }
     }
   }

@@ -61,31 +61,11 @@ template <std::size_t W, class T>
 }
 
 #if ATTN_VECTOR_EXTENSIONS
-template <class T, std::size_t Bytes>
-struct vector_of;
-template <std::size_t Bytes>
-struct vector_of<float, Bytes> {
-  typedef float type __attribute__((vector_size(Bytes)));
-};
-template <std::size_t Bytes>
-struct vector_of<double, Bytes> {
-  typedef double type __attribute__((vector_size(Bytes)));
-};
-template <std::size_t Bytes>
-struct vector_of<std::uint32_t, Bytes> {
-  typedef std::uint32_t type __attribute__((vector_size(Bytes)));
-};
-template <std::size_t Bytes>
-struct vector_of<std::uint64_t, Bytes> {
-  typedef std::uint64_t type __attribute__((vector_size(Bytes)));
-};
-template <std::size_t Bytes>
-struct vector_of<std::int32_t, Bytes> {
-  typedef std::int32_t type __attribute__((vector_size(Bytes)));
-};
-template <std::size_t Bytes>
-struct vector_of<std::int64_t, Bytes> {
-  typedef std::int64_t type __attribute__((vector_size(Bytes)));
+/// Bytes / sizeof(E) numbers of type E (float, double or a fixed-width integer) in one vector.
+template <class E, std::size_t Bytes>
+  requires std::is_arithmetic_v<E>
+struct vector_of {
+  typedef E type __attribute__((vector_size(Bytes)));
 };
 /// W numbers of type T in one vector.
 template <class T, std::size_t W>
