@@ -238,7 +238,7 @@ template <class E, class T, class Load>
 #if ATTN_VECTOR_EXTENSIONS
 /// add_weighted_rows for the first NV·L columns with all NV vectors of c in registers, eight
 /// rows at a time (each weight broadcast once per group, not once per column vector): the same
-/// sums as the column-by-column loop below, to the bit.
+/// sums as add_weighted_rows' scalar loop for the remaining columns, to the bit.
 template <std::size_t NV, class T>
 [[gnu::always_inline]] inline void add_weighted_rows_regs(const T* w, const T* V, std::size_t stride,
                                                           std::size_t rows, T* c) noexcept {
