@@ -262,34 +262,9 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     softmax(where, s, w, N, N, opt);  // the rare rows, by the general rules
   } else {
     // as exp_shifted_sum and softmax's scaling; the exps of all N at once, in whole vectors
-    constexpr std::size_t P = (N + 3) / 4 * 4;
-    T e[P];
-    bool done = false;
-#if ATTN_VECTOR_EXTENSIONS
-    if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
-                  P * sizeof(T) <= simd_bytes) {
-      // built in a register (not stored and reloaded: a store-forwarding stall on this path)
-      using U = typename exp_consts<T>::uint;
-      vec<T, P> t = {};
-      for (std::size_t j = 0; j < N; ++j) t[j] = beta * s[j] - m;
-      vec<U, P> bad = {};
-      const vec<T, P> y = exp_in_range<T, P>(t, bad);
-      if (!any_top_bit<U, P>(bad)) {
-        for (std::size_t j = 0; j < N; ++j) e[j] = y[j];
-        done = true;
-      }
-    }
-#endif
-    if (!done) {
-      for (std::size_t j = 0; j < N; ++j) e[j] = beta * s[j] - m;
-      for (std::size_t j = N; j < P; ++j) e[j] = T(0);
-      exp_small<P>(e);
-    }
-    if (mask == nullptr) {
-      for (std::size_t j = 0; j < N; ++j) w[j] = e[j];
-    } else {
-      for (std::size_t j = 0; j < N; ++j) w[j] = keep_or_zero(mask[j], e[j]);
-    }
+    exp_small_shifted<N>(s, beta, m, w);
+    if (mask != nullptr)
+      for (std::size_t j = 0; j < N; ++j) w[j] = keep_or_zero(mask[j], w[j]);
     T sum = 0;  // sum_of's order: below four vectors' worth it adds in order
     if constexpr (N < 4 * simd_lanes<T>) {
       for (std::size_t j = 0; j < N; ++j) sum += w[j];

@@ -189,11 +189,35 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
   }
 }
 
-/// x_i = exp(x_i) for a few numbers, P fixed at compile time (a whole number of short
-/// vectors), so that the exps of a small row are one vector's work, not P scalar calls.
-template <std::size_t P, class T>
-ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small(T* x) noexcept {
-  for (std::size_t i = 0; i < P; ++i) x[i] = attn::detail::exp(x[i]);
+/// e_j = exp(β s_j − m) for N numbers, N fixed at compile time and small: the exps of a short
+/// row as one vector of P = N rounded up to 4 lanes. At run time, for float and double, that
+/// vector is built in a register (stored and reloaded it would cost a store-forwarding stall,
+/// on the critical path of a small attend) and goes through exp_in_range when all N are in its
+/// range; otherwise, and in constant evaluation, a plain loop of exp. The same bits either way.
+template <std::size_t N, class T>
+ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T beta, T m, T* e) noexcept {
+  constexpr std::size_t P = (N + 3) / 4 * 4;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
+                P * sizeof(T) <= simd_bytes) {
+    if (!std::is_constant_evaluated()) {
+      using U = typename exp_consts<T>::uint;
+      vec<T, P> t = {};
+      for (std::size_t j = 0; j < N; ++j) t[j] = beta * s[j] - m;
+      vec<U, P> bad = {};
+      const vec<T, P> y = exp_in_range<T, P>(t, bad);
+      if (!any_top_bit<U, P>(bad)) {
+        for (std::size_t j = 0; j < N; ++j) e[j] = y[j];
+        return;
+      }
+    }
+  }
+#endif
+  T x[P];
+  for (std::size_t j = 0; j < N; ++j) x[j] = beta * s[j] - m;
+  for (std::size_t j = N; j < P; ++j) x[j] = T(0);
+  for (std::size_t j = 0; j < P; ++j) x[j] = attn::detail::exp(x[j]);  // P lanes: whole vectors
+  for (std::size_t j = 0; j < N; ++j) e[j] = x[j];
 }
 
 /// Elements per block of exp_shifted_sum: a block's exps are summed while still in L1, each
