@@ -150,8 +150,7 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
       }
     }
     if (block_max != nullptr) block_max[j0 / B] = m;
-    exp_shifted(s, e, nb, beta, m, mb);
-    l += static_cast<sum_t<T>>(sum_of(e, nb));
+    l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, m, mb));
     add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c);
   }
   return l == l;  // a kept NaN that the max left out made l NaN

@@ -201,6 +201,15 @@ template <class T>
 }
 
 #if ATTN_VECTOR_EXTENSIONS
+/// Sets the top bit of a lane of `bad` where |t| > in_range_x, t = ±inf or NaN (on the bits, so
+/// that -ffinite-math-only cannot fold it): the top bit of in_range_x − |t|'s bits.
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline void exp_range_check(vec<T, W> t,
+                                                   vec<typename exp_consts<T>::uint, W>& bad) noexcept {
+  using C = exp_consts<T>;
+  bad |= C::in_range_x - (std::bit_cast<vec<typename C::uint, W>>(t) & C::abs_mask);
+}
+
 /// e^t lane by lane, the arithmetic of `exp_ieee` without its clamp and its special cases:
 /// bit for bit exp_ieee's result for |t| <= in_range_x (86.5 for float, 708 for double; there
 /// k = round(t log2 e) is within [-125, 125] ([-1021, 1021]), so y * 2^k is normal and comes
@@ -221,16 +230,23 @@ template <class T, std::size_t W>
   using VT = vec<T, W>;
   using VU = vec<U, W>;
   using VS = vec<S, W>;
-  // |t| > in_range_x, inf and NaN (on the bits: -ffinite-math-only cannot fold it) set the top
-  // bit of in_range_x - |t|.
-  bad |= C::in_range_x - (std::bit_cast<VU>(t) & C::abs_mask);
-  const VU zb = std::bit_cast<VU>(t * C::log2e + C::shifter);
+  exp_range_check<T, W>(t, bad);
+  const VT z = t * C::log2e + C::shifter;
+  const VU zb = std::bit_cast<VU>(z);
   const VU k = zb - std::bit_cast<U>(C::shifter);
   VT kf;
   if constexpr (sizeof(T) == 4) {
     kf = __builtin_convertvector(std::bit_cast<VS>(k), VT);
   } else {
+#if defined(__ASSOCIATIVE_MATH__)
+    // (GCC under -fassociative-math would fold z − shifter into t·log2e: from the bits, as in
+    // exp_ieee.)
     kf = std::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+#else
+    // z and the shifter lie in [2^52, 2^53), where the spacing is 1: z − shifter is k exactly
+    // (Sterbenz), in one operation instead of exp_ieee's three.
+    kf = z - C::shifter;
+#endif
   }
   VT hi = t - kf * C::ln2_hi;
 #if defined(__ASSOCIATIVE_MATH__)
@@ -421,24 +437,45 @@ template <class T>
 
 #if ATTN_VECTOR_EXTENSIONS
 /// out_i = exp(β x_i − m)·f (β x_i − m only if Shifted, else x_i; f only if Scaled) for the
-/// V·L numbers of one block (L: lanes of one vector), by `exp_in_range` into registers; false, with nothing written, if some lane is
-/// out of its range (then the caller takes the block through `exp`).
+/// V·L numbers of one block (L: lanes of one vector), by `exp_in_range`; false if some lane is
+/// out of its range (then the caller takes the block through `exp`, and `out` may hold anything
+/// there). With `sums`, the block's vector v is also added to sums[v % 4] (sum_of's
+/// accumulators), and on false they are left as they were. Each vector is stored as soon as it
+/// is computed (kept in registers, the block would spill), unless out is x: then the block's
+/// range is checked first, so that no input is overwritten before the check.
 template <std::size_t V, bool Shifted, bool Scaled, class T>
-[[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f) noexcept {
+[[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f,
+                                                      vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   using VU = vec<typename exp_consts<T>::uint, L>;
-  VT r[V];
-  VU bad = {};
-  for (std::size_t v = 0; v < V; ++v) {
+  const auto arg = [&](std::size_t v) {
     VT t = load<T, L>(x + v * L);
     if constexpr (Shifted) t = beta * t - m;
-    r[v] = exp_in_range<T, L>(t, bad);
-    if constexpr (Scaled) r[v] = r[v] * f;
+    return t;
+  };
+  const auto each = [](auto&& body) {  // body(0), …, body(V − 1), unrolled
+    [&]<std::size_t... v>(std::index_sequence<v...>) { (body(v), ...); }(std::make_index_sequence<V>{});
+  };
+  VU bad = {};
+  const bool in_place = x == out;
+  if (in_place) {
+    each([&](std::size_t v) { exp_range_check<T, L>(arg(v), bad); });
+    if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
   }
-  if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
-  std::memcpy(out, r, sizeof r);
-  return true;
+  VT before[4];
+  if (sums != nullptr)
+    for (std::size_t k = 0; k < 4; ++k) before[k] = sums[k];
+  each([&](std::size_t v) {
+    VT r = exp_in_range<T, L>(arg(v), bad);
+    if constexpr (Scaled) r = r * f;
+    std::memcpy(out + v * L, &r, sizeof r);
+    if (sums != nullptr) sums[v % 4] += r;
+  });
+  if (in_place || !any_top_bit<typename exp_consts<T>::uint, L>(bad)) return true;
+  if (sums != nullptr)
+    for (std::size_t k = 0; k < 4; ++k) sums[k] = before[k];
+  return false;
 }
 
 /// exp_shifted without a mask at run time, for float and double: blocks of 8 vectors, then of
@@ -463,20 +500,63 @@ template <bool Shifted, bool Scaled, class T>
     if (!exp_block_in_range<4, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, 4 * L);
   for (; i + L <= n; i += L)
     if (!exp_block_in_range<1, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
-  if (i < n) {
-    // the tail through one vector: x padded with m/β, a number whose lane holds anything
-    // finite in range (it is not stored)
-    const std::size_t rest = n - i;
-    T xt[L];
-    T ot[L];
-    std::memcpy(xt, x + i, rest * sizeof(T));
-    for (std::size_t k = rest; k < L; ++k) xt[k] = xt[0];
-    if (exp_block_in_range<1, Shifted, Scaled>(xt, ot, beta, m, f)) {
-      std::memcpy(out + i, ot, rest * sizeof(T));
+  // The tail, under one vector: groups of Q = 4 lanes loaded whole, then the last 1 to Q − 1
+  // numbers gathered lane by lane into one group (its other lanes repeat the first number and
+  // are not stored). Copied through a buffer in memory instead, the group's load would wait
+  // for the copy's narrower stores (a store-forwarding stall) on every short row.
+  constexpr std::size_t Q = L < 4 ? L : 4;
+  using U = typename exp_consts<T>::uint;
+  const auto group = [&](vec<T, Q> t, std::size_t i0, std::size_t count) {
+    if constexpr (Shifted) t = beta * t - m;
+    vec<U, Q> bad = {};
+    vec<T, Q> y = exp_in_range<T, Q>(t, bad);
+    if constexpr (Scaled) y = y * f;
+    if (any_top_bit<U, Q>(bad)) {
+      scalar(i0, count);
+    } else if (count == Q) {
+      std::memcpy(out + i0, &y, sizeof y);
     } else {
-      scalar(i, rest);
+      for (std::size_t k = 0; k < count; ++k) out[i0 + k] = y[k];
     }
+  };
+  for (; i + Q <= n; i += Q) group(load<T, Q>(x + i), i, Q);
+  if (i < n) {
+    const std::size_t rest = n - i;
+    vec<T, Q> t;
+    for (std::size_t k = 0; k < Q; ++k) t[k] = x[i + (k < rest ? k : 0)];
+    group(t, i, rest);
   }
+}
+
+/// out_i = exp(β x_i − m) as exp_shifted_vec, returning sum_of(out, n) to the bit: the whole
+/// groups of four vectors are summed from the registers that hold their exps, into sum_of's
+/// four accumulators in sum_of's order; the rest (under four vectors) is added from `out` in
+/// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block.
+template <class T>
+[[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  const auto scalar = [&](std::size_t i0, std::size_t count, VT* sums) {
+    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(beta * x[i] - m);
+    for (std::size_t v = 0; v < count / L; ++v) sums[v % 4] += load<T, L>(out + i0 + v * L);
+  };
+  const std::size_t whole = n / (4 * L) * (4 * L);
+  T head = 0;
+  if (whole != 0) {
+    VT sums[4] = {};
+    std::size_t i = 0;
+    for (; i + 8 * L <= whole; i += 8 * L)
+      if (!exp_block_in_range<8, true, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 8 * L, sums);
+    for (; i < whole; i += 4 * L)
+      if (!exp_block_in_range<4, true, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 4 * L, sums);
+    head = hsum<T, L>((sums[0] + sums[2]) + (sums[1] + sums[3]));
+  }
+  T tail = 0;
+  if (whole < n) {
+    exp_shifted_vec<true, false>(x + whole, out + whole, n - whole, beta, m, T(1));
+    for (std::size_t i = whole; i < n; ++i) tail += out[i];
+  }
+  return head + tail;
 }
 #endif
 

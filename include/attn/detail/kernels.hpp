@@ -220,6 +220,20 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
   for (std::size_t j = 0; j < N; ++j) e[j] = x[j];
 }
 
+/// out_i = exp(β x_i − m) (0 where mask_i is false, if a mask is given); returns
+/// sum_of(out, n), the same bits as exp_shifted followed by sum_of. `out` may alias `x`.
+template <class T>
+constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
+                               const bool* mask = nullptr) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (mask == nullptr && !std::is_constant_evaluated()) return exp_shifted_sum_vec(x, out, n, beta, m);
+  }
+#endif
+  exp_shifted(x, out, n, beta, m, mask);
+  return sum_of(out, n);
+}
+
 /// Elements per block of exp_shifted_sum: a block's exps are summed while still in L1, each
 /// partial sum of a block adds at most 16 numbers, and the blocks' sums add up in sum_t<T>.
 inline constexpr std::size_t exp_block = 1024;
@@ -232,8 +246,8 @@ constexpr sum_t<T> exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T 
   sum_t<T> total = 0;
   for (std::size_t i0 = 0; i0 < n; i0 += exp_block) {
     const std::size_t nb = n - i0 < exp_block ? n - i0 : exp_block;
-    exp_shifted(x + i0, out + i0, nb, beta, m, mask == nullptr ? nullptr : mask + i0);
-    total += static_cast<sum_t<T>>(sum_of(out + i0, nb));
+    total += static_cast<sum_t<T>>(
+        exp_shifted_sum_of(x + i0, out + i0, nb, beta, m, mask == nullptr ? nullptr : mask + i0));
   }
   return total;
 }
