@@ -26,3 +26,15 @@
 #else
 #include <catch2/catch.hpp>
 #endif
+
+namespace attn_test {
+/// Whether this build fuses a·b + c into one FMA (GCC's default -ffp-contract=fast and clang's
+/// -ffp-contract=on do, on a target with FMA: -march=native, -mfma, AArch64): a·a − b then
+/// keeps the rounding error of a·a. Two paths give the same bits only without fusion; with it,
+/// each path fuses where the compiler chooses in its own code, and they agree to rounding.
+inline bool fma_contracted() {
+  volatile double va = 1 + 0x1p-30;
+  const double a = va;
+  return a * a - (1 + 0x1p-29) != 0;
+}
+}  // namespace attn_test

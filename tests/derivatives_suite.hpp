@@ -5,6 +5,7 @@
 // parallel (tests/test_derivatives*.cpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -587,7 +588,8 @@ void check_align(tally<T>& t, const erased_score<T>& sc, const Matrix<T>& Qs, co
   }
   // the same as T one-query backward calls (the per-query rows exactly; the note gradients,
   // summed in another order, to rounding: |Σ − Σ'| ≤ 16 ε Σ|parts|)
-  Matrix<T> sumK(K.rows(), K.cols()), sumV(V.rows(), V.cols()), absK(K.rows(), K.cols());
+  Matrix<T> sumK(K.rows(), K.cols()), sumV(V.rows(), V.cols()), absK(K.rows(), K.cols()),
+      absV(V.rows(), V.cols());
   for (std::size_t r = 0; r < Qs.rows(); ++r) {
     const grads<T> b = sc.backward(Qs.row(r), K, V, G.row(r), opt);
     for (std::size_t i = 0; i < Qs.cols(); ++i) REQUIRE(b.queries(0, i) == ab.queries(r, i));
@@ -597,13 +599,35 @@ void check_align(tally<T>& t, const erased_score<T>& sc, const Matrix<T>& Qs, co
         sumK(j, i) += b.keys(j, i);
         absK(j, i) += std::fabs(b.keys(j, i));
       }
-      for (std::size_t i = 0; i < V.cols(); ++i) sumV(j, i) += b.values(j, i);
+      for (std::size_t i = 0; i < V.cols(); ++i) {
+        sumV(j, i) += b.values(j, i);
+        absV(j, i) += std::fabs(b.values(j, i));
+      }
     }
   }
   const T eps = std::numeric_limits<T>::epsilon();
+  // Where the build fuses multiply-adds (attn_test::fma_contracted), the parts themselves are
+  // rounded differently in the batch and in the one-query calls (a fused a·b + c keeps a·b's
+  // rounding error), and a part formed by cancellation (α_j·(u_j − ū)·…) is then accurate
+  // only relative to the terms that cancelled: the bound becomes normwise, relative to the
+  // largest entry's parts.
+  const bool fused = attn_test::fma_contracted();
+  T scaleK = 0, scaleV = 0;
   for (std::size_t j = 0; j < K.rows(); ++j) {
-    for (std::size_t i = 0; i < K.cols(); ++i) REQUIRE(std::fabs(sumK(j, i) - ab.keys(j, i)) <= 16 * eps * absK(j, i));
-    for (std::size_t i = 0; i < V.cols(); ++i) REQUIRE(sumV(j, i) == ab.values(j, i));
+    for (std::size_t i = 0; i < K.cols(); ++i) scaleK = std::max(scaleK, absK(j, i));
+    for (std::size_t i = 0; i < V.cols(); ++i) scaleV = std::max(scaleV, absV(j, i));
+  }
+  for (std::size_t j = 0; j < K.rows(); ++j) {
+    for (std::size_t i = 0; i < K.cols(); ++i)
+      REQUIRE(std::fabs(sumK(j, i) - ab.keys(j, i)) <= 16 * eps * (fused ? scaleK : absK(j, i)));
+    // the value gradients add in the same order: exactly, unless the build fuses
+    for (std::size_t i = 0; i < V.cols(); ++i) {
+      if (fused) {
+        REQUIRE(std::fabs(sumV(j, i) - ab.values(j, i)) <= 16 * eps * scaleV);
+      } else {
+        REQUIRE(sumV(j, i) == ab.values(j, i));
+      }
+    }
   }
 }
 

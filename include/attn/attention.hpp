@@ -229,7 +229,8 @@ inline constexpr std::size_t small_notes = online_min_notes - 1;
 /// attend for N notes of DK key and DV value numbers, all fixed at compile time and N small:
 /// the same kernels as the general path (dot, the max, exp, the sums, accumulate_rows),
 /// called with constant sizes so that the compiler unrolls them and little is left but
-/// arithmetic. The numbers are those of the general path to the bit; rows that are not plainly
+/// arithmetic. The numbers are those of the general path to the bit (in builds that fuse no
+/// multiply-adds; with FMA contraction each path fuses on its own, to rounding); rows that are not plainly
 /// finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
 ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,

@@ -225,7 +225,7 @@ T sum_below_max(const T* x, std::size_t n, T beta, T m, const bool* mask) {
   std::size_t at_max = 0;
   for (std::size_t j = 0; j < n; ++j) {
     if (mask != nullptr && !mask[j]) continue;
-    const T y = beta * x[j];
+    const T y = rounded_product(beta, x[j]);  // y − m not fused: see rounded_product
     if (y < m)
       acc += attn::detail::exp(y - m);
     else if (y == m)
@@ -294,7 +294,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
         return;
       }
       for (std::size_t j = 0; j < n; ++j)
-        o[j] = (mask == nullptr || mask[j]) ? (beta * in[j] - s.max) - lse : -inf;
+        o[j] = (mask == nullptr || mask[j]) ? detail::scaled_minus(beta, in[j], s.max) - lse : -inf;
       return;
     }
     case detail::row_kind::nan: detail::fill(o, n, nan); return;

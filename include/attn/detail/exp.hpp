@@ -451,7 +451,7 @@ template <std::size_t V, bool Shifted, bool Scaled, class T>
   using VU = vec<typename exp_consts<T>::uint, L>;
   const auto arg = [&](std::size_t v) {
     VT t = load<T, L>(x + v * L);
-    if constexpr (Shifted) t = beta * t - m;
+    if constexpr (Shifted) t = scaled_minus(beta, t, m);
     return t;
   };
   const auto each = [](auto&& body) {  // body(0), …, body(V − 1), unrolled
@@ -489,7 +489,7 @@ template <bool Shifted, bool Scaled, class T>
   constexpr std::size_t V = 8;
   const auto scalar = [&](std::size_t i0, std::size_t count) {
     for (std::size_t i = i0; i < i0 + count; ++i) {
-      const T e = attn::detail::exp(Shifted ? beta * x[i] - m : x[i]);
+      const T e = attn::detail::exp(Shifted ? scaled_minus(beta, x[i], m) : x[i]);
       out[i] = Scaled ? e * f : e;
     }
   };
@@ -507,7 +507,7 @@ template <bool Shifted, bool Scaled, class T>
   constexpr std::size_t Q = L < 4 ? L : 4;
   using U = typename exp_consts<T>::uint;
   const auto group = [&](vec<T, Q> t, std::size_t i0, std::size_t count) {
-    if constexpr (Shifted) t = beta * t - m;
+    if constexpr (Shifted) t = scaled_minus(beta, t, m);
     vec<U, Q> bad = {};
     vec<T, Q> y = exp_in_range<T, Q>(t, bad);
     if constexpr (Scaled) y = y * f;
@@ -537,7 +537,7 @@ template <class T>
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   const auto scalar = [&](std::size_t i0, std::size_t count, VT* sums) {
-    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(beta * x[i] - m);
+    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m));
     for (std::size_t v = 0; v < count / L; ++v) sums[v % 4] += load<T, L>(out + i0 + v * L);
   };
   const std::size_t whole = n / (4 * L) * (4 * L);

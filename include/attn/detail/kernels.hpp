@@ -179,13 +179,13 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
     }
 #endif
     if (f == T(1)) {
-      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(beta * x[i] - m);
+      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m));
     } else {
-      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(beta * x[i] - m) * f;
+      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m)) * f;
     }
   } else {
     for (std::size_t i = 0; i < n; ++i)
-      out[i] = keep_or_zero(mask[i], attn::detail::exp(beta * x[i] - m)) * f;
+      out[i] = keep_or_zero(mask[i], attn::detail::exp(scaled_minus(beta, x[i], m))) * f;
   }
 }
 
@@ -203,7 +203,7 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
     if (!std::is_constant_evaluated()) {
       using U = typename exp_consts<T>::uint;
       vec<T, P> t = {};
-      for (std::size_t j = 0; j < N; ++j) t[j] = beta * s[j] - m;
+      for (std::size_t j = 0; j < N; ++j) t[j] = scaled_minus(beta, s[j], m);
       vec<U, P> bad = {};
       const vec<T, P> y = exp_in_range<T, P>(t, bad);
       if (!any_top_bit<U, P>(bad)) {
@@ -214,7 +214,7 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
   }
 #endif
   T x[P];
-  for (std::size_t j = 0; j < N; ++j) x[j] = beta * s[j] - m;
+  for (std::size_t j = 0; j < N; ++j) x[j] = scaled_minus(beta, s[j], m);
   for (std::size_t j = N; j < P; ++j) x[j] = T(0);
   for (std::size_t j = 0; j < P; ++j) x[j] = attn::detail::exp(x[j]);  // P lanes: whole vectors
   for (std::size_t j = 0; j < N; ++j) e[j] = x[j];

@@ -60,6 +60,39 @@ template <std::size_t W, class T>
   }
 }
 
+/// β·x, rounded on its own (for float or double, or a vector of them no wider than a register;
+/// other types as they are): the product is opaque to the optimizer, so that an expression
+/// built on it — β·x − m above all — is not fused with it into one FMA. GCC (whose default is
+/// -ffp-contract=fast) and clang (-ffp-contract=on) fuse a·b − c wherever the target has FMA
+/// (-march=native, -mfma, AArch64), and the fused β·x − m skips the rounding of β·x: for the
+/// max itself it is then β·x_max − fl(β·x_max), an ulp of β·x_max, not 0. At β·x ≈ 3e39 in
+/// double that is ±10^23, and e^t is inf or 0 where it must be 1 (a NaN row); with β = 10^5 the
+/// sure answer is not exactly 1. Costs one instruction where fusing would have saved one.
+template <class T, class V>
+[[nodiscard]] [[gnu::always_inline]] inline constexpr V rounded_product(T beta, V x) noexcept {
+  V y = beta * x;
+#if defined(__GNUC__) || defined(__clang__)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    if (!std::is_constant_evaluated()) {
+#if defined(__x86_64__) || defined(__i386__)
+      __asm__("" : "+v"(y));
+#elif defined(__aarch64__)
+      __asm__("" : "+w"(y));
+#else
+      __asm__("" : "+m"(y));
+#endif
+    }
+  }
+#endif
+  return y;
+}
+
+/// β·x − m with β·x rounded first (rounded_product): exactly 0 at the max, ≤ 0 below it.
+template <class T, class V>
+[[nodiscard]] [[gnu::always_inline]] inline constexpr V scaled_minus(T beta, V x, T m) noexcept {
+  return rounded_product(beta, x) - m;
+}
+
 #if ATTN_VECTOR_EXTENSIONS
 /// Bytes / sizeof(E) numbers of type E (float, double or a fixed-width integer) in one vector.
 template <class E, std::size_t Bytes>
