@@ -436,14 +436,27 @@ template <class T>
 }
 
 #if ATTN_VECTOR_EXTENSIONS
-/// out_i = exp(β x_i − m)·f (β x_i − m only if Shifted, else x_i; f only if Scaled) for the
+/// The argument of exp in the array kernels: x itself (Shift 0), x − m (1: β = 1, where β·x is
+/// x exactly) or β·x − m with β·x rounded first (2; scaled_minus).
+template <int Shift, class V, class T>
+[[gnu::always_inline]] inline V exp_arg(V x, T beta, T m) noexcept {
+  if constexpr (Shift == 0) {
+    return x;
+  } else if constexpr (Shift == 1) {
+    return x - m;
+  } else {
+    return scaled_minus(beta, x, m);
+  }
+}
+
+/// out_i = exp(β x_i − m)·f (the argument as exp_arg<Shift>; f only if Scaled) for the
 /// V·L numbers of one block (L: lanes of one vector), by `exp_in_range`; false if some lane is
 /// out of its range (then the caller takes the block through `exp`, and `out` may hold anything
 /// there). With `sums`, the block's vector v is also added to sums[v % 4] (sum_of's
 /// accumulators), and on false they are left as they were. Each vector is stored as soon as it
 /// is computed (kept in registers, the block would spill), unless out is x: then the block's
 /// range is checked first, so that no input is overwritten before the check.
-template <std::size_t V, bool Shifted, bool Scaled, class T>
+template <std::size_t V, int Shift, bool Scaled, class T>
 [[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f,
                                                       vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
@@ -451,8 +464,7 @@ template <std::size_t V, bool Shifted, bool Scaled, class T>
   using VU = vec<typename exp_consts<T>::uint, L>;
   const auto arg = [&](std::size_t v) {
     VT t = load<T, L>(x + v * L);
-    if constexpr (Shifted) t = scaled_minus(beta, t, m);
-    return t;
+    return exp_arg<Shift>(t, beta, m);
   };
   const auto each = [](auto&& body) {  // body(0), …, body(V − 1), unrolled
     [&]<std::size_t... v>(std::index_sequence<v...>) { (body(v), ...); }(std::make_index_sequence<V>{});
@@ -482,24 +494,24 @@ template <std::size_t V, bool Shifted, bool Scaled, class T>
 /// 4, then single vectors, then the last partial vector (padded with its first number, whose
 /// result is not stored), each through exp_in_range; a block holding a number out of its range (|β x_i − m| > 86.5 for float, 708
 /// for double, or not finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
-template <bool Shifted, bool Scaled, class T>
+template <int Shift, bool Scaled, class T>
 [[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m,
                                          T f) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   constexpr std::size_t V = 8;
   const auto scalar = [&](std::size_t i0, std::size_t count) {
     for (std::size_t i = i0; i < i0 + count; ++i) {
-      const T e = attn::detail::exp(Shifted ? scaled_minus(beta, x[i], m) : x[i]);
+      const T e = attn::detail::exp(exp_arg<Shift>(x[i], beta, m));
       out[i] = Scaled ? e * f : e;
     }
   };
   std::size_t i = 0;
   for (; i + V * L <= n; i += V * L)
-    if (!exp_block_in_range<V, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, V * L);
+    if (!exp_block_in_range<V, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, V * L);
   for (; i + 4 * L <= n; i += 4 * L)
-    if (!exp_block_in_range<4, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, 4 * L);
+    if (!exp_block_in_range<4, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, 4 * L);
   for (; i + L <= n; i += L)
-    if (!exp_block_in_range<1, Shifted, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
+    if (!exp_block_in_range<1, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
   // The tail, under one vector: groups of Q = 4 lanes loaded whole, then the last 1 to Q − 1
   // numbers gathered lane by lane into one group (its other lanes repeat the first number and
   // are not stored). Copied through a buffer in memory instead, the group's load would wait
@@ -507,7 +519,7 @@ template <bool Shifted, bool Scaled, class T>
   constexpr std::size_t Q = L < 4 ? L : 4;
   using U = typename exp_consts<T>::uint;
   const auto group = [&](vec<T, Q> t, std::size_t i0, std::size_t count) {
-    if constexpr (Shifted) t = scaled_minus(beta, t, m);
+    t = exp_arg<Shift>(t, beta, m);
     vec<U, Q> bad = {};
     vec<T, Q> y = exp_in_range<T, Q>(t, bad);
     if constexpr (Scaled) y = y * f;
@@ -532,12 +544,13 @@ template <bool Shifted, bool Scaled, class T>
 /// groups of four vectors are summed from the registers that hold their exps, into sum_of's
 /// four accumulators in sum_of's order; the rest (under four vectors) is added from `out` in
 /// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block.
-template <class T>
+/// Shift: 1 for β = 1, else 2 (exp_arg).
+template <int Shift, class T>
 [[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   const auto scalar = [&](std::size_t i0, std::size_t count, VT* sums) {
-    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m));
+    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(exp_arg<Shift>(x[i], beta, m));
     for (std::size_t v = 0; v < count / L; ++v) sums[v % 4] += load<T, L>(out + i0 + v * L);
   };
   const std::size_t whole = n / (4 * L) * (4 * L);
@@ -546,14 +559,14 @@ template <class T>
     VT sums[4] = {};
     std::size_t i = 0;
     for (; i + 8 * L <= whole; i += 8 * L)
-      if (!exp_block_in_range<8, true, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 8 * L, sums);
+      if (!exp_block_in_range<8, Shift, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 8 * L, sums);
     for (; i < whole; i += 4 * L)
-      if (!exp_block_in_range<4, true, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 4 * L, sums);
+      if (!exp_block_in_range<4, Shift, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 4 * L, sums);
     head = hsum<T, L>((sums[0] + sums[2]) + (sums[1] + sums[3]));
   }
   T tail = 0;
   if (whole < n) {
-    exp_shifted_vec<true, false>(x + whole, out + whole, n - whole, beta, m, T(1));
+    exp_shifted_vec<Shift, false>(x + whole, out + whole, n - whole, beta, m, T(1));
     for (std::size_t i = whole; i < n; ++i) tail += out[i];
   }
   return head + tail;
@@ -582,7 +595,7 @@ constexpr void exp_array(const T* x, T* y, std::size_t n) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
-      exp_shifted_vec<false, false>(x, y, n, T(1), T(0), T(1));
+      exp_shifted_vec<0, false>(x, y, n, T(1), T(0), T(1));
       return;
     }
   }

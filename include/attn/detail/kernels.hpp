@@ -169,10 +169,15 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
 #if ATTN_VECTOR_EXTENSIONS
     if constexpr (simd_type<T>) {
       if (!std::is_constant_evaluated()) {
+        // β = 1 (the usual case) needs no product: x − m, one operation per vector
         if (f == T(1)) {
-          exp_shifted_vec<true, false>(x, out, n, beta, m, f);
+          if (beta == T(1)) {
+            exp_shifted_vec<1, false>(x, out, n, beta, m, f);
+          } else {
+            exp_shifted_vec<2, false>(x, out, n, beta, m, f);
+          }
         } else {
-          exp_shifted_vec<true, true>(x, out, n, beta, m, f);
+          exp_shifted_vec<2, true>(x, out, n, beta, m, f);
         }
         return;
       }
@@ -227,7 +232,8 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
                                const bool* mask = nullptr) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
-    if (mask == nullptr && !std::is_constant_evaluated()) return exp_shifted_sum_vec(x, out, n, beta, m);
+    if (mask == nullptr && !std::is_constant_evaluated())
+      return beta == T(1) ? exp_shifted_sum_vec<1>(x, out, n, beta, m) : exp_shifted_sum_vec<2>(x, out, n, beta, m);
   }
 #endif
   exp_shifted(x, out, n, beta, m, mask);
