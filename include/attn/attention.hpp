@@ -288,6 +288,26 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
   accumulate_rows(w, T(1), values.data(), values.row_stride(), N, DV, c);
 }
 
+/// attend's result for N notes of DK and DV numbers (fixed, N small): attend_small into a
+/// result built here, with one return, inlined into the caller as Eigen's fixed sizes are. In
+/// attend itself, clang 14 gave up the named return value optimization and copied the result
+/// out through a store-forwarding stall (a third of a (3, 3) attend); called out of line, the
+/// views passed by value stalled the same way. In constant evaluation, the general path.
+template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
+ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV> attend_small_result(std::span<const T> q, MatrixView<const T, N, DK> keys,
+                                                         MatrixView<const T, N, DV> values, const S& score,
+                                                         const options& opt) {
+  attention_result<T, N, DV> r{};
+  if (std::is_constant_evaluated()) {
+    attend<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores), std::span<T>(r.weights),
+              std::span<T>(r.context), opt);
+  } else {
+    attend_small<N, DK, DV, T>("attn::attend", q, keys, values, score, r.scores.data(), r.weights.data(),
+                               r.context.data(), opt);
+  }
+  return r;
+}
+
 template <class Q, class K, class V, class S>
 concept attend_inputs =
     vector_like<Q> && matrix_like<K> && matrix_like<V> && Score<S, scalar_of<Q>> &&
@@ -335,25 +355,22 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                     const options& opt = {}) {
   using T = scalar_of<Q>;
   constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
-  const auto kv = as_view(keys);
-  const auto vv = as_view(values);
-  attention_result<T, N, cols_of<V>> r{};
-  if constexpr (N == dynamic) {
-    r.scores = Vector<T>(kv.rows());
-    r.weights = Vector<T>(kv.rows());
-  }
-  if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
   if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic && cols_of<V> != dynamic) {
-    if (!std::is_constant_evaluated()) {
-      detail::attend_small<N, cols_of<K>, cols_of<V>, T>("attn::attend", as_span(q), kv, vv, score,
-                                                         r.scores.data(), r.weights.data(),
-                                                         r.context.data(), opt);
-      return r;
+    return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys), as_view(values),
+                                                                    score, opt);
+  } else {
+    const auto kv = as_view(keys);
+    const auto vv = as_view(values);
+    attention_result<T, N, cols_of<V>> r{};
+    if constexpr (N == dynamic) {
+      r.scores = Vector<T>(kv.rows());
+      r.weights = Vector<T>(kv.rows());
     }
+    if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
+    detail::attend<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
+                      std::span<T>(r.weights), std::span<T>(r.context), opt);
+    return r;
   }
-  detail::attend<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
-                    std::span<T>(r.weights), std::span<T>(r.context), opt);
-  return r;
 }
 
 /// Attention where the notes are both keys and values: s_j = score(q, h_j),

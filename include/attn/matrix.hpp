@@ -30,6 +30,14 @@ class MatrixView {
   std::size_t cols_ = C == dynamic ? 0 : C;
   std::size_t stride_ = C == dynamic ? 0 : C;
 
+  template <class, std::size_t, std::size_t>
+  friend class Matrix;
+  struct packed_by_construction {};
+  /// Matrix's own packed buffer, whose shape holds by construction: not checked again (the
+  /// checks, out of line, were most of a small fixed attend's overhead with clang).
+  constexpr MatrixView(T* data, std::size_t rows, std::size_t cols, packed_by_construction) noexcept
+      : data_(data), rows_(rows), cols_(cols), stride_(cols) {}
+
   constexpr void validate() const {
     if constexpr (R != dynamic)
       detail::check_equal("attn::MatrixView", "rows", rows_, "fixed rows", R);
@@ -198,10 +206,11 @@ public:
 
   /// Borrows the matrix (packed rows).
   [[nodiscard]] constexpr MatrixView<T, R, C> view() noexcept {
-    return MatrixView<T, R, C>(data(), rows(), cols(), cols());
+    return MatrixView<T, R, C>(data(), rows(), cols(), typename MatrixView<T, R, C>::packed_by_construction{});
   }
   [[nodiscard]] constexpr MatrixView<const T, R, C> view() const noexcept {
-    return MatrixView<const T, R, C>(data(), rows(), cols(), cols());
+    return MatrixView<const T, R, C>(data(), rows(), cols(),
+                                     typename MatrixView<const T, R, C>::packed_by_construction{});
   }
   constexpr operator MatrixView<T, R, C>() noexcept { return view(); }
   constexpr operator MatrixView<const T, R, C>() const noexcept { return view(); }

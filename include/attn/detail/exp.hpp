@@ -475,7 +475,7 @@ template <std::size_t V, int Shift, bool Scaled, class T>
     each([&](std::size_t v) { exp_range_check<T, L>(arg(v), bad); });
     if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
   }
-  VT before[4];
+  VT before[4] = {};  // (read only with sums; zeroed so that GCC -O3 sees it set)
   if (sums != nullptr)
     for (std::size_t k = 0; k < 4; ++k) before[k] = sums[k];
   each([&](std::size_t v) {

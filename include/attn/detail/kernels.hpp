@@ -208,7 +208,11 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
     if (!std::is_constant_evaluated()) {
       using U = typename exp_consts<T>::uint;
       vec<T, P> t = {};
-      for (std::size_t j = 0; j < N; ++j) t[j] = scaled_minus(beta, s[j], m);
+      if (beta == T(1)) {  // β·s is s: no product to keep apart
+        for (std::size_t j = 0; j < N; ++j) t[j] = s[j] - m;
+      } else {
+        for (std::size_t j = 0; j < N; ++j) t[j] = scaled_minus(beta, s[j], m);
+      }
       vec<U, P> bad = {};
       const vec<T, P> y = exp_in_range<T, P>(t, bad);
       if (!any_top_bit<U, P>(bad)) {
