@@ -17,6 +17,15 @@
 
 #include "attn/detail/simd.hpp"
 
+/// A loop of constant trip count unrolled whole (the vector kernels' blocks of V vectors).
+#if defined(__clang__)
+#define ATTN_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define ATTN_UNROLL _Pragma("GCC unroll 16")
+#else
+#define ATTN_UNROLL
+#endif
+
 namespace attn::detail {
 
 /// The constants of the vectorizable float/double exponential (binary32 / binary64 only).
@@ -462,28 +471,25 @@ template <std::size_t V, int Shift, bool Scaled, class T>
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   using VU = vec<typename exp_consts<T>::uint, L>;
-  const auto arg = [&](std::size_t v) {
-    VT t = load<T, L>(x + v * L);
-    return exp_arg<Shift>(t, beta, m);
-  };
-  const auto each = [](auto&& body) {  // body(0), …, body(V − 1), unrolled
-    [&]<std::size_t... v>(std::index_sequence<v...>) { (body(v), ...); }(std::make_index_sequence<V>{});
-  };
+  // (plain loops, unrolled by pragma: clang 14 kept a lambda folded over an index sequence out
+  // of line, with the partial sums in memory, and the softmax 1.2-1.35x slower)
   VU bad = {};
   const bool in_place = x == out;
   if (in_place) {
-    each([&](std::size_t v) { exp_range_check<T, L>(arg(v), bad); });
+    ATTN_UNROLL
+    for (std::size_t v = 0; v < V; ++v) exp_range_check<T, L>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
     if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
   }
   VT before[4] = {};  // (read only with sums; zeroed so that GCC -O3 sees it set)
   if (sums != nullptr)
     for (std::size_t k = 0; k < 4; ++k) before[k] = sums[k];
-  each([&](std::size_t v) {
-    VT r = exp_in_range<T, L>(arg(v), bad);
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < V; ++v) {
+    VT r = exp_in_range<T, L>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
     if constexpr (Scaled) r = r * f;
     std::memcpy(out + v * L, &r, sizeof r);
     if (sums != nullptr) sums[v % 4] += r;
-  });
+  }
   if (in_place || !any_top_bit<typename exp_consts<T>::uint, L>(bad)) return true;
   if (sums != nullptr)
     for (std::size_t k = 0; k < 4; ++k) sums[k] = before[k];
