@@ -419,7 +419,8 @@ void check_small_path_matches(std::mt19937_64& rng, double spread, const attn::o
     }
     const double rel = 2 * std::abs(opt.beta) * ds + 8 * ulp * (1 + std::abs(opt.beta) * smax);
     for (std::size_t j = 0; j < N; ++j)
-      REQUIRE(std::abs(static_cast<double>(fixed.weights[j]) - w[j]) <= rel * w[j] + 4 * static_cast<double>(std::numeric_limits<T>::denorm_min()));
+      REQUIRE(std::abs(static_cast<double>(fixed.weights[j]) - w[j]) <=
+              rel * w[j] + 4 * static_cast<double>(std::numeric_limits<T>::denorm_min()));
     for (std::size_t i = 0; i < D; ++i) {
       double mag = 0;
       for (std::size_t j = 0; j < N; ++j) mag += w[j] * std::abs(static_cast<double>(values(j, i)));
@@ -451,7 +452,8 @@ void check_small_paths(std::mt19937_64& rng) {
 }
 }  // namespace
 
-TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bit unfused)", "[attention][fixed]") {
+TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bit unfused)",
+          "[attention][fixed]") {
   std::mt19937_64 rng(33);
   check_small_paths<float>(rng);
   check_small_paths<double>(rng);

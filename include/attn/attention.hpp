@@ -294,9 +294,9 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
 /// out through a store-forwarding stall (a third of a (3, 3) attend); called out of line, the
 /// views passed by value stalled the same way. In constant evaluation, the general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
-ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV> attend_small_result(std::span<const T> q, MatrixView<const T, N, DK> keys,
-                                                         MatrixView<const T, N, DV> values, const S& score,
-                                                         const options& opt) {
+ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV> attend_small_result(
+    std::span<const T> q, MatrixView<const T, N, DK> keys, MatrixView<const T, N, DV> values, const S& score,
+    const options& opt) {
   attention_result<T, N, DV> r{};
   if (std::is_constant_evaluated()) {
     attend<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores), std::span<T>(r.weights),
@@ -356,8 +356,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
   using T = scalar_of<Q>;
   constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
   if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic && cols_of<V> != dynamic) {
-    return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys), as_view(values),
-                                                                    score, opt);
+    return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys),
+                                                                    as_view(values), score, opt);
   } else {
     const auto kv = as_view(keys);
     const auto vv = as_view(values);

@@ -477,7 +477,8 @@ template <std::size_t V, int Shift, bool Scaled, class T>
   const bool in_place = x == out;
   if (in_place) {
     ATTN_UNROLL
-    for (std::size_t v = 0; v < V; ++v) exp_range_check<T, L>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
+    for (std::size_t v = 0; v < V; ++v)
+      exp_range_check<T, L>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
     if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
   }
   VT before[4] = {};  // (read only with sums; zeroed so that GCC -O3 sees it set)
@@ -496,10 +497,11 @@ template <std::size_t V, int Shift, bool Scaled, class T>
   return false;
 }
 
-/// exp_shifted without a mask at run time, for float and double: blocks of 8 vectors, then of
-/// 4, then single vectors, then the last partial vector (padded with its first number, whose
-/// result is not stored), each through exp_in_range; a block holding a number out of its range (|β x_i − m| > 86.5 for float, 708
-/// for double, or not finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
+/// exp_shifted without a mask at run time, for float and double (the argument as exp_arg<Shift>,
+/// times f if Scaled): blocks of 8 vectors, then of 4, then single vectors, then groups of 4
+/// lanes and the last 1-3 numbers gathered into one group, each through exp_in_range; a block
+/// holding a number out of its range (|β x_i − m| > 86.5 for float, 708 for double, or not
+/// finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
 template <int Shift, bool Scaled, class T>
 [[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m,
                                          T f) noexcept {

@@ -237,7 +237,8 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (mask == nullptr && !std::is_constant_evaluated())
-      return beta == T(1) ? exp_shifted_sum_vec<1>(x, out, n, beta, m) : exp_shifted_sum_vec<2>(x, out, n, beta, m);
+      return beta == T(1) ? exp_shifted_sum_vec<1>(x, out, n, beta, m)
+                          : exp_shifted_sum_vec<2>(x, out, n, beta, m);
   }
 #endif
   exp_shifted(x, out, n, beta, m, mask);
