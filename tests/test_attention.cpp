@@ -363,7 +363,8 @@ TEST_CASE("Long rows: general and additive work in blocks without allocating", "
 }
 
 namespace {
-// attend with sizes fixed at compile time (the small path, N ≤ 32) against the same numbers
+// attend with sizes fixed at compile time (the small path, N ≤ 31; N = 32, the first size past
+// it, takes the general path) against the same numbers
 // through dynamic views (the general path): the same scores, weights and context to the bit
 // where the build fuses no multiply-adds, to rounding where it does.
 template <class T, std::size_t N, std::size_t D>

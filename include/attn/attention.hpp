@@ -230,8 +230,9 @@ inline constexpr std::size_t small_notes = online_min_notes - 1;
 /// the same kernels as the general path (dot, the max, exp, the sums, accumulate_rows),
 /// called with constant sizes so that the compiler unrolls them and little is left but
 /// arithmetic. The numbers are those of the general path to the bit (in builds that fuse no
-/// multiply-adds; with FMA contraction each path fuses on its own, to rounding); rows that are not plainly
-/// finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the general path.
+/// multiply-adds; with FMA contraction each path fuses on its own, to rounding); rows that are
+/// not plainly finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the
+/// general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
 ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,
                   MatrixView<const T> values, const S& score, T* s, T* w, T* c, const options& opt) {
@@ -271,17 +272,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     } else {
       sum = sum_of(w, N);
     }
-    // 1/sum as the general path forms it, in sum_t<T>; for float the double quotient rounded to
-    // float is the correctly rounded float quotient (double rounding is innocuous for division
-    // when the wide format has at least 2p + 2 bits: 53 >= 2*24 + 2, Figueroa 1995), so the float
-    // division gives the same bits without the conversions and the slower double divide.
-    T inv;
-    if constexpr (std::same_as<T, float> && std::same_as<sum_t<T>, double> &&
-                  std::numeric_limits<double>::digits >= 2 * std::numeric_limits<float>::digits + 2) {
-      inv = T(1) / sum;
-    } else {
-      inv = static_cast<T>(sum_t<T>(1) / (sum_t<T>(0) + static_cast<sum_t<T>>(sum)));
-    }
+    const T inv = reciprocal_of_sum(sum);  // 1/sum as the general path forms it
     for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
   }
   for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -343,26 +344,19 @@ void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys, 
     if constexpr (requires { s.accumulate_gradients(q, keys, a, gq, gk); }) {
       s.accumulate_gradients(q, keys, a, gq, gk);
     } else {
-      const auto by_note = [&](std::span<T> gh, std::span<T> gqj) {
-        for (std::size_t j = 0; j < keys.rows(); ++j) {
-          if (a[j] == T(0)) continue;
-          const std::span<const T> h = keys.row(j);
-          s.gradient_note(q, h, gh);
-          axpy(a[j], gh.data(), gk.row(j).data(), keys.cols());
-          s.gradient_query(q, h, gqj);
-          axpy(a[j], gqj.data(), gq.data(), q.size());
-        }
-      };
-      if constexpr (std::same_as<NS, note_scratch<T, DQ, DK>>) {
-        if (ns != nullptr) {
-          by_note(ns->note.span(), ns->query.span());
-        } else {
-          note_scratch<T, DQ, DK> local(keys.cols(), q.size());
-          by_note(local.note.span(), local.query.span());
-        }
-      } else {
-        note_scratch<T, DQ, DK> local(keys.cols(), q.size());
-        by_note(local.note.span(), local.query.span());
+      // the entry point's scratch when it made one (NS = note_scratch), else one made here
+      std::optional<note_scratch<T, DQ, DK>> local;
+      note_scratch<T, DQ, DK>* sc = nullptr;
+      if constexpr (std::same_as<NS, note_scratch<T, DQ, DK>>) sc = ns;
+      if (sc == nullptr) sc = &local.emplace(keys.cols(), q.size());
+      const std::span<T> gh = sc->note.span(), gqj = sc->query.span();
+      for (std::size_t j = 0; j < keys.rows(); ++j) {
+        if (a[j] == T(0)) continue;
+        const std::span<const T> h = keys.row(j);
+        s.gradient_note(q, h, gh);
+        axpy(a[j], gh.data(), gk.row(j).data(), keys.cols());
+        s.gradient_query(q, h, gqj);
+        axpy(a[j], gqj.data(), gq.data(), q.size());
       }
     }
     if constexpr (with_parameters) {

@@ -173,11 +173,8 @@ constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std
   const row_scan<T> s = scan_row(x, n, beta, mask);
   switch (classify(x, n, s, mask, beta)) {
     case row_kind::finite: {
-      if (n <= exp_block) {  // one block: its sum is the total; for float, 1/sum in float
-        // gives the same bits as in double (double rounding is innocuous for division, as
-        // 53 ≥ 2·24 + 2) without the conversions on the row's critical path
-        const T sum = exp_shifted_sum_of(x, out, n, beta, s.max, mask);
-        scale(out, n, T(1) / sum);
+      if (n <= exp_block) {  // one block: its sum is the total, and a T
+        scale(out, n, reciprocal_of_sum(exp_shifted_sum_of(x, out, n, beta, s.max, mask)));
         return;
       }
       const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask);

@@ -445,13 +445,16 @@ template <class T>
 }
 
 #if ATTN_VECTOR_EXTENSIONS
-/// The argument of exp in the array kernels: x itself (Shift 0), x − m (1: β = 1, where β·x is
-/// x exactly) or β·x − m with β·x rounded first (2; scaled_minus).
-template <int Shift, class V, class T>
+/// What the array kernels take the exp of: x itself, x − m (for β = 1, where β·x is x exactly),
+/// or β·x − m with β·x rounded first (scaled_minus).
+enum class exp_shift { none, minus_m, scaled_minus_m };
+
+/// The argument of exp for x under Shift (exp_shift).
+template <exp_shift Shift, class V, class T>
 [[gnu::always_inline]] inline V exp_arg(V x, T beta, T m) noexcept {
-  if constexpr (Shift == 0) {
+  if constexpr (Shift == exp_shift::none) {
     return x;
-  } else if constexpr (Shift == 1) {
+  } else if constexpr (Shift == exp_shift::minus_m) {
     return x - m;
   } else {
     return scaled_minus(beta, x, m);
@@ -465,7 +468,7 @@ template <int Shift, class V, class T>
 /// accumulators), and on false they are left as they were. Each vector is stored as soon as it
 /// is computed (kept in registers, the block would spill), unless out is x: then the block's
 /// range is checked first, so that no input is overwritten before the check.
-template <std::size_t V, int Shift, bool Scaled, class T>
+template <std::size_t V, exp_shift Shift, bool Scaled, class T>
 [[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f,
                                                       vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
@@ -501,23 +504,27 @@ template <std::size_t V, int Shift, bool Scaled, class T>
 /// times f if Scaled): blocks of 8 vectors, then of 4, then single vectors, then groups of 4
 /// lanes and the last 1-3 numbers gathered into one group, each through exp_in_range; a block
 /// holding a number out of its range (|β x_i − m| > 86.5 for float, 708 for double, or not
-/// finite) is done by `exp`. The same numbers as the scalar loop, to the bit.
-template <int Shift, bool Scaled, class T>
-[[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m,
-                                         T f) noexcept {
+/// finite) is done by `exp`. The same numbers as the scalar loop, to the bit. With `sums`, the
+/// blocks of 8 and 4 vectors — together the first n / (4·L) · 4·L numbers, sum_of's `whole` —
+/// are also added into sum_of's four accumulators, in sum_of's order.
+template <exp_shift Shift, bool Scaled, class T>
+[[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m, T f,
+                                             vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   constexpr std::size_t V = 8;
-  const auto scalar = [&](std::size_t i0, std::size_t count) {
+  const auto scalar = [&](std::size_t i0, std::size_t count, vec<T, L>* block_sums = nullptr) {
     for (std::size_t i = i0; i < i0 + count; ++i) {
       const T e = attn::detail::exp(exp_arg<Shift>(x[i], beta, m));
       out[i] = Scaled ? e * f : e;
     }
+    if (block_sums != nullptr)
+      for (std::size_t v = 0; v < count / L; ++v) block_sums[v % 4] += load<T, L>(out + i0 + v * L);
   };
   std::size_t i = 0;
   for (; i + V * L <= n; i += V * L)
-    if (!exp_block_in_range<V, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, V * L);
+    if (!exp_block_in_range<V, Shift, Scaled>(x + i, out + i, beta, m, f, sums)) scalar(i, V * L, sums);
   for (; i + 4 * L <= n; i += 4 * L)
-    if (!exp_block_in_range<4, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, 4 * L);
+    if (!exp_block_in_range<4, Shift, Scaled>(x + i, out + i, beta, m, f, sums)) scalar(i, 4 * L, sums);
   for (; i + L <= n; i += L)
     if (!exp_block_in_range<1, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
   // The tail, under one vector: groups of Q = 4 lanes loaded whole, then the last 1 to Q − 1
@@ -552,31 +559,20 @@ template <int Shift, bool Scaled, class T>
 /// groups of four vectors are summed from the registers that hold their exps, into sum_of's
 /// four accumulators in sum_of's order; the rest (under four vectors) is added from `out` in
 /// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block.
-/// Shift: 1 for β = 1, else 2 (exp_arg).
-template <int Shift, class T>
+template <exp_shift Shift, class T>
 [[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
-  using VT = vec<T, L>;
-  const auto scalar = [&](std::size_t i0, std::size_t count, VT* sums) {
-    for (std::size_t i = i0; i < i0 + count; ++i) out[i] = attn::detail::exp(exp_arg<Shift>(x[i], beta, m));
-    for (std::size_t v = 0; v < count / L; ++v) sums[v % 4] += load<T, L>(out + i0 + v * L);
-  };
   const std::size_t whole = n / (4 * L) * (4 * L);
   T head = 0;
-  if (whole != 0) {
-    VT sums[4] = {};
-    std::size_t i = 0;
-    for (; i + 8 * L <= whole; i += 8 * L)
-      if (!exp_block_in_range<8, Shift, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 8 * L, sums);
-    for (; i < whole; i += 4 * L)
-      if (!exp_block_in_range<4, Shift, false>(x + i, out + i, beta, m, T(1), sums)) scalar(i, 4 * L, sums);
+  if (whole == 0) {  // a short row: no accumulators to set up and add across
+    exp_shifted_vec<Shift, false>(x, out, n, beta, m, T(1));
+  } else {
+    vec<T, L> sums[4] = {};
+    exp_shifted_vec<Shift, false>(x, out, n, beta, m, T(1), sums);
     head = hsum<T, L>((sums[0] + sums[2]) + (sums[1] + sums[3]));
   }
   T tail = 0;
-  if (whole < n) {
-    exp_shifted_vec<Shift, false>(x + whole, out + whole, n - whole, beta, m, T(1));
-    for (std::size_t i = whole; i < n; ++i) tail += out[i];
-  }
+  for (std::size_t i = whole; i < n; ++i) tail += out[i];
   return head + tail;
 }
 #endif
@@ -603,7 +599,7 @@ constexpr void exp_array(const T* x, T* y, std::size_t n) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
-      exp_shifted_vec<0, false>(x, y, n, T(1), T(0), T(1));
+      exp_shifted_vec<exp_shift::none, false>(x, y, n, T(1), T(0), T(1));
       return;
     }
   }

@@ -143,6 +143,21 @@ constexpr T masked_scaled_max_of(const T* x, std::size_t n, T beta, const bool* 
 template <class T>
 using sum_t = std::conditional_t<std::is_same_v<T, float>, double, T>;
 
+/// 1/s rounded to T, as softmax forms it from a row's sum s (sum_t<T>(1) / s, then rounded to
+/// T), for a sum that is a T already (a row of one block). For float by a float division: the
+/// same bits (the double quotient rounded to float is the correctly rounded float quotient, as
+/// double rounding is innocuous for division when 53 ≥ 2·24 + 2, Figueroa 1995), without the
+/// conversions and the slower double divide on the row's critical path.
+template <class T>
+[[nodiscard]] constexpr T reciprocal_of_sum(T s) noexcept {
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<sum_t<T>, double> &&
+                std::numeric_limits<double>::digits >= 2 * std::numeric_limits<float>::digits + 2) {
+    return T(1) / s;
+  } else {
+    return static_cast<T>(sum_t<T>(1) / static_cast<sum_t<T>>(s));
+  }
+}
+
 /// keep ? v : T(0) without a branch. For float and double it works on the bits, so that the
 /// loops around it stay branch-free (GCC 12 will not if-convert a float `?:` that is followed
 /// by float arithmetic under -ftrapping-math) and a masked v may hold anything.
@@ -172,12 +187,12 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
         // β = 1 (the usual case) needs no product: x − m, one operation per vector
         if (f == T(1)) {
           if (beta == T(1)) {
-            exp_shifted_vec<1, false>(x, out, n, beta, m, f);
+            exp_shifted_vec<exp_shift::minus_m, false>(x, out, n, beta, m, f);
           } else {
-            exp_shifted_vec<2, false>(x, out, n, beta, m, f);
+            exp_shifted_vec<exp_shift::scaled_minus_m, false>(x, out, n, beta, m, f);
           }
         } else {
-          exp_shifted_vec<2, true>(x, out, n, beta, m, f);
+          exp_shifted_vec<exp_shift::scaled_minus_m, true>(x, out, n, beta, m, f);
         }
         return;
       }
@@ -237,8 +252,8 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (mask == nullptr && !std::is_constant_evaluated())
-      return beta == T(1) ? exp_shifted_sum_vec<1>(x, out, n, beta, m)
-                          : exp_shifted_sum_vec<2>(x, out, n, beta, m);
+      return beta == T(1) ? exp_shifted_sum_vec<exp_shift::minus_m>(x, out, n, beta, m)
+                          : exp_shifted_sum_vec<exp_shift::scaled_minus_m>(x, out, n, beta, m);
   }
 #endif
   exp_shifted(x, out, n, beta, m, mask);
