@@ -459,3 +459,111 @@ TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bi
   check_small_paths<float>(rng);
   check_small_paths<double>(rng);
 }
+
+namespace {
+// The kernels that prefetch the rows ahead (dot_rows, add_weighted_rows with `ahead`) against
+// themselves without: a prefetch is a hint, so the numbers are the same to the bit, for every
+// row count around the groups of 4 and 8 and row lengths with and without a vector tail.
+template <class T>
+void check_prefetching_kernels(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const std::size_t d : {1u, 5u, 16u, 37u, 64u, 130u}) {
+    const std::size_t stride = d + 3, rows_max = 21;
+    std::vector<T> H(2 * rows_max * stride), q(d), w(rows_max);
+    for (auto* v : {&H, &q, &w})
+      for (auto& x : *v) x = static_cast<T>(u(rng));
+    for (std::size_t n = 1; n <= rows_max; ++n) {
+      const T* ahead = H.data() + n * stride;  // the n rows after the first n
+      std::vector<T> plain(n), fetched(n, T(7));
+      attn::detail::dot_rows(q.data(), H.data(), stride, n, d, plain.data());
+      using attn::detail::prefetch_lines;
+      for (const auto lines : {prefetch_lines::all, prefetch_lines::every_other}) {
+        attn::detail::dot_rows(q.data(), H.data(), stride, n, d, fetched.data(), ahead, lines);
+        INFO("d=" << d << " n=" << n);
+        REQUIRE(fetched == plain);
+      }
+      std::vector<T> c_plain(d, T(0.25)), c_fetched(d, T(0.25));
+      attn::detail::add_weighted_rows(w.data(), H.data(), stride, n, d, c_plain.data());
+      attn::detail::add_weighted_rows(w.data(), H.data(), stride, n, d, c_fetched.data(), ahead);
+      INFO("d=" << d << " n=" << n);
+      REQUIRE(c_fetched == c_plain);
+    }
+  }
+}
+
+// attend over notes of at least online_prefetch_bytes (where the one-pass kernel prefetches
+// each next block) against the same sums in double from the formulas, for notes that are keys
+// and values and for separate keys and values. Note 0 is made the clear argmax, so the running
+// max is set by the first block and never rescales the sums. Bounds, with u = float's unit
+// roundoff: each score is a sum of d products, off by at most γ_d Σ_i |q_i k_ji| (γ_k =
+// k·u/(1 − k·u)) =: Δ_j; a weight's logarithm moves by at most 2·max_j Δ_j with the scores,
+// by |t_j|·u with the rounding of t_j = s_j − m, by 3u in exp (1.5 ulp) and 3u for the
+// reciprocal of the sum, its product and the sum in double, and by γ_64 for a block's float
+// sum of at most 64 positive exps; the context, Σ_j α_j v_ji, adds the rounding of a chain of
+// at most n additions, γ_n Σ_j α_j |v_ji|, and the final product, to Σ_j |Δα_j| |v_ji|.
+void check_long_attend(bool separate_values, std::mt19937_64& rng) {
+  using T = float;
+  const std::size_t d = 128, n = attn::detail::online_prefetch_bytes / (d * sizeof(T)) + 40;
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<T> keys(n * d), values(separate_values ? n * d : 0), q(d);
+  for (auto* v : {&keys, &values, &q})
+    for (auto& x : *v) x = static_cast<T>(normal(rng) * 0.2);
+  const auto exact_score = [&](std::size_t j) {
+    double acc = 0;
+    for (std::size_t i = 0; i < d; ++i) acc += static_cast<double>(q[i]) * keys[j * d + i];
+    return acc;
+  };
+  double top = -std::numeric_limits<double>::infinity(), qq = 0;
+  for (std::size_t j = 1; j < n; ++j) top = std::max(top, exact_score(j));
+  for (const T x : q) qq += static_cast<double>(x) * x;
+  // s_0 ≈ top + 1
+  for (std::size_t i = 0; i < d; ++i) keys[i] = static_cast<T>(q[i] * ((top + 1) / qq));
+  const attn::MatrixView<const T> K(keys.data(), n, d);
+  const attn::MatrixView<const T> V =
+      separate_values ? attn::MatrixView<const T>(values.data(), n, d) : K;
+  std::vector<T> s(n), w(n), c(d);
+  attn::attend(q, K, V, attn::dot, s, w, c);
+
+  const auto gamma = [](double k) {
+    const double u = std::numeric_limits<T>::epsilon() / 2;
+    return k * u / (1 - k * u);
+  };
+  const double u = std::numeric_limits<T>::epsilon() / 2;
+  std::vector<double> s_ref(n), w_ref(n);
+  double ds = 0, m = exact_score(0), t_max = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    double mag = 0;
+    for (std::size_t i = 0; i < d; ++i)
+      mag += std::abs(static_cast<double>(q[i]) * keys[j * d + i]);
+    s_ref[j] = exact_score(j);
+    REQUIRE(s_ref[j] <= m);
+    REQUIRE(std::abs(s[j] - s_ref[j]) <= gamma(d) * mag);
+    ds = std::max(ds, gamma(d) * mag);
+    t_max = std::max(t_max, m - s_ref[j] + gamma(d) * mag);
+  }
+  double sum = 0;
+  for (std::size_t j = 0; j < n; ++j) sum += w_ref[j] = std::exp(s_ref[j] - m);
+  const double rel = std::expm1(2 * ds + (t_max + 6) * u + gamma(64));
+  for (std::size_t j = 0; j < n; ++j) {
+    w_ref[j] /= sum;
+    REQUIRE(std::abs(w[j] - w_ref[j]) <= rel * w_ref[j]);
+  }
+  for (std::size_t i = 0; i < d; ++i) {
+    double ref = 0, mag = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      ref += w_ref[j] * V(j, i);
+      mag += w_ref[j] * std::abs(static_cast<double>(V(j, i)));
+    }
+    REQUIRE(std::abs(c[i] - ref) <= (gamma(static_cast<double>(n)) + rel + u) * mag);
+  }
+}
+}  // namespace
+
+TEST_CASE("Long notes: the one-pass kernel prefetches ahead, and the numbers do not change",
+          "[attention][long]") {
+  std::mt19937_64 rng(77);
+  check_prefetching_kernels<float>(rng);
+  check_prefetching_kernels<double>(rng);
+  check_long_attend(false, rng);
+  check_long_attend(true, rng);
+}

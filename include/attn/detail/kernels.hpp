@@ -302,10 +302,14 @@ template <class E, class T, class Load>
 #if ATTN_VECTOR_EXTENSIONS
 /// add_weighted_rows for the first NV·L columns with all NV vectors of c in registers, eight
 /// rows at a time (each weight broadcast once per group, not once per column vector): the same
-/// sums as add_weighted_rows' scalar loop for the remaining columns, to the bit.
-template <std::size_t NV, class T>
+/// sums as add_weighted_rows' scalar loop for the remaining columns, to the bit. With Prefetch,
+/// the same columns of the same rows of `ahead` are prefetched into L2 as these are read (V
+/// starts a line of its rows' columns, or as far into one as the rows themselves: a multiple
+/// of 8 vectors in).
+template <std::size_t NV, bool Prefetch, class T>
 [[gnu::always_inline]] inline void add_weighted_rows_regs(const T* w, const T* V, std::size_t stride,
-                                                          std::size_t rows, T* c) noexcept {
+                                                          std::size_t rows, T* c,
+                                                          [[maybe_unused]] const T* ahead) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   const auto at = [](const T* p) { return load<T, L>(p); };
@@ -315,11 +319,51 @@ template <std::size_t NV, class T>
   std::size_t r = 0;
   for (; r < groups; r += 8) {
     const T* v = V + r * stride;
-    for (std::size_t k = 0; k < NV; ++k) acc[k] += weighted_group<VT>(w + r, v + k * L, stride, at);
+    for (std::size_t k = 0; k < NV; ++k) {
+      if constexpr (Prefetch) {
+        if (prefetch_at<L * sizeof(T)>(k, prefetch_lines::all))
+          for (std::size_t g = 0; g < 8; ++g) prefetch_l2(ahead + (r + g) * stride + k * L);
+      }
+      acc[k] += weighted_group<VT>(w + r, v + k * L, stride, at);
+    }
   }
   for (; r < rows; ++r)
     for (std::size_t k = 0; k < NV; ++k) acc[k] += w[r] * load<T, L>(V + r * stride + k * L);
   std::memcpy(c, acc, sizeof acc);
+}
+
+/// add_weighted_rows_regs<count> for count < NV_max vectors of columns, count known at run time.
+template <std::size_t NV_max, bool Prefetch, class T>
+[[gnu::always_inline]] inline void add_weighted_rows_last(std::size_t count, const T* w, const T* V,
+                                                          std::size_t stride, std::size_t rows, T* c,
+                                                          const T* ahead) noexcept {
+  if constexpr (NV_max > 1) {
+    if (count == NV_max - 1)
+      add_weighted_rows_regs<NV_max - 1, Prefetch>(w, V, stride, rows, c, ahead);
+    else
+      add_weighted_rows_last<NV_max - 1, Prefetch>(count, w, V, stride, rows, c, ahead);
+  }
+}
+
+/// add_weighted_rows' vector part: returns how many columns it did (whole vectors of them).
+template <bool Prefetch, class T>
+[[gnu::always_inline]] inline std::size_t add_weighted_rows_vec(const T* w, const T* V,
+                                                                std::size_t stride, std::size_t rows,
+                                                                std::size_t d, T* c,
+                                                                const T* ahead) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  const auto at = [&](std::size_t i) { return Prefetch ? ahead + i : nullptr; };
+  std::size_t i = 0;
+  // c in registers, up to 8 vectors of columns at a time, across all rows
+  for (; i + 8 * L <= d; i += 8 * L)
+    add_weighted_rows_regs<8, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+  const std::size_t last = (d - i) / L;
+  add_weighted_rows_last<8, Prefetch>(last, w, V + i, stride, rows, c + i, at(i));
+  if constexpr (Prefetch) {
+    const std::size_t groups = rows / 8 * 8;  // the rows past them were not prefetched above
+    prefetch_rows_l2(ahead + groups * stride, stride, rows - groups, d);
+  }
+  return i + last * L;
 }
 #endif
 
@@ -329,29 +373,19 @@ template <std::size_t NV, class T>
 /// c is one add per group; the rows past the last whole group are added one by one. The same
 /// sums in every path (vector, tail columns, constant evaluation), so cutting the rows at
 /// multiples of 8 gives the same numbers to the bit. Rows of weight 0 are not skipped: 0·inf
-/// is NaN, so callers that may meet non-finite values check the result.
+/// is NaN, so callers that may meet non-finite values check the result. `ahead`, if not null,
+/// holds `rows` more rows of the same stride (d numbers each) that the caller reads next: they
+/// are prefetched into L2 as these are added (a hint: the results are the same).
 template <class T>
 constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std::size_t rows,
-                                 std::size_t d, T* c) noexcept {
+                                 std::size_t d, T* c, const T* ahead = nullptr) noexcept {
   const std::size_t groups = rows / 8 * 8;
   std::size_t i = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated()) {
-      constexpr std::size_t L = simd_lanes<T>;
-      // c in registers, up to 8 vectors of columns at a time, across all rows
-      for (; i + 8 * L <= d; i += 8 * L) add_weighted_rows_regs<8>(w, V + i, stride, rows, c + i);
-      switch ((d - i) / L) {
-        case 1: add_weighted_rows_regs<1>(w, V + i, stride, rows, c + i); i += L; break;
-        case 2: add_weighted_rows_regs<2>(w, V + i, stride, rows, c + i); i += 2 * L; break;
-        case 3: add_weighted_rows_regs<3>(w, V + i, stride, rows, c + i); i += 3 * L; break;
-        case 4: add_weighted_rows_regs<4>(w, V + i, stride, rows, c + i); i += 4 * L; break;
-        case 5: add_weighted_rows_regs<5>(w, V + i, stride, rows, c + i); i += 5 * L; break;
-        case 6: add_weighted_rows_regs<6>(w, V + i, stride, rows, c + i); i += 6 * L; break;
-        case 7: add_weighted_rows_regs<7>(w, V + i, stride, rows, c + i); i += 7 * L; break;
-        default: break;
-      }
-    }
+    if (!std::is_constant_evaluated())
+      i = ahead != nullptr ? add_weighted_rows_vec<true>(w, V, stride, rows, d, c, ahead)
+                           : add_weighted_rows_vec<false>(w, V, stride, rows, d, c, ahead);
   }
 #endif
   for (; i < d; ++i) {

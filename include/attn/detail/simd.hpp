@@ -226,64 +226,126 @@ template <class T>
   return dot_plain(a, b, n);
 }
 
+/// Asks for the cache line holding p to be brought into L2 (prefetcht1 on x86): a hint, with
+/// no effect on any result and no fault whatever p points to.
+template <class T>
+[[gnu::always_inline]] inline void prefetch_l2(const T* p) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(p, 0, 2);
+#else
+  (void)p;
+#endif
+}
+
+/// Bytes per cache line, the unit of prefetch_l2 (64 on every x86-64 and most AArch64 cores).
+inline constexpr std::size_t cache_line = 64;
+
+/// Which lines of the rows ahead a kernel prefetches: all of them, or every other one (lines
+/// 0, 2, 4, … of each row, counted from its start).
+enum class prefetch_lines : unsigned { all, every_other };
+
+/// Whether a kernel prefetches at vector v of a row (vectors of W bytes): at the first vector
+/// of each line that `lines` takes.
+template <std::size_t W>
+[[nodiscard]] constexpr bool prefetch_at(std::size_t v, prefetch_lines lines) noexcept {
+  constexpr std::size_t per_line = cache_line / W > 0 ? cache_line / W : 1;
+  return v % per_line == 0 && (lines == prefetch_lines::all || (v / per_line) % 2 == 0);
+}
+
+/// prefetch_l2 over every line of n rows of d numbers of T at `rows` (row stride `stride`).
+template <class T>
+inline void prefetch_rows_l2(const T* rows, std::size_t stride, std::size_t n,
+                             std::size_t d) noexcept {
+  if (d == 0) return;
+  for (std::size_t j = 0; j < n; ++j) {
+    const auto* row = reinterpret_cast<const unsigned char*>(rows + j * stride);
+    for (std::size_t b = 0; b < d * sizeof(T); b += cache_line) prefetch_l2(row + b);
+    prefetch_l2(row + d * sizeof(T) - 1);  // a row that does not start on a line ends on one more
+  }
+}
+
+#if ATTN_VECTOR_EXTENSIONS
+/// dot_rows' vector path (see dot_rows); returns how many rows it did (a multiple of 4). With
+/// Prefetch, the same rows of `ahead` are prefetched into L2 as these are read, the `lines`
+/// of the eight rows at a time (spread over the work, so that memory keeps streaming while
+/// the rows are scored).
+template <bool Prefetch, class T>
+[[gnu::always_inline]] inline std::size_t dot_rows_vec(const T* q, const T* H, std::size_t stride,
+                                                       std::size_t n, std::size_t d, T* out,
+                                                       const T* ahead, prefetch_lines lines) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  const std::size_t whole = d / L * L;  // the vector part of each row
+  std::size_t j = 0;
+  for (; j + 8 <= n; j += 8) {  // eight chains of fused multiply-adds in flight
+    vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
+    // one pointer that moves along the rows and eight offsets from it: few registers
+    // live in the loop (clang 14 spilled eight row pointers), the same products
+    const std::size_t s = stride;
+    const T* p = H + j * stride;
+    [[maybe_unused]] const T* pa = Prefetch ? ahead + j * stride : nullptr;
+    for (std::size_t i = 0; i < whole; i += L, p += L) {
+      if constexpr (Prefetch) {
+        if (prefetch_at<L * sizeof(T)>(i / L, lines))
+          for (std::size_t r = 0; r < 8; ++r) prefetch_l2(pa + r * s + i);
+      }
+      const vec<T, L> x = load<T, L>(q + i);
+      a0 += x * load<T, L>(p);
+      a1 += x * load<T, L>(p + s);
+      a2 += x * load<T, L>(p + 2 * s);
+      a3 += x * load<T, L>(p + 3 * s);
+      a4 += x * load<T, L>(p + 4 * s);
+      a5 += x * load<T, L>(p + 5 * s);
+      a6 += x * load<T, L>(p + 6 * s);
+      a7 += x * load<T, L>(p + 7 * s);
+    }
+    hsum4<T, L>(a0, a1, a2, a3, out + j);
+    hsum4<T, L>(a4, a5, a6, a7, out + j + 4);
+  }
+  for (; j + 4 <= n; j += 4) {
+    const T* h0 = H + j * stride;
+    const T* h1 = h0 + stride;
+    const T* h2 = h1 + stride;
+    const T* h3 = h2 + stride;
+    vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (std::size_t i = 0; i < whole; i += L) {
+      const vec<T, L> x = load<T, L>(q + i);
+      a0 += x * load<T, L>(h0 + i);
+      a1 += x * load<T, L>(h1 + i);
+      a2 += x * load<T, L>(h2 + i);
+      a3 += x * load<T, L>(h3 + i);
+    }
+    hsum4<T, L>(a0, a1, a2, a3, out + j);
+  }
+  if constexpr (Prefetch) prefetch_rows_l2(ahead + (n / 8 * 8) * stride, stride, n % 8, d);
+  // The tails (d not a multiple of L), added in order after the vector part as dot adds
+  // them, in a loop of their own: inside the loops above they cost clang 14 registers.
+  if (whole < d) {
+    for (std::size_t r = 0; r < j; ++r) {
+      const T* h = H + r * stride;
+      T t = 0;
+      for (std::size_t k = whole; k < d; ++k) t += q[k] * h[k];
+      out[r] += t;
+    }
+  }
+  return j;
+}
+#endif
+
 /// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, eight rows at a time, then four
 /// (q is loaded once for all of them, and eight chains of fused multiply-adds are in flight,
-/// enough to keep two FMA units busy). Each row is summed in dot's order exactly.
+/// enough to keep two FMA units busy). Each row is summed in dot's order exactly. `ahead`, if
+/// not null, holds n more rows of the same stride (d numbers each) that the caller reads next:
+/// their `lines` are prefetched into L2 while these are scored (a hint: the same results).
 template <class T>
 constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d,
-                        T* out) noexcept {
+                        T* out, const T* ahead = nullptr,
+                        prefetch_lines lines = prefetch_lines::all) noexcept {
   std::size_t j = 0;
 #if ATTN_VECTOR_EXTENSIONS
-  constexpr std::size_t L = simd_lanes<T>;
   if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated() && d >= L) {
-      const std::size_t whole = d / L * L;  // the vector part of each row
-      for (; j + 8 <= n; j += 8) {  // eight chains of fused multiply-adds in flight
-        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
-        // one pointer that moves along the rows and eight offsets from it: few registers
-        // live in the loop (clang 14 spilled eight row pointers), the same products
-        const std::size_t s = stride;
-        const T* p = H + j * stride;
-        for (std::size_t i = 0; i < whole; i += L, p += L) {
-          const vec<T, L> x = load<T, L>(q + i);
-          a0 += x * load<T, L>(p);
-          a1 += x * load<T, L>(p + s);
-          a2 += x * load<T, L>(p + 2 * s);
-          a3 += x * load<T, L>(p + 3 * s);
-          a4 += x * load<T, L>(p + 4 * s);
-          a5 += x * load<T, L>(p + 5 * s);
-          a6 += x * load<T, L>(p + 6 * s);
-          a7 += x * load<T, L>(p + 7 * s);
-        }
-        hsum4<T, L>(a0, a1, a2, a3, out + j);
-        hsum4<T, L>(a4, a5, a6, a7, out + j + 4);
-      }
-      for (; j + 4 <= n; j += 4) {
-        const T* h0 = H + j * stride;
-        const T* h1 = h0 + stride;
-        const T* h2 = h1 + stride;
-        const T* h3 = h2 + stride;
-        vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {};
-        for (std::size_t i = 0; i < whole; i += L) {
-          const vec<T, L> x = load<T, L>(q + i);
-          a0 += x * load<T, L>(h0 + i);
-          a1 += x * load<T, L>(h1 + i);
-          a2 += x * load<T, L>(h2 + i);
-          a3 += x * load<T, L>(h3 + i);
-        }
-        hsum4<T, L>(a0, a1, a2, a3, out + j);
-      }
-      // The tails (d not a multiple of L), added in order after the vector part as dot adds
-      // them, in a loop of their own: inside the loops above they cost clang 14 registers.
-      if (whole < d) {
-        for (std::size_t r = 0; r < j; ++r) {
-          const T* h = H + r * stride;
-          T t = 0;
-          for (std::size_t k = whole; k < d; ++k) t += q[k] * h[k];
-          out[r] += t;
-        }
-      }
-    }
+    if (!std::is_constant_evaluated() && d >= simd_lanes<T>)
+      j = ahead != nullptr ? dot_rows_vec<true>(q, H, stride, n, d, out, ahead, lines)
+                           : dot_rows_vec<false>(q, H, stride, n, d, out, ahead, lines);
   }
 #endif
   for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
