@@ -78,20 +78,23 @@ template <class V>
 }
 
 /// e^r on |r| <= 0.34658 for the double kernel, r = hi - lo: 1 + (hi + (r^2 P(r) - lo)), with P
-/// of degree 9 (so degree 11 for e^r). V is double or a vector of doubles.
+/// of degree 9 (so degree 11 for e^r). V is double or a vector of doubles. P is evaluated as
+/// E(r^2) + r O(r^2), its even and odd coefficients in two Horner chains of four steps that run
+/// side by side: the same nine multiply-adds as one chain of nine, half its latency, which is
+/// most of the time of a short row.
 template <class V>
 [[nodiscard]] constexpr V exp_poly_double(V r, V hi, V lo) noexcept {
-  const V p = 0x1.000000000000ap-1 +
-              r * (0x1.5555555555503p-3 +
-                   r * (0x1.5555555550605p-5 +
-                        r * (0x1.1111111124d25p-7 +
-                             r * (0x1.6c16c184b5d17p-10 +
-                                  r * (0x1.a01a013d648cbp-13 +
-                                       r * (0x1.a019988af2c2cp-16 +
-                                            r * (0x1.71def3a4156ffp-19 +
-                                                 r * (0x1.28aedd952c4b9p-22 +
-                                                      r * 0x1.add93f8282595p-26))))))));
-  return 1.0 + (hi + (r * r * p - lo));
+  const V r2 = r * r;
+  const V even = 0x1.000000000000ap-1 +
+                 r2 * (0x1.5555555550605p-5 +
+                       r2 * (0x1.6c16c184b5d17p-10 +
+                             r2 * (0x1.a019988af2c2cp-16 + r2 * 0x1.28aedd952c4b9p-22)));
+  const V odd = 0x1.5555555555503p-3 +
+                r2 * (0x1.1111111124d25p-7 +
+                      r2 * (0x1.a01a013d648cbp-13 +
+                            r2 * (0x1.71def3a4156ffp-19 + r2 * 0x1.add93f8282595p-26)));
+  const V p = even + r * odd;
+  return 1.0 + (hi + (r2 * p - lo));
 }
 
 /// e^r for the float kernel (hi and lo unused: r = hi - lo is accurate enough).
@@ -138,7 +141,8 @@ template <class T>
   //    relative error of e^r, with 1 + r fixed, computed with mpmath, coefficients rounded to T
   //    one at a time and the rest re-solved): degree 6 for float (max error 3.2e-9 = 0.05 ulp),
   //    in Horner form; degree 11 for double (3.7e-18 = 0.03 ulp), as 1 + (hi + (r^2 P(r) - lo))
-  //    so that the rounding of r never enters the linear term.
+  //    so that the rounding of r never enters the linear term, P's even and odd parts as two
+  //    Horner chains in r^2 (half the latency of one chain; 0.91 ulp at most against 0.87).
   //  * y * 2^k in two steps, (y * 2^k1) * 2^k2 with k1 = floor(k/2): adding k1 to y's exponent
   //    bits keeps it normal (y in [0.7, 1.42]), and the multiply by the normal 2^k2 rounds once,
   //    also where the result is subnormal (gradual underflow), with no select.
