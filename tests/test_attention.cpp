@@ -461,9 +461,10 @@ TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bi
 }
 
 namespace {
-// The kernels that prefetch the rows ahead (dot_rows, add_weighted_rows with `ahead`) against
-// themselves without: a prefetch is a hint, so the numbers are the same to the bit, for every
-// row count around the groups of 4 and 8 and row lengths with and without a vector tail.
+// The kernels that prefetch the rows ahead (dot_rows_prefetching, add_weighted_rows_prefetching)
+// against dot_rows and add_weighted_rows: a prefetch is a hint, so the numbers are the same to
+// the bit, for every row count around the groups of 4 and 8 and row lengths with and without a
+// vector tail.
 template <class T>
 void check_prefetching_kernels(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1, 1);
@@ -478,13 +479,15 @@ void check_prefetching_kernels(std::mt19937_64& rng) {
       attn::detail::dot_rows(q.data(), H.data(), stride, n, d, plain.data());
       using attn::detail::prefetch_lines;
       for (const auto lines : {prefetch_lines::all, prefetch_lines::every_other}) {
-        attn::detail::dot_rows(q.data(), H.data(), stride, n, d, fetched.data(), ahead, lines);
+        attn::detail::dot_rows_prefetching(q.data(), H.data(), stride, n, d, fetched.data(), ahead,
+                                           lines);
         INFO("d=" << d << " n=" << n);
         REQUIRE(fetched == plain);
       }
       std::vector<T> c_plain(d, T(0.25)), c_fetched(d, T(0.25));
       attn::detail::add_weighted_rows(w.data(), H.data(), stride, n, d, c_plain.data());
-      attn::detail::add_weighted_rows(w.data(), H.data(), stride, n, d, c_fetched.data(), ahead);
+      attn::detail::add_weighted_rows_prefetching(w.data(), H.data(), stride, n, d, c_fetched.data(),
+                                                  ahead);
       INFO("d=" << d << " n=" << n);
       REQUIRE(c_fetched == c_plain);
     }

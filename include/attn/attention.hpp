@@ -124,7 +124,12 @@ constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<con
                             [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines,
                             T* out) {
   if constexpr (cheap_block_scores<S>) {
-    dot_rows(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out, ahead, lines);
+    if (ahead != nullptr) {
+      dot_rows_prefetching(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out,
+                           ahead, lines);
+    } else {
+      dot_rows(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out);
+    }
     if constexpr (std::same_as<S, scaled_dot_score>) {
       const T f = scaled_dot_score::factor<T>(q.size());
       for (std::size_t j = 0; j < keys.rows(); ++j) out[j] *= f;
@@ -192,8 +197,12 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
     }
     if (block_max != nullptr) block_max[j0 / B] = m;
     l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, m, mb));
-    add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c,
-                      ahead ? values.row(j0 + nb).data() : nullptr);
+    if (ahead) {
+      add_weighted_rows_prefetching(e, values.row(j0).data(), values.row_stride(), nb, dv, c,
+                                    values.row(j0 + nb).data());
+    } else {
+      add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c);
+    }
   }
   return l == l;  // a kept NaN that the max left out made l NaN
 }
@@ -283,10 +292,27 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     return;
   }
   if constexpr (cheap_block_scores<S>) {
-    for (std::size_t j = 0; j < N; ++j) s[j] = detail::dot(q.data(), keys.row(j).data(), DK);
+    T sr[N];  // the scores in registers (read back from s, they would wait on its stores)
+    for (std::size_t j = 0; j < N; ++j)  // dot's numbers (short keys: without its add to 0)
+      sr[j] = DK < simd_lanes<T> ? dot_in_order(q.data(), keys.row(j).data(), DK)
+                                 : dot(q.data(), keys.row(j).data(), DK);
     if constexpr (std::same_as<S, scaled_dot_score>) {
       const T f = scaled_dot_score::factor<T>(DK);
-      for (std::size_t j = 0; j < N; ++j) s[j] *= f;
+      for (std::size_t j = 0; j < N; ++j) sr[j] *= f;
+    }
+    for (std::size_t j = 0; j < N; ++j) s[j] = sr[j];
+    T wr[N];  // the weights in registers, likewise
+    if (opt.mask.empty() && softmax_small_in_range<N>(sr, static_cast<T>(opt.beta), wr)) {
+      // Every weight is nonzero, so accumulate_rows would add every row: add_weighted_rows'
+      // sums, inline for values shorter than a vector.
+      for (std::size_t j = 0; j < N; ++j) w[j] = wr[j];
+      for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
+      if constexpr (DV < simd_lanes<T>) {
+        add_weighted_columns(wr, values.data(), values.row_stride(), N, 0, DV, c);
+      } else {
+        add_weighted_rows(wr, values.data(), values.row_stride(), N, DV, c);
+      }
+      return;
     }
   } else {
     score.check(q.size(), keys.cols());

@@ -244,6 +244,42 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
   for (std::size_t j = 0; j < N; ++j) e[j] = x[j];
 }
 
+/// w = softmax(β·s) for N numbers, N fixed at compile time and small, in registers, when every
+/// t_j = β s_j − m (m = max_j β s_j) lies within exp_in_range's range: then every s_j is
+/// finite and every weight nonzero (each is at least e^-86.5/N for float, e^-708/N for double),
+/// and the weights are softmax's to the bit (the max is taken by compares, which can differ
+/// from softmax's only in the sign of a zero max, and no t_j = x − (±0) shows that in its
+/// exp). Returns false, writing nothing, for any other row (a NaN, ±inf, scores too far apart)
+/// and where the row does not fit one register or sums in other than plain order; the caller
+/// then takes the general path.
+template <std::size_t N, class T>
+ATTN_ALWAYS_INLINE constexpr bool softmax_small_in_range([[maybe_unused]] const T* s, [[maybe_unused]] T beta,
+                                               [[maybe_unused]] T* w) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  constexpr std::size_t P = (N + 3) / 4 * 4;
+  if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
+                P * sizeof(T) <= simd_bytes && N < 4 * simd_lanes<T>) {
+    if (!std::is_constant_evaluated()) {
+      using U = typename exp_consts<T>::uint;
+      vec<T, P> y;
+      for (std::size_t j = 0; j < P; ++j) y[j] = s[j < N ? j : 0];  // the pad repeats s_0
+      if (beta != T(1)) y = rounded_product(beta, y);  // β·s rounded: see rounded_product
+      T m = y[0];
+      for (std::size_t j = 1; j < N; ++j) m = y[j] > m ? y[j] : m;
+      vec<U, P> bad = {};
+      const vec<T, P> e = exp_in_range<T, P>(y - m, bad);
+      if (any_top_bit<U, P>(bad)) return false;
+      T sum = e[0];  // sum_of's order below four vectors' worth: in order (from 0; 0 + e_0 = e_0)
+      for (std::size_t j = 1; j < N; ++j) sum += e[j];
+      const vec<T, P> r = e * reciprocal_of_sum(sum);
+      for (std::size_t j = 0; j < N; ++j) w[j] = r[j];
+      return true;
+    }
+  }
+#endif
+  return false;
+}
+
 /// out_i = exp(β x_i − m) (0 where mask_i is false, if a mask is given); returns
 /// sum_of(out, n), the same bits as exp_shifted followed by sum_of. `out` may alias `x`.
 template <class T>
@@ -299,6 +335,24 @@ template <class E, class T, class Load>
   return a + b;
 }
 
+/// Columns [i0, d) of add_weighted_rows, one at a time (its path past the whole vectors of
+/// columns, and in constant evaluation): c_i += Σ_r w_r v_ri, eight rows at a time as
+/// weighted_group adds them, then the rows past the last whole group in order.
+template <class T>
+ATTN_ALWAYS_INLINE constexpr void add_weighted_columns(const T* w, const T* V, std::size_t stride,
+                                                       std::size_t rows, std::size_t i0,
+                                                       std::size_t d, T* c) noexcept {
+  const std::size_t groups = rows / 8 * 8;
+  const auto at = [](const T* p) { return *p; };
+  for (std::size_t i = i0; i < d; ++i) {
+    T acc = c[i];
+    std::size_t r = 0;
+    for (; r < groups; r += 8) acc += weighted_group<T>(w + r, V + r * stride + i, stride, at);
+    for (; r < rows; ++r) acc += w[r] * V[r * stride + i];
+    c[i] = acc;
+  }
+}
+
 #if ATTN_VECTOR_EXTENSIONS
 /// add_weighted_rows for the first NV·L columns with all NV vectors of c in registers, eight
 /// rows at a time (each weight broadcast once per group, not once per column vector): the same
@@ -332,19 +386,6 @@ template <std::size_t NV, bool Prefetch, class T>
   std::memcpy(c, acc, sizeof acc);
 }
 
-/// add_weighted_rows_regs<count> for count < NV_max vectors of columns, count known at run time.
-template <std::size_t NV_max, bool Prefetch, class T>
-[[gnu::always_inline]] inline void add_weighted_rows_last(std::size_t count, const T* w, const T* V,
-                                                          std::size_t stride, std::size_t rows, T* c,
-                                                          const T* ahead) noexcept {
-  if constexpr (NV_max > 1) {
-    if (count == NV_max - 1)
-      add_weighted_rows_regs<NV_max - 1, Prefetch>(w, V, stride, rows, c, ahead);
-    else
-      add_weighted_rows_last<NV_max - 1, Prefetch>(count, w, V, stride, rows, c, ahead);
-  }
-}
-
 /// add_weighted_rows' vector part: returns how many columns it did (whole vectors of them).
 template <bool Prefetch, class T>
 [[gnu::always_inline]] inline std::size_t add_weighted_rows_vec(const T* w, const T* V,
@@ -358,7 +399,16 @@ template <bool Prefetch, class T>
   for (; i + 8 * L <= d; i += 8 * L)
     add_weighted_rows_regs<8, Prefetch>(w, V + i, stride, rows, c + i, at(i));
   const std::size_t last = (d - i) / L;
-  add_weighted_rows_last<8, Prefetch>(last, w, V + i, stride, rows, c + i, at(i));
+  switch (last) {
+    case 1: add_weighted_rows_regs<1, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 2: add_weighted_rows_regs<2, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 3: add_weighted_rows_regs<3, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 4: add_weighted_rows_regs<4, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 5: add_weighted_rows_regs<5, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 6: add_weighted_rows_regs<6, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    case 7: add_weighted_rows_regs<7, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
+    default: break;
+  }
   if constexpr (Prefetch) {
     const std::size_t groups = rows / 8 * 8;  // the rows past them were not prefetched above
     prefetch_rows_l2(ahead + groups * stride, stride, rows - groups, d);
@@ -373,29 +423,31 @@ template <bool Prefetch, class T>
 /// c is one add per group; the rows past the last whole group are added one by one. The same
 /// sums in every path (vector, tail columns, constant evaluation), so cutting the rows at
 /// multiples of 8 gives the same numbers to the bit. Rows of weight 0 are not skipped: 0·inf
-/// is NaN, so callers that may meet non-finite values check the result. `ahead`, if not null,
-/// holds `rows` more rows of the same stride (d numbers each) that the caller reads next: they
-/// are prefetched into L2 as these are added (a hint: the results are the same).
+/// is NaN, so callers that may meet non-finite values check the result.
 template <class T>
 constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std::size_t rows,
-                                 std::size_t d, T* c, const T* ahead = nullptr) noexcept {
-  const std::size_t groups = rows / 8 * 8;
+                                 std::size_t d, T* c) noexcept {
   std::size_t i = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated())
-      i = ahead != nullptr ? add_weighted_rows_vec<true>(w, V, stride, rows, d, c, ahead)
-                           : add_weighted_rows_vec<false>(w, V, stride, rows, d, c, ahead);
+    if (!std::is_constant_evaluated()) i = add_weighted_rows_vec<false>(w, V, stride, rows, d, c, V);
   }
 #endif
-  for (; i < d; ++i) {
-    T acc = c[i];
-    const auto at = [](const T* p) { return *p; };
-    std::size_t r = 0;
-    for (; r < groups; r += 8) acc += weighted_group<T>(w + r, V + r * stride + i, stride, at);
-    for (; r < rows; ++r) acc += w[r] * V[r * stride + i];
-    c[i] = acc;
-  }
+  add_weighted_columns(w, V, stride, rows, i, d, c);
+}
+
+/// add_weighted_rows (the same sums), with the `rows` rows of `ahead` (the same stride, d
+/// numbers each), which the caller reads next, prefetched into L2 as these are added: a hint,
+/// for rows that stream from memory.
+template <class T>
+inline void add_weighted_rows_prefetching(const T* w, const T* V, std::size_t stride,
+                                          std::size_t rows, std::size_t d, T* c,
+                                          [[maybe_unused]] const T* ahead) noexcept {
+  std::size_t i = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) i = add_weighted_rows_vec<true>(w, V, stride, rows, d, c, ahead);
+#endif
+  add_weighted_columns(w, V, stride, rows, i, d, c);
 }
 
 /// y += Σ_j (a_j f) x_j over the rows x_j = X + j·stride (d numbers each), where a row with

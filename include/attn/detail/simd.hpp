@@ -196,6 +196,15 @@ template <class T>
   return head + tail;
 }
 
+/// Σ_i a_i b_i added in order from +0: dot's tail, and dot itself below one vector's lanes
+/// (there dot adds it to 0, which changes nothing: a sum begun at +0 is never −0).
+template <class T>
+[[nodiscard]] constexpr T dot_in_order(const T* a, const T* b, std::size_t n) noexcept {
+  T t = 0;
+  for (std::size_t i = 0; i < n; ++i) t += a[i] * b[i];
+  return t;
+}
+
 #if ATTN_VECTOR_EXTENSIONS
 template <class T>
 [[nodiscard]] inline T dot_vec(const T* a, const T* b, std::size_t n) noexcept {
@@ -207,9 +216,7 @@ template <class T>
     for (std::size_t i = 0; i < whole; i += L) acc += load<T, L>(a + i) * load<T, L>(b + i);
     head = hsum<T, L>(acc);
   }
-  T tail = 0;
-  for (std::size_t i = whole; i < n; ++i) tail += a[i] * b[i];
-  return head + tail;
+  return head + dot_in_order(a + whole, b + whole, n - whole);
 }
 #endif
 
@@ -333,19 +340,31 @@ template <bool Prefetch, class T>
 
 /// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, eight rows at a time, then four
 /// (q is loaded once for all of them, and eight chains of fused multiply-adds are in flight,
-/// enough to keep two FMA units busy). Each row is summed in dot's order exactly. `ahead`, if
-/// not null, holds n more rows of the same stride (d numbers each) that the caller reads next:
-/// their `lines` are prefetched into L2 while these are scored (a hint: the same results).
+/// enough to keep two FMA units busy). Each row is summed in dot's order exactly.
 template <class T>
 constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d,
-                        T* out, const T* ahead = nullptr,
-                        prefetch_lines lines = prefetch_lines::all) noexcept {
+                        T* out) noexcept {
   std::size_t j = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated() && d >= simd_lanes<T>)
-      j = ahead != nullptr ? dot_rows_vec<true>(q, H, stride, n, d, out, ahead, lines)
-                           : dot_rows_vec<false>(q, H, stride, n, d, out, ahead, lines);
+      j = dot_rows_vec<false>(q, H, stride, n, d, out, H, prefetch_lines::all);
+  }
+#endif
+  for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
+}
+
+/// dot_rows (the same numbers), with the `lines` of the n rows of `ahead` (the same stride, d
+/// numbers each), which the caller reads next, prefetched into L2 while these are scored: a
+/// hint, for rows that stream from memory.
+template <class T>
+inline void dot_rows_prefetching(const T* q, const T* H, std::size_t stride, std::size_t n,
+                                 std::size_t d, T* out, [[maybe_unused]] const T* ahead,
+                                 [[maybe_unused]] prefetch_lines lines) noexcept {
+  std::size_t j = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (d >= simd_lanes<T>) j = dot_rows_vec<true>(q, H, stride, n, d, out, ahead, lines);
   }
 #endif
   for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
