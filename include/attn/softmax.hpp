@@ -163,10 +163,11 @@ constexpr void fill(T* out, std::size_t n, T value) noexcept {
   for (std::size_t j = 0; j < n; ++j) out[j] = value;
 }
 
-/// softmax of β·x into out (out may alias x). Validates before writing anything.
+/// softmax of β·x into out (out may alias x), by the rules of the file comment. Validates
+/// before writing anything.
 template <class T>
-constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std::size_t out_n,
-                       const options& opt) {
+constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n, std::size_t out_n,
+                            const options& opt) {
   check_softmax_args<T>(where, n, out_n, opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
@@ -212,6 +213,18 @@ constexpr void softmax(const char* where, const T* x, T* out, std::size_t n, std
         case all_masked_policy::throw_error: throw_all_masked(where);
       }
   }
+}
+
+/// softmax of β·x into out (out may alias x). A short row with every argument valid and no
+/// mask first tries softmax_short_row (its exps all in range: the same bits, in registers);
+/// everything else, and every check and throw, is softmax_rows'.
+template <class T>
+ATTN_ALWAYS_INLINE constexpr void softmax(const char* where, const T* x, T* out, std::size_t n,
+                                          std::size_t out_n, const options& opt) {
+  if (n >= simd_lanes<T> && out_n == n && opt.mask.empty() && opt.beta >= -beta_limit<T> &&
+      opt.beta <= beta_limit<T> && softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
+    return;
+  softmax_rows(where, x, out, n, out_n, opt);
 }
 
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that

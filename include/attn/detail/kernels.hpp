@@ -296,6 +296,106 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
   return sum_of(out, n);
 }
 
+#if ATTN_VECTOR_EXTENSIONS
+/// The largest lane of v by compares, as a tree of halves (NaN lanes may be passed over).
+template <class T, std::size_t W>
+[[nodiscard]] [[gnu::always_inline]] inline T max_lane(vec<T, W> v) noexcept {
+  if constexpr (W == 1) {
+    return v[0];
+  } else {
+    const auto halves = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const vec<T, W / 2> lo = __builtin_shufflevector(v, v, static_cast<int>(I)...);
+      const vec<T, W / 2> hi = __builtin_shufflevector(v, v, static_cast<int>(I + W / 2)...);
+      return hi > lo ? hi : lo;
+    };
+    return max_lane<T, W / 2>(halves(std::make_index_sequence<W / 2>{}));
+  }
+}
+
+/// softmax(β·x) into out (which may be x) for simd_lanes ≤ n ≤ NV·simd_lanes numbers and no
+/// mask, in NV vectors of registers: the rows are loaded once (the last vector ends at x + n
+/// and may overlap the one before), the max taken by compares, the exps formed, summed in
+/// sum_of's order (its groups of four vectors from the registers, the rest from out, in order),
+/// scaled and stored once more. The same bits as softmax's general path, when every
+/// β x_j − m lies within exp_in_range's range; for any other row (a NaN, ±inf, scores too
+/// far apart) it returns false having written nothing (x untouched), and the caller takes the
+/// general path. Short rows wait on one chain of dependent steps (the max, the exps, the sum,
+/// its reciprocal): here nothing is stored and loaded again on it.
+template <std::size_t NV, class T>
+[[gnu::always_inline]] inline bool softmax_in_registers(const T* x, T* out, std::size_t n, T beta) noexcept {
+  constexpr std::size_t L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  using U = typename exp_consts<T>::uint;
+  std::size_t at[NV];  // where vector v starts: v·L, the last ones n − L
+  VT y[NV];
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) {
+    at[v] = v * L + L <= n ? v * L : n - L;
+    y[v] = load<T, L>(x + at[v]);
+  }
+  if (beta != T(1)) {
+    ATTN_UNROLL
+    for (std::size_t v = 0; v < NV; ++v) y[v] = rounded_product(beta, y[v]);  // see rounded_product
+  }
+  VT top = y[0];
+  ATTN_UNROLL
+  for (std::size_t v = 1; v < NV; ++v) top = y[v] > top ? y[v] : top;
+  const T m = max_lane<T, L>(top);
+  vec<U, L> bad = {};
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) y[v] = exp_in_range<T, L>(y[v] - m, bad);
+  if (any_top_bit<U, L>(bad)) return false;
+  // sum_of(out, n): four vectors of partial sums over its whole groups of four vectors (which
+  // lie at v·L, before any overlapping vector), then the rest in order
+  const std::size_t whole = n / (4 * L) * (4 * L);
+  T head = 0;
+  if (whole != 0) {
+    VT acc[4] = {};
+    ATTN_UNROLL
+    for (std::size_t v = 0; v < NV; ++v)
+      if (v * L < whole) acc[v % 4] += y[v];
+    head = hsum<T, L>((acc[0] + acc[2]) + (acc[1] + acc[3]));
+  }
+  T sum = head;
+  if (whole < n) {  // the rest, in order: from the exps stored (a scalar sum of lanes)
+    ATTN_UNROLL
+    for (std::size_t v = 0; v < NV; ++v) std::memcpy(out + at[v], &y[v], sizeof(VT));
+    T tail = 0;
+    for (std::size_t i = whole; i < n; ++i) tail += out[i];
+    sum = head + tail;
+  }
+  const T inv = reciprocal_of_sum(sum);
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) {
+    const VT r = y[v] * inv;
+    std::memcpy(out + at[v], &r, sizeof(VT));
+  }
+  return true;
+}
+#endif
+
+/// softmax_in_registers for a row of n numbers with no mask, in as few vectors as hold it (up
+/// to eight; false, writing nothing, for rows shorter than one vector or longer than eight,
+/// and in constant evaluation).
+template <class T>
+[[nodiscard]] constexpr bool softmax_short_row([[maybe_unused]] const T* x, [[maybe_unused]] T* out,
+                                               [[maybe_unused]] std::size_t n,
+                                               [[maybe_unused]] T beta) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (!std::is_constant_evaluated()) {
+      constexpr std::size_t L = simd_lanes<T>;
+      if (n < L || n > 8 * L) return false;
+      if (n <= L) return softmax_in_registers<1>(x, out, n, beta);
+      if (n <= 2 * L) return softmax_in_registers<2>(x, out, n, beta);
+      if (n <= 4 * L) return softmax_in_registers<4>(x, out, n, beta);
+      return softmax_in_registers<8>(x, out, n, beta);
+    }
+  }
+#endif
+  return false;
+}
+
 /// Elements per block of exp_shifted_sum: a block's exps are summed while still in L1, each
 /// partial sum of a block adds at most 16 numbers, and the blocks' sums add up in sum_t<T>.
 inline constexpr std::size_t exp_block = 1024;
