@@ -177,7 +177,15 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
                  shared ? prefetch_lines::every_other : prefetch_lines::all, s);
     const bool* mb = mask != nullptr ? mask + j0 : nullptr;
     std::size_t kept = nb;
-    const T bm = mb == nullptr ? scaled_max_of(s, nb, beta) : masked_scaled_max_of(s, nb, beta, mb, kept);
+    T least = std::numeric_limits<T>::quiet_NaN();  // the block's least β·s, without a mask
+    T bm;
+    if (mb == nullptr) {
+      const min_max<T> mm = scaled_min_max_of(s, nb, beta);
+      bm = mm.max;
+      least = mm.min;
+    } else {
+      bm = masked_scaled_max_of(s, nb, beta, mb, kept);
+    }
     if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
     if (bm == -inf) {  // nothing kept in this block, or kept NaNs that order below −inf
       for (std::size_t r = 0; r < nb; ++r)  // (x86's inf − inf and 0·inf have the sign bit set)
@@ -196,7 +204,7 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
       }
     }
     if (block_max != nullptr) block_max[j0 / B] = m;
-    l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, m, mb));
+    l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, m, mb, exps_in_range(least, m)));
     if (ahead) {
       add_weighted_rows_prefetching(e, values.row(j0).data(), values.row_stride(), nb, dv, c,
                                     values.row(j0 + nb).data());

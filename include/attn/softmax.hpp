@@ -171,14 +171,25 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
   check_softmax_args<T>(where, n, out_n, opt);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
-  const row_scan<T> s = scan_row(x, n, beta, mask);
+  // without a mask the pass that finds the max also finds the least β·x: when it lies within
+  // exp's fast range of the max, no exp needs its range checked
+  T least = std::numeric_limits<T>::quiet_NaN();
+  row_scan<T> s{};
+  if (mask == nullptr) {
+    const min_max<T> mm = scaled_min_max_of(x, n, beta);
+    s = {mm.max, n};
+    least = mm.min;
+  } else {
+    s = scan_row(x, n, beta, mask);
+  }
   switch (classify(x, n, s, mask, beta)) {
     case row_kind::finite: {
+      const bool in_range = exps_in_range(least, s.max);
       if (n <= exp_block) {  // one block: its sum is the total, and a T
-        scale(out, n, reciprocal_of_sum(exp_shifted_sum_of(x, out, n, beta, s.max, mask)));
+        scale(out, n, reciprocal_of_sum(exp_shifted_sum_of(x, out, n, beta, s.max, mask, in_range)));
         return;
       }
-      const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask);
+      const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask, in_range);
       // 1/sum rounded once from the wide sum; a NaN anywhere made sum NaN, so the row is NaN
       scale(out, n, static_cast<T>(sum_t<T>(1) / sum));
       return;

@@ -228,8 +228,10 @@ template <class T, std::size_t W>
 /// k = round(t log2 e) is within [-125, 125] ([-1021, 1021]), so y * 2^k is normal and comes
 /// from adding k to y's exponent bits). Outside it (|t| larger, inf, NaN) the lane's result is
 /// meaningless, and `bad` gets a lane with its top bit set: the caller must then compute that
-/// block with `exp`. Half the operations of exp_ieee: about 15 per vector.
-template <class T, std::size_t W>
+/// block with `exp`. Half the operations of exp_ieee: about 15 per vector. Without Check the
+/// caller knows every lane in range (softmax rows whose least β x − m is within it), and `bad`
+/// is left as it is.
+template <class T, std::size_t W, bool Check = true>
 [[gnu::always_inline]] inline vec<T, W> exp_in_range(
     vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
 #if defined(__clang__)
@@ -243,7 +245,7 @@ template <class T, std::size_t W>
   using VT = vec<T, W>;
   using VU = vec<U, W>;
   using VS = vec<S, W>;
-  exp_range_check<T, W>(t, bad);
+  if constexpr (Check) exp_range_check<T, W>(t, bad);
   const VT z = t * C::log2e + C::shifter;
   const VU zb = std::bit_cast<VU>(z);
   const VU k = zb - std::bit_cast<U>(C::shifter);
@@ -471,8 +473,9 @@ template <exp_shift Shift, class V, class T>
 /// there). With `sums`, the block's vector v is also added to sums[v % 4] (sum_of's
 /// accumulators), and on false they are left as they were. Each vector is stored as soon as it
 /// is computed (kept in registers, the block would spill), unless out is x: then the block's
-/// range is checked first, so that no input is overwritten before the check.
-template <std::size_t V, exp_shift Shift, bool Scaled, class T>
+/// range is checked first, so that no input is overwritten before the check. Without Checked
+/// every number is known in range: no check, and always true.
+template <std::size_t V, exp_shift Shift, bool Scaled, bool Checked, class T>
 [[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f,
                                                       vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
@@ -481,7 +484,7 @@ template <std::size_t V, exp_shift Shift, bool Scaled, class T>
   // (plain loops, unrolled by pragma: clang 14 kept a lambda folded over an index sequence out
   // of line, with the partial sums in memory, and the softmax 1.2-1.35x slower)
   VU bad = {};
-  const bool in_place = x == out;
+  const bool in_place = Checked && x == out;
   if (in_place) {
     ATTN_UNROLL
     for (std::size_t v = 0; v < V; ++v)
@@ -489,16 +492,16 @@ template <std::size_t V, exp_shift Shift, bool Scaled, class T>
     if (any_top_bit<typename exp_consts<T>::uint, L>(bad)) return false;
   }
   VT before[4] = {};  // (read only with sums; zeroed so that GCC -O3 sees it set)
-  if (sums != nullptr)
+  if (Checked && sums != nullptr)
     for (std::size_t k = 0; k < 4; ++k) before[k] = sums[k];
   ATTN_UNROLL
   for (std::size_t v = 0; v < V; ++v) {
-    VT r = exp_in_range<T, L>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
+    VT r = exp_in_range<T, L, Checked>(exp_arg<Shift>(load<T, L>(x + v * L), beta, m), bad);
     if constexpr (Scaled) r = r * f;
     std::memcpy(out + v * L, &r, sizeof r);
     if (sums != nullptr) sums[v % 4] += r;
   }
-  if (in_place || !any_top_bit<typename exp_consts<T>::uint, L>(bad)) return true;
+  if (!Checked || in_place || !any_top_bit<typename exp_consts<T>::uint, L>(bad)) return true;
   if (sums != nullptr)
     for (std::size_t k = 0; k < 4; ++k) sums[k] = before[k];
   return false;
@@ -510,8 +513,9 @@ template <std::size_t V, exp_shift Shift, bool Scaled, class T>
 /// holding a number out of its range (|β x_i − m| > 86.5 for float, 708 for double, or not
 /// finite) is done by `exp`. The same numbers as the scalar loop, to the bit. With `sums`, the
 /// blocks of 8 and 4 vectors — together the first n / (4·L) · 4·L numbers, sum_of's `whole` —
-/// are also added into sum_of's four accumulators, in sum_of's order.
-template <exp_shift Shift, bool Scaled, class T>
+/// are also added into sum_of's four accumulators, in sum_of's order. Without Checked the
+/// caller knows every number in range, and none is checked.
+template <exp_shift Shift, bool Scaled, bool Checked, class T>
 [[gnu::flatten]] inline void exp_shifted_vec(const T* x, T* out, std::size_t n, T beta, T m, T f,
                                              vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
@@ -526,11 +530,13 @@ template <exp_shift Shift, bool Scaled, class T>
   };
   std::size_t i = 0;
   for (; i + V * L <= n; i += V * L)
-    if (!exp_block_in_range<V, Shift, Scaled>(x + i, out + i, beta, m, f, sums)) scalar(i, V * L, sums);
+    if (!exp_block_in_range<V, Shift, Scaled, Checked>(x + i, out + i, beta, m, f, sums))
+      scalar(i, V * L, sums);
   for (; i + 4 * L <= n; i += 4 * L)
-    if (!exp_block_in_range<4, Shift, Scaled>(x + i, out + i, beta, m, f, sums)) scalar(i, 4 * L, sums);
+    if (!exp_block_in_range<4, Shift, Scaled, Checked>(x + i, out + i, beta, m, f, sums))
+      scalar(i, 4 * L, sums);
   for (; i + L <= n; i += L)
-    if (!exp_block_in_range<1, Shift, Scaled>(x + i, out + i, beta, m, f)) scalar(i, L);
+    if (!exp_block_in_range<1, Shift, Scaled, Checked>(x + i, out + i, beta, m, f)) scalar(i, L);
   // The tail, under one vector: groups of Q = 4 lanes loaded whole, then the last 1 to Q − 1
   // numbers gathered lane by lane into one group (its other lanes repeat the first number and
   // are not stored). Copied through a buffer in memory instead, the group's load would wait
@@ -540,9 +546,9 @@ template <exp_shift Shift, bool Scaled, class T>
   const auto group = [&](vec<T, Q> t, std::size_t i0, std::size_t count) {
     t = exp_arg<Shift>(t, beta, m);
     vec<U, Q> bad = {};
-    vec<T, Q> y = exp_in_range<T, Q>(t, bad);
+    vec<T, Q> y = exp_in_range<T, Q, Checked>(t, bad);
     if constexpr (Scaled) y = y * f;
-    if (any_top_bit<U, Q>(bad)) {
+    if (Checked && any_top_bit<U, Q>(bad)) {
       scalar(i0, count);
     } else if (count == Q) {
       std::memcpy(out + i0, &y, sizeof y);
@@ -562,17 +568,18 @@ template <exp_shift Shift, bool Scaled, class T>
 /// out_i = exp(β x_i − m) as exp_shifted_vec, returning sum_of(out, n) to the bit: the whole
 /// groups of four vectors are summed from the registers that hold their exps, into sum_of's
 /// four accumulators in sum_of's order; the rest (under four vectors) is added from `out` in
-/// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block.
-template <exp_shift Shift, class T>
+/// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block. Checked
+/// as for exp_shifted_vec.
+template <exp_shift Shift, bool Checked, class T>
 [[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   const std::size_t whole = n / (4 * L) * (4 * L);
   T head = 0;
   if (whole == 0) {  // a short row: no accumulators to set up and add across
-    exp_shifted_vec<Shift, false>(x, out, n, beta, m, T(1));
+    exp_shifted_vec<Shift, false, Checked>(x, out, n, beta, m, T(1));
   } else {
     vec<T, L> sums[4] = {};
-    exp_shifted_vec<Shift, false>(x, out, n, beta, m, T(1), sums);
+    exp_shifted_vec<Shift, false, Checked>(x, out, n, beta, m, T(1), sums);
     head = hsum<T, L>((sums[0] + sums[2]) + (sums[1] + sums[3]));
   }
   T tail = 0;
@@ -603,7 +610,7 @@ constexpr void exp_array(const T* x, T* y, std::size_t n) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
-      exp_shifted_vec<exp_shift::none, false>(x, y, n, T(1), T(0), T(1));
+      exp_shifted_vec<exp_shift::none, false, true>(x, y, n, T(1), T(0), T(1));
       return;
     }
   }
