@@ -13,6 +13,8 @@ each benchmark is kept (the least disturbed one).
   python3 bench/ratios.py --filter attend       # only binaries/benchmarks matching a regex
   python3 bench/ratios.py --json-dir DIR        # also keep Google Benchmark's JSON per binary
 
+After the tables it prints issue 5's targets, one column per build, "✗" where one is missed.
+
 A ratio below 1 means attn is faster. Columns: attn's time per call, then attn/impl for
 every other implementation that ran (naive, eigen, glibc, readonce, ...).
 """
@@ -37,6 +39,61 @@ MATRIX = [
 # The order implementations appear in, after attn; anything else follows alphabetically.
 IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "forward", "fma_ref", "twopass", "onepass",
               "attn_weights"]
+
+
+# Issue 5's targets: (label, benchmark, baseline, bound). A cell is the benchmark's time over
+# the baseline's in the same run; the target holds when it is at most the bound.
+TARGETS = [
+    ("exp vs glibc expf, n = 65536 (float)", "exp/f32/attn/65536", "exp/f32/glibc/65536", 1.25),
+    ("softmax vs Eigen, n = 64", "softmax/f32/attn/64", "softmax/f32/eigen/64", 1.0),
+    ("softmax vs Eigen, n = 1024", "softmax/f32/attn/1024", "softmax/f32/eigen/1024", 1.0),
+    ("softmax vs Eigen, n = 65536", "softmax/f32/attn/65536", "softmax/f32/eigen/65536", 1.0),
+    ("softmax vs Eigen, n = 1M", "softmax/f32/attn/1048576", "softmax/f32/eigen/1048576", 1.0),
+    ("softmax vs Eigen, n = 1024, double", "softmax/f64/attn/1024", "softmax/f64/eigen/1024", 1.0),
+    ("softmax vs naive, n = 64", "softmax/f32/attn/64", "softmax/f32/naive/64", 0.1),
+    ("softmax vs naive, n = 1024", "softmax/f32/attn/1024", "softmax/f32/naive/1024", 0.1),
+    ("softmax vs naive, n = 65536", "softmax/f32/attn/65536", "softmax/f32/naive/65536", 0.1),
+    ("softmax vs naive, n = 1M", "softmax/f32/attn/1048576", "softmax/f32/naive/1048576", 0.1),
+    ("softmax vs naive, n = 1024, double", "softmax/f64/attn/1024", "softmax/f64/naive/1024", 0.1),
+    ("attend vs Eigen, (64, 64)", "attend/f32/attn/64/64", "attend/f32/eigen/64/64", 1.0),
+    ("attend vs Eigen, (1024, 64)", "attend/f32/attn/1024/64", "attend/f32/eigen/1024/64", 1.0),
+    ("attend vs Eigen, (65536, 128)", "attend/f32/attn/65536/128", "attend/f32/eigen/65536/128", 0.8),
+    ("attend vs read-once, (65536, 128) = 32 MiB", "attend/f32/attn/65536/128",
+     "attend/f32/readonce/65536/128", 1.3),
+    ("attend vs Eigen, (64, 64), double", "attend/f64/attn/64/64", "attend/f64/eigen/64/64", 1.0),
+    ("attend vs Eigen, (1024, 64), double", "attend/f64/attn/1024/64", "attend/f64/eigen/1024/64", 1.0),
+    ("attend vs Eigen, (65536, 128), double", "attend/f64/attn/65536/128",
+     "attend/f64/eigen/65536/128", 0.8),
+    ("attend vs read-once, (65536, 128) double = 64 MiB", "attend/f64/attn/65536/128",
+     "attend/f64/readonce/65536/128", 1.3),
+    ("attend fixed (3,3) vs Eigen Matrix<float,3,3>", "attend_fixed/f32/attn/3/3",
+     "attend_fixed/f32/eigen/3/3", 1.0),
+    ("attend fixed (3,3) vs Eigen, double", "attend_fixed/f64/attn/3/3", "attend_fixed/f64/eigen/3/3", 1.0),
+    ("backward_from_forward vs forward, (1024, 64) double", "backward_1p/f64/attn/1024/64",
+     "backward_1p/f64/forward/1024/64", 2.0),
+    ("backward (recomputes the forward) vs forward, (1024, 64) double", "backward/f64/attn/1024/64",
+     "backward/f64/forward/1024/64", None),
+    ("dc/dq vs the n·d² FMA loop, (1024, 64) double", "jacobian_query/f64/attn/1024/64",
+     "jacobian_query/f64/fma_ref/1024/64", 2.0),
+]
+
+
+def targets_table(results):
+    """Markdown table of TARGETS, one column per (label, best) in results; a cell is the ratio,
+    with "✗" where it exceeds the bound, "–" where a benchmark did not run."""
+    out = ["| target (float unless said; bound) | " + " | ".join(r[0] for r in results) + " |",
+           "|---|" + "---:|" * len(results)]
+    for label, num, den, bound in TARGETS:
+        cells = []
+        for _, best in results:
+            if num in best and den in best and best[den] > 0:
+                ratio = best[num] / best[den]
+                cells.append("%.2f%s" % (ratio, " ✗" if bound is not None and ratio > bound else ""))
+            else:
+                cells.append("–")
+        bound_text = " (≤ %g)" % bound if bound is not None else ""
+        out.append("| " + label + bound_text + " | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def run(cmd, **kw):
@@ -176,6 +233,7 @@ def main():
     print("# attn benchmark ratios\n")
     print("CPU: %s; one thread; time = fastest of %d interleaved repetitions (CPU time).\n"
           % (cpu_model(), args.repetitions))
+    results = []
     if args.matrix:
         wanted = args.configs.split(",") if args.configs else [m[0] for m in MATRIX]
         for name, cxx, flags in MATRIX:
@@ -188,10 +246,14 @@ def main():
             print("## %s: %s, %s\n" % (name, version, flags))
             print(tables(best))
             sys.stdout.flush()
+            results.append((name, best))
     else:
         best, _ = run_suite(args.build_dir, args, "default")
         print("## %s\n" % args.build_dir)
         print(tables(best))
+        results.append(("this build", best))
+    print("## The targets (issue 5)\n")
+    print(targets_table(results))
 
 
 if __name__ == "__main__":
