@@ -88,7 +88,10 @@ def targets_table(results):
         for _, best in results:
             if num in best and den in best and best[den] > 0:
                 ratio = best[num] / best[den]
-                cells.append("%.2f%s" % (ratio, " ✗" if bound is not None and ratio > bound else ""))
+                missed = bound is not None and ratio > bound
+                # a miss that two decimals would show as the bound itself gets a third
+                text = "%.3f" % ratio if missed and "%.2f" % ratio == "%.2f" % bound else "%.2f" % ratio
+                cells.append(text + (" ✗" if missed else ""))
             else:
                 cells.append("–")
         bound_text = " (≤ %g)" % bound if bound is not None else ""
