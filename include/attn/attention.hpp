@@ -111,9 +111,9 @@ inline constexpr bool cheap_block_scores =
 
 /// From this many bytes of notes on (keys and values), the one-pass kernel prefetches each
 /// block while it works on the one before. Smaller notes stay in some cache between calls,
-/// where the prefetches only cost time (up to a fifth of it); larger ones stream from memory,
-/// which then pauses while a block's exps and blend run unless asked ahead (2.4x the time of a
-/// read-once loop without, about 1.1x with, measured at 32 MiB: docs/performance.md).
+/// where the prefetches only cost time (up to 1.4x it at (1024, 64)); larger ones stream from
+/// memory, which then pauses while a block's exps and blend run unless asked ahead (2.1-3.3x
+/// the time of a read-once loop without, 1.1-1.3x with, at 32 MiB: docs/performance.md).
 inline constexpr std::size_t online_prefetch_bytes = std::size_t{16} << 20;
 
 /// score_all over one block of the one-pass kernel (the same numbers); for dot and scaled_dot

@@ -295,6 +295,24 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
   for (std::size_t j = 0; j < N; ++j) e[j] = x[j];
 }
 
+#if ATTN_VECTOR_EXTENSIONS
+/// The largest lane of v by compares, as a tree of halves (NaN lanes may be passed over).
+template <class T, std::size_t W>
+[[nodiscard]] [[gnu::always_inline]] inline T max_lane(vec<T, W> v) noexcept {
+  if constexpr (W == 1) {
+    return v[0];
+  } else {
+    const auto halves = [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const vec<T, W / 2> lo = __builtin_shufflevector(v, v, static_cast<int>(I)...);
+      const vec<T, W / 2> hi = __builtin_shufflevector(v, v, static_cast<int>(I + W / 2)...);
+      return hi > lo ? hi : lo;
+    };
+    return max_lane<T, W / 2>(halves(std::make_index_sequence<W / 2>{}));
+  }
+}
+
+#endif
+
 /// w = softmax(β·s) for N numbers, N fixed at compile time and small, in registers, when every
 /// t_j = β s_j − m (m = max_j β s_j) lies within exp_in_range's range: then every s_j is
 /// finite and every weight nonzero (each is at least e^-86.5/N for float, e^-708/N for double),
@@ -304,18 +322,20 @@ ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T b
 /// and where the row does not fit one register or sums in other than plain order; the caller
 /// then takes the general path.
 template <std::size_t N, class T>
-ATTN_ALWAYS_INLINE constexpr bool softmax_small_in_range([[maybe_unused]] const T* s, [[maybe_unused]] T beta,
-                                               [[maybe_unused]] T* w) noexcept {
+ATTN_ALWAYS_INLINE constexpr bool softmax_small_in_range([[maybe_unused]] const T* s,
+                                                          [[maybe_unused]] T beta,
+                                                          [[maybe_unused]] T* w) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   constexpr std::size_t P = (N + 3) / 4 * 4;
-  if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
-                P * sizeof(T) <= simd_bytes && N < 4 * simd_lanes<T>) {
+  constexpr std::size_t bytes = P * sizeof(T);
+  if constexpr (simd_type<T> && (bytes == 16 || bytes == 32 || bytes == 64) && bytes <= simd_bytes &&
+                N < 4 * simd_lanes<T>) {
     if (!std::is_constant_evaluated()) {
       using U = typename exp_consts<T>::uint;
       vec<T, P> y;
       for (std::size_t j = 0; j < P; ++j) y[j] = s[j < N ? j : 0];  // the pad repeats s_0
       if (beta != T(1)) y = rounded_product(beta, y);  // β·s rounded: see rounded_product
-      T m = y[0];
+      T m = y[0];  // over the N lanes alone (a tree over all P, pad included, measured slower)
       for (std::size_t j = 1; j < N; ++j) m = y[j] > m ? y[j] : m;
       vec<U, P> bad = {};
       const vec<T, P> e = exp_in_range<T, P>(y - m, bad);
@@ -354,21 +374,6 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
 }
 
 #if ATTN_VECTOR_EXTENSIONS
-/// The largest lane of v by compares, as a tree of halves (NaN lanes may be passed over).
-template <class T, std::size_t W>
-[[nodiscard]] [[gnu::always_inline]] inline T max_lane(vec<T, W> v) noexcept {
-  if constexpr (W == 1) {
-    return v[0];
-  } else {
-    const auto halves = [&]<std::size_t... I>(std::index_sequence<I...>) {
-      const vec<T, W / 2> lo = __builtin_shufflevector(v, v, static_cast<int>(I)...);
-      const vec<T, W / 2> hi = __builtin_shufflevector(v, v, static_cast<int>(I + W / 2)...);
-      return hi > lo ? hi : lo;
-    };
-    return max_lane<T, W / 2>(halves(std::make_index_sequence<W / 2>{}));
-  }
-}
-
 /// softmax(β·x) into out (which may be x) for simd_lanes ≤ n ≤ NV·simd_lanes numbers and no
 /// mask, in NV vectors of registers: the rows are loaded once (the last vector ends at x + n
 /// and may overlap the one before), the max taken by compares, the exps formed, summed in
@@ -379,7 +384,8 @@ template <class T, std::size_t W>
 /// general path. Short rows wait on one chain of dependent steps (the max, the exps, the sum,
 /// its reciprocal): here nothing is stored and loaded again on it.
 template <std::size_t NV, class T>
-[[gnu::always_inline]] inline bool softmax_in_registers(const T* x, T* out, std::size_t n, T beta) noexcept {
+[[gnu::always_inline]] inline bool softmax_in_registers(const T* x, T* out, std::size_t n,
+                                                        T beta) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   using U = typename exp_consts<T>::uint;
