@@ -124,19 +124,17 @@ constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<con
                             [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines,
                             T* out) {
   if constexpr (cheap_block_scores<S>) {
-    if (ahead != nullptr) {
+    if (ahead != nullptr) {  // the scores' own dot_rows, prefetching; then their scaling
       dot_rows_prefetching(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out,
                            ahead, lines);
-    } else {
-      dot_rows(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out);
+      if constexpr (std::same_as<S, scaled_dot_score>) {
+        const T f = scaled_dot_score::factor<T>(q.size());
+        for (std::size_t j = 0; j < keys.rows(); ++j) out[j] *= f;
+      }
+      return;
     }
-    if constexpr (std::same_as<S, scaled_dot_score>) {
-      const T f = scaled_dot_score::factor<T>(q.size());
-      for (std::size_t j = 0; j < keys.rows(); ++j) out[j] *= f;
-    }
-  } else {
-    score_all(score, q, keys, std::span<T>(out, keys.rows()));
   }
+  score_all(score, q, keys, std::span<T>(out, keys.rows()));
 }
 
 /// The one-pass (online softmax) kernel over all rows of keys and values: block by block it

@@ -593,7 +593,8 @@ constexpr void add_weighted_rows(const T* w, const T* V, std::size_t stride, std
   std::size_t i = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated()) i = add_weighted_rows_vec<false>(w, V, stride, rows, d, c, V);
+    if (!std::is_constant_evaluated())  // (V for `ahead`: read only with Prefetch)
+      i = add_weighted_rows_vec<false>(w, V, stride, rows, d, c, V);
   }
 #endif
   add_weighted_columns(w, V, stride, rows, i, d, c);

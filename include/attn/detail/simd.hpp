@@ -339,14 +339,9 @@ template <bool Prefetch, class T>
   if constexpr (Prefetch) prefetch_rows_l2(ahead + (n / 8 * 8) * stride, stride, n % 8, d);
   // The tails (d not a multiple of L), added in order after the vector part as dot adds
   // them, in a loop of their own: inside the loops above they cost clang 14 registers.
-  if (whole < d) {
-    for (std::size_t r = 0; r < j; ++r) {
-      const T* h = H + r * stride;
-      T t = 0;
-      for (std::size_t k = whole; k < d; ++k) t += q[k] * h[k];
-      out[r] += t;
-    }
-  }
+  if (whole < d)
+    for (std::size_t r = 0; r < j; ++r)
+      out[r] += dot_in_order(q + whole, H + r * stride + whole, d - whole);
   return j;
 }
 #endif
@@ -361,7 +356,7 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated() && d >= simd_lanes<T>)
-      j = dot_rows_vec<false>(q, H, stride, n, d, out, H, prefetch_lines::all);
+      j = dot_rows_vec<false>(q, H, stride, n, d, out, H, prefetch_lines::all);  // (no ahead)
   }
 #endif
   for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
