@@ -69,6 +69,16 @@ TEST_CASE("log_softmax keeps tiny probabilities", "[softmax]") {
   REQUIRE_THAT(out[1], WithinRel(-50.0 - lse, 1e-15));
   REQUIRE_THAT(attn::logsumexp(x), WithinRel(lse, 1e-15));
 
+  SECTION("a score whose β·x overflows while its log-weight does not") {
+    // β·12 = −3.6e38 is beyond float, but β·12 − β·1 = −3.3e38 is not: the log-weight is the
+    // exact-arithmetic one, β·(12 − 1) (fl(12 − 1) is exact; one rounding for the product).
+    const std::vector<float> v{1, 12};
+    std::vector<float> lw(2);
+    const float beta = -3e37f;
+    attn::log_softmax(v, lw, {.beta = beta});
+    REQUIRE(lw[0] == 0.0f);
+    REQUIRE_THAT(lw[1], WithinRel(beta * 11.0f, eps<float>));
+  }
   SECTION("in place, with β and against the long double reference") {
     std::vector<double> v{3, -1, 0.25, 7, 7};
     const auto ref = reference_softmax(v, 0.5L);
