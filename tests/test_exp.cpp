@@ -1,9 +1,11 @@
 // Tests of attn::detail::exp (include/attn/detail/exp.hpp): every float (all 2^32 bit
 // patterns), a few million doubles and a million long doubles against the C library's exp in a
-// wider type, the special cases, and constant evaluation. Builds with the project's ordinary
+// wider type, the special cases, and constant evaluation; then the same for attn::detail::tanh
+// (include/attn/detail/tanh.hpp), which is built on exp. Builds with the project's ordinary
 // flags; tests/test_exp_fastmath.cpp repeats the checks under -ffast-math in its own executable.
 
 #include <attn/detail/exp.hpp>
+#include <attn/detail/tanh.hpp>
 
 // Catch2 v3 or v2.13: the one CMake linked (ATTN_CATCH2_MAJOR), else the one installed.
 #if defined(ATTN_CATCH2_MAJOR) ? ATTN_CATCH2_MAJOR >= 3 : __has_include(<catch2/catch_test_macros.hpp>)
@@ -518,5 +520,285 @@ TEST_CASE("exp: special cases", "[exp]") {
     for (std::size_t i = 0; i < d.size(); ++i)
       CHECK(std::bit_cast<std::uint64_t>(d[i]) == std::bit_cast<std::uint64_t>(ad::exp(dx[i])));
     ad::exp_inplace(d.data(), 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// tanh: constant evaluation, every float, sampled doubles, special cases.
+// ---------------------------------------------------------------------------------------------
+namespace {
+
+static_assert(std::bit_cast<std::uint32_t>(ad::tanh(0.0F)) == 0U);
+static_assert(std::bit_cast<std::uint32_t>(ad::tanh(-0.0F)) == 0x80000000U);
+static_assert(std::bit_cast<std::uint64_t>(ad::tanh(-0.0)) == 0x8000000000000000ULL);
+static_assert(ad::tanh(inf_f) == 1.0F && ad::tanh(-inf_f) == -1.0F);
+static_assert(ad::tanh(inf_d) == 1.0 && ad::tanh(-inf_d) == -1.0);
+static_assert(within(ad::tanh(0.5), 0.46211715726000974, 0x1p-54));  // 1 ulp
+static_assert(within(ad::tanh(-1.0), -0.76159415595576489, 0x1p-53));
+static_assert(within(ad::tanh(1.5F), 0.905148254F, 0x1p-24F));
+static_assert(ad::tanh(20.0) == 1.0 && ad::tanh(9.5F) == 1.0F);
+
+// What tanh must give, by the bits of x: exactly x for |x| < 2^-12 (there |tanh x − x| < x³/3
+// is under half an ulp of x, so tanh(x) rounds to x: checked by "tanh: float thresholds"),
+// exactly ±1 for |x| >= 10 (tanh rounds to 1 from 9.0109 on), a NaN for a NaN, and otherwise
+// within the bound of the reference.
+enum class tanh_kind { same, general, one, nan };
+constexpr std::uint32_t tanh_same_below = 0x39800000U;  // 2^-12
+constexpr std::uint32_t tanh_one_from = 0x41200000U;    // 10
+
+constexpr tanh_kind tanh_classify(std::uint32_t b) {
+  const std::uint32_t a = b & 0x7fffffffU;
+  if (a > 0x7f800000U) return tanh_kind::nan;
+  if (a >= tanh_one_from) return tanh_kind::one;
+  if (a < tanh_same_below) return tanh_kind::same;
+  return tanh_kind::general;
+}
+
+bool tanh_exact(std::uint32_t xb, std::uint32_t yb, tanh_kind k) {
+  switch (k) {
+  case tanh_kind::same: return yb == xb;
+  case tanh_kind::one: return yb == (0x3f800000U | (xb & 0x80000000U));
+  case tanh_kind::nan: return (yb & 0x7fffffffU) > 0x7f800000U;
+  case tanh_kind::general: return false;
+  }
+  return false;
+}
+
+struct tanh_scan {
+  double max_err = 0;
+  std::uint32_t worst = 0;
+  std::uint64_t failures = 0;
+  std::uint32_t first_failure = 0;
+  std::uint64_t checked = 0;
+  std::uint64_t compared = 0;   // with the reference
+  std::uint64_t not_odd = 0;    // tanh_array(−x) != −tanh_array(x), bit for bit
+  std::uint64_t differ = 0;     // tanh (the scalar function) != tanh_array, bit for bit
+  std::uint64_t scalar_checked = 0;
+};
+
+// Whether every result of a block of one exact kind (not general) is that kind's (a loop that
+// vectorizes: most of the 2^32 inputs are of these kinds).
+bool tanh_block_ok(const float* x, const float* y, tanh_kind k) {
+  std::uint32_t bad = 0;
+  for (std::size_t i = 0; i < block; ++i)
+    bad |= static_cast<std::uint32_t>(!tanh_exact(std::bit_cast<std::uint32_t>(x[i]),
+                                                  std::bit_cast<std::uint32_t>(y[i]), k));
+  return bad == 0;
+}
+
+// Blocks first, first + stride, ... of the 2^32 / 4096 bit patterns, through tanh_array (the
+// vector path the additive score takes). Blocks holding general inputs are also compared with
+// the reference, with tanh_array of the negated inputs (odd to the bit) and with the scalar
+// tanh (the same bits); of the other blocks, every 16th with the scalar tanh (which is several
+// times slower than the vector path).
+void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, tanh_scan& result) {
+  tanh_scan out;
+  std::vector<float> x(block);
+  std::vector<float> nx(block);
+  std::vector<float> y(block);
+  std::vector<float> ny(block);
+  for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride) {
+    const auto base = static_cast<std::uint32_t>(blk * block);
+    for (std::size_t i = 0; i < block; ++i) x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
+    ad::tanh_array(x.data(), y.data(), block);
+    out.checked += block;
+    const tanh_kind k0 = tanh_classify(base);
+    const bool uniform = k0 != tanh_kind::general &&
+                         k0 == tanh_classify(base + static_cast<std::uint32_t>(block - 1));
+    if (uniform && blk % 16 == 0) {
+      std::uint32_t d = 0;
+      for (std::size_t i = 0; i < block; ++i)
+        d += static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(ad::tanh(x[i])) !=
+                                        std::bit_cast<std::uint32_t>(y[i]));
+      out.differ += d;
+      out.scalar_checked += block;
+    }
+    if (uniform && tanh_block_ok(x.data(), y.data(), k0)) continue;
+    for (std::size_t i = 0; i < block; ++i) nx[i] = -x[i];
+    ad::tanh_array(nx.data(), ny.data(), block);
+    for (std::size_t i = 0; i < block; ++i) {
+      const std::uint32_t b = base + static_cast<std::uint32_t>(i);
+      const std::uint32_t yb = std::bit_cast<std::uint32_t>(y[i]);
+      out.not_odd += static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(ny[i]) != (yb ^ 0x80000000U));
+      if (!uniform)
+        out.differ += static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(ad::tanh(x[i])) != yb);
+      const tanh_kind k = tanh_classify(b);
+      bool ok = false;
+      if (k == tanh_kind::general) {
+        ++out.compared;
+        const double ref = std::tanh(static_cast<double>(x[i]));
+        // ulp_error takes a positive reference; tanh is odd, and y has ref's sign or is wrong.
+        const bool same_sign = (yb >> 31U) == static_cast<std::uint32_t>(ref < 0);
+        const double err = ulp_error(std::fabs(y[i]), std::fabs(ref));
+        ok = same_sign && err <= bound;
+        if (err > out.max_err) {
+          out.max_err = err;
+          out.worst = b;
+        }
+      } else {
+        ok = tanh_exact(b, yb, k);
+      }
+      if (!ok && out.failures++ == 0) out.first_failure = b;
+    }
+    if (!uniform) out.scalar_checked += block;
+  }
+  result = out;
+}
+
+template <class T>
+void check_tanh_special_cases() {
+  using L = std::numeric_limits<T>;
+  CHECK(ad::tanh(T{0}) == T{0});
+  CHECK_FALSE(std::signbit(ad::tanh(T{0})));
+  CHECK(std::signbit(ad::tanh(-T{0})));
+  CHECK(ad::tanh(L::denorm_min()) == L::denorm_min());
+  CHECK(ad::tanh(-L::min()) == -L::min());
+  CHECK(ad::tanh(L::infinity()) == T{1});
+  CHECK(ad::tanh(-L::infinity()) == T{-1});
+  CHECK(ad::tanh(L::max()) == T{1});
+  CHECK(ad::tanh(L::lowest()) == T{-1});
+  CHECK(std::isnan(ad::tanh(L::quiet_NaN())));
+  CHECK(std::isnan(ad::tanh(-L::quiet_NaN())));
+  CHECK(std::isnan(ad::tanh(L::signaling_NaN())));
+  CHECK(ad::tanh(T{1000}) == T{1});
+  CHECK(ad::tanh(T{-1000}) == T{-1});
+}
+
+}  // namespace
+
+TEST_CASE("tanh: every float (all 2^32 bit patterns)", "[exp][tanh]") {
+#if ATTN_EXP_TEST_EVERY_FLOAT
+  constexpr std::uint64_t spread = 1;
+#else
+  constexpr std::uint64_t spread = 61;
+#endif
+  // Bound 1.5 ulp; measured 1.07 (x = 0.760270476, just above the switch from the polynomial to
+  // 1 − 2/(e^(2x) + 1)), with and without FMA.
+  constexpr double bound = 1.5;
+  constexpr std::uint64_t n_threads = 2;
+  std::array<tanh_scan, n_threads> scans{};
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < n_threads; ++t)
+    threads.emplace_back(scan_tanh_floats, t * spread, n_threads * spread, bound, std::ref(scans[t]));
+  for (auto& th : threads) th.join();
+  tanh_scan all;
+  for (const auto& s : scans) {
+    if (s.max_err > all.max_err) {
+      all.max_err = s.max_err;
+      all.worst = s.worst;
+    }
+    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
+      all.first_failure = s.first_failure;
+    all.failures += s.failures;
+    all.checked += s.checked;
+    all.compared += s.compared;
+    all.not_odd += s.not_odd;
+    all.differ += s.differ;
+    all.scalar_checked += s.scalar_checked;
+  }
+  INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
+                    << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
+                    << " failures, the first at bits 0x" << std::hex << all.first_failure);
+  constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
+  CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
+  // [2^-12, 10) of either sign: 15 binades of 2^23 floats and a quarter of one, twice.
+  constexpr std::uint64_t n_general = 2 * (tanh_one_from - tanh_same_below);
+  CHECK((spread == 1 ? all.compared == n_general : all.compared > n_general / spread * 9 / 10));
+  CHECK(all.scalar_checked >= all.compared);
+  CHECK(all.failures == 0);
+  CHECK(all.max_err <= bound);
+  CHECK(all.not_odd == 0);
+  CHECK(all.differ == 0);
+}
+
+TEST_CASE("tanh: float thresholds agree with the reference", "[exp][tanh]") {
+  // Below 2^-12 the rounded tanh is x itself (it first differs at 0x1.713746p-12), and from 10
+  // on it is 1 (from 0x1.205968p+3 = 9.0109 on): what the scan takes as exact.
+  const float same_below = std::bit_cast<float>(tanh_same_below);
+  CHECK(static_cast<float>(std::tanh(static_cast<double>(std::nextafter(same_below, 0.0F)))) ==
+        std::nextafter(same_below, 0.0F));
+  CHECK(static_cast<float>(std::tanh(static_cast<double>(0x1.713744p-12F))) == 0x1.713744p-12F);
+  CHECK(static_cast<float>(std::tanh(static_cast<double>(0x1.713746p-12F))) != 0x1.713746p-12F);
+  CHECK(static_cast<float>(std::tanh(static_cast<double>(0x1.205968p+3F))) == 1.0F);
+  CHECK(static_cast<float>(std::tanh(static_cast<double>(0x1.205966p+3F))) < 1.0F);
+}
+
+TEST_CASE("tanh: double within 1.5 ulp of std::tanh(long double)", "[exp][tanh]") {
+  // Inputs: uniform over [-25, 25] and [-1, 1], magnitudes 2^-80 .. 2^6 of either sign, random
+  // bit patterns, and runs of consecutive values around the switch at 0.75, the clamp at 20,
+  // where the rounded tanh reaches 1 (19.0613) and 2^-27 (below it tanh(x) rounds to x).
+  std::mt19937_64 gen(20261201);
+  std::vector<double> xs;
+  std::uniform_real_distribution<double> wide(-25, 25);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  std::uniform_real_distribution<double> expo(-80, 6);
+  for (int i = 0; i < 1000000; ++i) xs.push_back(wide(gen));
+  for (int i = 0; i < 1000000; ++i) xs.push_back(unit(gen));
+  for (int i = 0; i < 500000; ++i) {
+    const double m = std::exp2(expo(gen));
+    xs.push_back((gen() & 1U) != 0 ? m : -m);
+  }
+  for (int i = 0; i < 200000; ++i) xs.push_back(std::bit_cast<double>(gen()));
+  for (const double at : {0.75, -0.75, 20.0, 19.061303384358748, 0x1p-27, -0x1p-27})
+    push_around(xs, at, 20000);
+  std::vector<double> ys(xs.size());
+  ad::tanh_array(xs.data(), ys.data(), xs.size());
+  double max_err = 0;
+  double worst = 0;
+  std::size_t failures = 0;
+  std::size_t differ = 0;
+  double first_failure = 0;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i];
+    const double y = ys[i];
+    differ += static_cast<std::size_t>(std::bit_cast<std::uint64_t>(ad::tanh(x)) !=
+                                       std::bit_cast<std::uint64_t>(y));
+    differ += static_cast<std::size_t>(std::bit_cast<std::uint64_t>(ad::tanh(-x)) !=
+                                       (std::bit_cast<std::uint64_t>(y) ^ 0x8000000000000000ULL));
+    bool ok = false;
+    if (std::isnan(x)) {
+      ok = std::isnan(y);
+    } else {
+      const long double ref = std::tanh(static_cast<long double>(x));
+      const double err = ulp_error_wide(y, ref);
+      ok = err <= 1.5 && std::signbit(y) == std::signbit(x) && std::fabs(y) <= 1.0;
+      if (err > max_err) {
+        max_err = err;
+        worst = x;
+      }
+    }
+    if (!ok && failures++ == 0) first_failure = x;
+  }
+  INFO(xs.size() << " samples; max error " << max_err << " ulp at x = " << worst << "; "
+                 << failures << " failures, the first at x = " << first_failure);
+  CHECK(failures == 0);
+  CHECK(max_err <= 1.5);
+  CHECK(differ == 0);
+}
+
+TEST_CASE("tanh: special cases", "[exp][tanh]") {
+  SECTION("float") { check_tanh_special_cases<float>(); }
+  SECTION("double") { check_tanh_special_cases<double>(); }
+  SECTION("long double") { check_tanh_special_cases<long double>(); }
+  SECTION("NaNs of either sign, quiet or signaling, come back quiet NaN") {
+    for (const std::uint32_t b : {0x7f800001U, 0x7fc00000U, 0xff800123U, 0xffffffffU}) {
+      const auto y = std::bit_cast<std::uint32_t>(ad::tanh(std::bit_cast<float>(b)));
+      CHECK(((y & 0x7fffffffU) > 0x7f800000U && (y & 0x00400000U) != 0));
+    }
+    for (const std::uint64_t b : {0x7ff0000000000123ULL, 0xfff8000000000000ULL}) {
+      const auto y = std::bit_cast<std::uint64_t>(ad::tanh(std::bit_cast<double>(b)));
+      CHECK(((y & 0x7fffffffffffffffULL) > 0x7ff0000000000000ULL && (y & 0x0008000000000000ULL) != 0));
+    }
+  }
+  SECTION("tanh_array: block and tail, in place") {
+    std::vector<double> d(1003);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = -25.0 + 0.05 * static_cast<double>(i);
+    d[5] = std::numeric_limits<double>::quiet_NaN();
+    d[6] = -std::numeric_limits<double>::infinity();
+    const std::vector<double> dx = d;
+    ad::tanh_array(d.data(), d.data(), d.size());
+    for (std::size_t i = 0; i < d.size(); ++i)
+      CHECK(std::bit_cast<std::uint64_t>(d[i]) == std::bit_cast<std::uint64_t>(ad::tanh(dx[i])));
+    ad::tanh_array(d.data(), d.data(), 0);
   }
 }

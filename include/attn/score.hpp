@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "attn/detail/kernels.hpp"
+#include "attn/detail/tanh.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -372,8 +373,15 @@ public:
     const auto qs = as_span(q);
     const auto hs = as_span(h);
     check(qs.size(), hs.size());
+    const std::size_t k = hidden();
+    detail::block_buffer<T, K> p{};
+    detail::block_buffer<T, K> t{};
     T s = 0;
-    for (std::size_t i = 0; i < hidden(); ++i) s += v_[i] * std::tanh(pre_activation(i, qs, hs));
+    for (std::size_t i0 = 0; i0 < k; i0 += t.size()) {
+      const std::size_t w = k - i0 < t.size() ? k - i0 : t.size();
+      W2_products(i0, w, qs.data(), p.data());
+      s += hidden_block(i0, w, hs.data(), p.data(), t.data());
+    }
     return s;
   }
   /// W1_i·h + W2_i·q, the input of hidden unit i.
@@ -382,28 +390,25 @@ public:
            detail::dot(W2_.row(i).data(), q.data(), q.size());
   }
   /// out_j = Σ_i v_i tanh(W1_i·h_j + p_i) with p = W2 q formed once per block of hidden
-  /// units: cost k·d_q + n·k·d_h, nothing allocated.
+  /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
+  /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
+  /// the same numbers as s(q, h_j), to the bit.
   void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    const std::size_t n = notes.rows(), dh = notes.cols(), k = hidden();
+    const std::size_t n = notes.rows(), k = hidden();
     for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
     detail::block_buffer<T, K> p{};
-    for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
-      const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
-      for (std::size_t i = 0; i < w; ++i) p[i] = detail::dot(W2_.row(i0 + i).data(), q.data(), q.size());
-      for (std::size_t j = 0; j < n; ++j) {
-        const T* h = notes.row(j).data();
-        T s = 0;
-        for (std::size_t i = 0; i < w; ++i)
-          s += v_[i0 + i] * std::tanh(detail::dot(W1_.row(i0 + i).data(), h, dh) + p[i]);
-        out[j] += s;
-      }
+    detail::block_buffer<T, K> t{};
+    for (std::size_t i0 = 0; i0 < k; i0 += t.size()) {
+      const std::size_t w = k - i0 < t.size() ? k - i0 : t.size();
+      W2_products(i0, w, q.data(), p.data());
+      for (std::size_t j = 0; j < n; ++j) out[j] += hidden_block(i0, w, notes.row(j).data(), p.data(), t.data());
     }
   }
   /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
   void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
     for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
     for (std::size_t i = 0; i < hidden(); ++i) {
-      const T t = std::tanh(pre_activation(i, q, h));
+      const T t = detail::tanh(pre_activation(i, q, h));
       detail::axpy(v_[i] * (T(1) - t * t), W1_.row(i).data(), out.data(), h.size());
     }
   }
@@ -411,7 +416,7 @@ public:
   void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
     for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
     for (std::size_t i = 0; i < hidden(); ++i) {
-      const T t = std::tanh(pre_activation(i, q, h));
+      const T t = detail::tanh(pre_activation(i, q, h));
       detail::axpy(v_[i] * (T(1) - t * t), W2_.row(i).data(), out.data(), q.size());
     }
   }
@@ -466,23 +471,41 @@ public:
   }
 
 private:
+  /// p_i = W2_{i0+i}·q for i < w (dot's order: the numbers pre_activation adds).
+  void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
+    if (w != 0) detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
+  }
+  /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
+  /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
+  void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    if (w == 0) return;
+    detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
+    for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
+    detail::tanh_array(t, t, w);
+  }
+  /// hidden_tanh, then Σ_i v_{i0+i} t_i as `dot` adds it: the block's share of the score.
+  T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    hidden_tanh(i0, w, h, p, t);
+    return detail::dot(v_.data() + i0, t, w);
+  }
+
   void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
                                  std::span<T> grad_q, MatrixView<T> grad_keys,
                                  const gradient_view* g) const {
     const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
     detail::block_buffer<T, K> p{};  // W2 q on this block of hidden units
     detail::block_buffer<T, K> e{};  // Σ_j δ_j on this block
+    detail::block_buffer<T, K> tb{};  // t_j on this block
     for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
       const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
-      for (std::size_t i = 0; i < w; ++i) {
-        p[i] = detail::dot(W2_.row(i0 + i).data(), q.data(), q.size());
-        e[i] = T(0);
-      }
+      W2_products(i0, w, q.data(), p.data());
+      for (std::size_t i = 0; i < w; ++i) e[i] = T(0);
       for (std::size_t j = 0; j < n; ++j) {
         if (a[j] == T(0)) continue;
         const T* h = keys.row(j).data();
+        hidden_tanh(i0, w, h, p.data(), tb.data());
         for (std::size_t i = 0; i < w; ++i) {
-          const T t = std::tanh(detail::dot(W1_.row(i0 + i).data(), h, dh) + p[i]);
+          const T t = tb[i];
           const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
           detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
           e[i] += delta;
