@@ -587,25 +587,30 @@ bool tanh_block_ok(const float* x, const float* y, tanh_kind k) {
 }
 
 // Blocks first, first + stride, ... of the 2^32 / 4096 bit patterns, through tanh_array (the
-// vector path the additive score takes). Blocks holding general inputs are also compared with
-// the reference, with tanh_array of the negated inputs (odd to the bit) and with the scalar
-// tanh (the same bits); of the other blocks, every 16th with the scalar tanh (which is several
-// times slower than the vector path).
+// vector path the additive score takes). Every block holding an input whose tanh is not exact
+// (about 2.6e8 of them) is compared with the reference, through tanh_array of the negated inputs
+// (odd to the bit) and, every 4th, with the scalar tanh (the same bits); of the blocks where every
+// result is exact (x itself, ±1 or NaN: the other 4e9 inputs, and the bulk of the time at SSE2's
+// speed) every 16th is checked, with the scalar tanh as well. The blocks where one kind gives way
+// to another are all checked.
 void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, tanh_scan& result) {
   tanh_scan out;
   std::vector<float> x(block);
   std::vector<float> nx(block);
   std::vector<float> y(block);
   std::vector<float> ny(block);
-  for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride) {
+  std::uint64_t visit = 0;  // blocks this thread has come to (what "every 16th" counts)
+  for (std::uint64_t blk = first; blk < (std::uint64_t{1} << 32U) / block; blk += stride, ++visit) {
     const auto base = static_cast<std::uint32_t>(blk * block);
-    for (std::size_t i = 0; i < block; ++i) x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
-    ad::tanh_array(x.data(), y.data(), block);
-    out.checked += block;
     const tanh_kind k0 = tanh_classify(base);
     const bool uniform = k0 != tanh_kind::general &&
                          k0 == tanh_classify(base + static_cast<std::uint32_t>(block - 1));
-    if (uniform && blk % 16 == 0) {
+    if (uniform && visit % 16 != 0) continue;
+    for (std::size_t i = 0; i < block; ++i) x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
+    ad::tanh_array(x.data(), y.data(), block);
+    out.checked += block;
+    const bool scalar_too = uniform || visit % 4 == 0;
+    if (scalar_too) {
       std::uint32_t d = 0;
       for (std::size_t i = 0; i < block; ++i)
         d += static_cast<std::uint32_t>(std::bit_cast<std::uint32_t>(ad::tanh(x[i])) !=
@@ -620,8 +625,6 @@ void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, t
       const std::uint32_t b = base + static_cast<std::uint32_t>(i);
       const std::uint32_t yb = std::bit_cast<std::uint32_t>(y[i]);
       out.not_odd += static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(ny[i]) != (yb ^ 0x80000000U));
-      if (!uniform)
-        out.differ += static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(ad::tanh(x[i])) != yb);
       const tanh_kind k = tanh_classify(b);
       bool ok = false;
       if (k == tanh_kind::general) {
@@ -640,7 +643,6 @@ void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, t
       }
       if (!ok && out.failures++ == 0) out.first_failure = b;
     }
-    if (!uniform) out.scalar_checked += block;
   }
   result = out;
 }
@@ -666,7 +668,7 @@ void check_tanh_special_cases() {
 
 }  // namespace
 
-TEST_CASE("tanh: every float (all 2^32 bit patterns)", "[exp][tanh]") {
+TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere", "[exp][tanh]") {
 #if ATTN_EXP_TEST_EVERY_FLOAT
   constexpr std::uint64_t spread = 1;
 #else
@@ -699,12 +701,11 @@ TEST_CASE("tanh: every float (all 2^32 bit patterns)", "[exp][tanh]") {
   INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
                     << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
                     << " failures, the first at bits 0x" << std::hex << all.first_failure);
-  constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
-  CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
   // [2^-12, 10) of either sign: 15 binades of 2^23 floats and a quarter of one, twice.
   constexpr std::uint64_t n_general = 2 * (tanh_one_from - tanh_same_below);
   CHECK((spread == 1 ? all.compared == n_general : all.compared > n_general / spread * 9 / 10));
-  CHECK(all.scalar_checked >= all.compared);
+  CHECK(all.checked > all.compared + ((std::uint64_t{1} << 32U) - n_general) / 16 / spread * 9 / 10);
+  CHECK(all.scalar_checked > all.compared / 5);
   CHECK(all.failures == 0);
   CHECK(all.max_err <= bound);
   CHECK(all.not_odd == 0);
