@@ -134,6 +134,35 @@ double ulp_error(float y, double ref) {
   return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
 }
 
+// The fields every scan of the floats has, merged from two threads' scans: the larger error and
+// where, the lowest first failure, the counts of failures and of inputs checked.
+template <class Scan>
+void merge_worst(Scan& all, const Scan& s) {
+  if (s.max_err > all.max_err) {
+    all.max_err = s.max_err;
+    all.worst = s.worst;
+  }
+  if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
+    all.first_failure = s.first_failure;
+  all.failures += s.failures;
+  all.checked += s.checked;
+}
+
+// Runs scan(first, stride, bound, result) on two threads, over interleaved blocks (those
+// 0, 2·spread, ... and spread, 3·spread, ...), and merges what they found.
+template <class Scan, class Fn>
+Scan scan_on_two_threads(Fn scan, std::uint64_t spread, double bound) {
+  constexpr std::uint64_t n_threads = 2;
+  std::array<Scan, n_threads> scans{};
+  std::vector<std::thread> threads;
+  for (std::uint64_t t = 0; t < n_threads; ++t)
+    threads.emplace_back(scan, t * spread, n_threads * spread, bound, std::ref(scans[t]));
+  for (auto& th : threads) th.join();
+  Scan all;
+  for (const auto& s : scans) all.merge(s);
+  return all;
+}
+
 struct float_scan {
   double max_err = 0;          // max ulp error over the `general` inputs
   std::uint32_t worst = 0;     // the x (bits) where it is
@@ -142,6 +171,12 @@ struct float_scan {
   std::uint64_t checked = 0;   // inputs checked
   std::uint64_t compared = 0;  // of which compared with the reference
   std::uint64_t differ = 0;    // results of exp_inplace (the vector path) != the plain loop's
+  /// Adds another thread's scan: the larger error, the first failure, the sums.
+  void merge(const float_scan& s) {
+    merge_worst(*this, s);
+    compared += s.compared;
+    differ += s.differ;
+  }
 };
 
 constexpr std::size_t block = 4096;
@@ -388,26 +423,7 @@ TEST_CASE("exp: every float (all 2^32 bit patterns)", "[exp]") {
   constexpr std::uint64_t spread = 61;
 #endif
   constexpr double bound = 1.5;
-  constexpr std::uint64_t n_threads = 2;
-  std::array<float_scan, n_threads> scans{};
-  std::vector<std::thread> threads;
-  for (std::uint64_t t = 0; t < n_threads; ++t)
-    threads.emplace_back(scan_floats, t * spread, n_threads * spread, bound, std::ref(scans[t]));
-  for (auto& th : threads) th.join();
-
-  float_scan all;
-  for (const auto& s : scans) {
-    if (s.max_err > all.max_err) {
-      all.max_err = s.max_err;
-      all.worst = s.worst;
-    }
-    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
-      all.first_failure = s.first_failure;
-    all.failures += s.failures;
-    all.checked += s.checked;
-    all.compared += s.compared;
-    all.differ += s.differ;
-  }
+  const float_scan all = scan_on_two_threads<float_scan>(scan_floats, spread, bound);
   INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
                     << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
                     << " failures, the first at bits 0x" << std::hex << all.first_failure);
@@ -574,6 +590,14 @@ struct tanh_scan {
   std::uint64_t not_odd = 0;    // tanh_array(−x) != −tanh_array(x), bit for bit
   std::uint64_t differ = 0;     // tanh (the scalar function) != tanh_array, bit for bit
   std::uint64_t scalar_checked = 0;
+  /// Adds another thread's scan.
+  void merge(const tanh_scan& s) {
+    merge_worst(*this, s);
+    compared += s.compared;
+    not_odd += s.not_odd;
+    differ += s.differ;
+    scalar_checked += s.scalar_checked;
+  }
 };
 
 // Whether every result of a block of one exact kind (not general) is that kind's (a loop that
@@ -677,27 +701,7 @@ TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere",
   // Bound 1.5 ulp; measured 1.07 (x = 0.760270476, just above the switch from the polynomial to
   // 1 − 2/(e^(2x) + 1)), with and without FMA.
   constexpr double bound = 1.5;
-  constexpr std::uint64_t n_threads = 2;
-  std::array<tanh_scan, n_threads> scans{};
-  std::vector<std::thread> threads;
-  for (std::uint64_t t = 0; t < n_threads; ++t)
-    threads.emplace_back(scan_tanh_floats, t * spread, n_threads * spread, bound, std::ref(scans[t]));
-  for (auto& th : threads) th.join();
-  tanh_scan all;
-  for (const auto& s : scans) {
-    if (s.max_err > all.max_err) {
-      all.max_err = s.max_err;
-      all.worst = s.worst;
-    }
-    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
-      all.first_failure = s.first_failure;
-    all.failures += s.failures;
-    all.checked += s.checked;
-    all.compared += s.compared;
-    all.not_odd += s.not_odd;
-    all.differ += s.differ;
-    all.scalar_checked += s.scalar_checked;
-  }
+  const tanh_scan all = scan_on_two_threads<tanh_scan>(scan_tanh_floats, spread, bound);
   INFO("max error " << all.max_err << " ulp at x = " << std::bit_cast<float>(all.worst)
                     << " (bits 0x" << std::hex << all.worst << "); " << std::dec << all.failures
                     << " failures, the first at bits 0x" << std::hex << all.first_failure);

@@ -64,6 +64,20 @@ template <class V>
   return even + s * odd;
 }
 
+/// a + a s P(s), s = a², with T's polynomial: tanh(a) for 0 <= a < 0.75. V is T or a vector of
+/// T (the same expression either way, so that both round alike).
+template <class T, class V>
+[[nodiscard]] constexpr V tanh_near_zero(V a) noexcept {
+  const V s = a * a;
+  V p;
+  if constexpr (sizeof(T) == 4) {
+    p = tanh_poly_float(s);
+  } else {
+    p = tanh_poly_double(s);
+  }
+  return a + a * (s * p);
+}
+
 /// tanh(x) for IEEE binary32/binary64, branch-free: error <= 1.5 ulp (max over every float 1.07
 /// with FMA, 1.10 without; double 1.05 over 2.8M samples); tanh(±0) = ±0, tanh(±inf) = ±1,
 /// NaN -> NaN (quiet), tanh(x) = x for |x| < 2^-12 (2^-27 for double), subnormals included;
@@ -93,14 +107,7 @@ template <class T>
   // The polynomial on min(a, 0.75), which is a wherever its result is taken (and finite
   // arithmetic elsewhere, as constant evaluation requires).
   const T an = std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), std::bit_cast<S>(K::small_x))));
-  const T s = an * an;
-  T p;
-  if constexpr (sizeof(T) == 4) {
-    p = tanh_poly_float(s);
-  } else {
-    p = tanh_poly_double(s);
-  }
-  const T near_zero = an + an * (s * p);
+  const T near_zero = tanh_near_zero<T>(an);
 
   const T ac = std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
   const T e = exp_ieee(ac + ac);
@@ -147,14 +154,7 @@ template <class T, std::size_t W>
   // is put back last): 64-bit integer compares cost a long emulation before SSE4.2 and AVX-512.
   const VU below_small = std::bit_cast<VU>(a < K::small_x);
   const VT an = std::bit_cast<VT>((ax & below_small) | (std::bit_cast<U>(K::small_x) & ~below_small));
-  const VT s = an * an;
-  VT p;
-  if constexpr (sizeof(T) == 4) {
-    p = tanh_poly_float(s);
-  } else {
-    p = tanh_poly_double(s);
-  }
-  const VT near_zero = an + an * (s * p);
+  const VT near_zero = tanh_near_zero<T>(an);
 
   const VU below_clamp = std::bit_cast<VU>(a < std::bit_cast<T>(K::clamp_x));
   const VT ac = std::bit_cast<VT>((ax & below_clamp) | (K::clamp_x & ~below_clamp));
