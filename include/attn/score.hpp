@@ -373,15 +373,8 @@ public:
     const auto qs = as_span(q);
     const auto hs = as_span(h);
     check(qs.size(), hs.size());
-    const std::size_t k = hidden();
-    detail::block_buffer<T, K> p{};
-    detail::block_buffer<T, K> t{};
-    T s = 0;
-    for (std::size_t i0 = 0; i0 < k; i0 += t.size()) {
-      const std::size_t w = k - i0 < t.size() ? k - i0 : t.size();
-      W2_products(i0, w, qs.data(), p.data());
-      s += hidden_block(i0, w, hs.data(), p.data(), t.data());
-    }
+    T s = 0;  // scores() on h alone: the batched scores' numbers, to the bit
+    scores(qs, MatrixView<const T>(hs.data(), 1, hs.size()), std::span<T>(&s, 1));
     return s;
   }
   /// W1_i·h + W2_i·q, the input of hidden unit i.
@@ -471,14 +464,14 @@ public:
   }
 
 private:
-  /// p_i = W2_{i0+i}·q for i < w (dot's order: the numbers pre_activation adds).
+  /// p_i = W2_{i0+i}·q for the 1 <= w hidden units of one block (dot's order: the numbers
+  /// pre_activation adds).
   void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
-    if (w != 0) detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
+    detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
   }
   /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
   /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
   void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
-    if (w == 0) return;
     detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
     for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
     detail::tanh_array(t, t, w);

@@ -2,7 +2,7 @@
 /// \file attn/detail/tanh.hpp
 /// `attn::detail::tanh`: a branch-free, `constexpr` hyperbolic tangent that compilers
 /// vectorize, for the additive score s = vᵀ tanh(W1 h + W2 q), whose n·k tanh calls were
-/// scalar library calls (about 30 ns each): `tanh_array` is the vector loop.
+/// scalar library calls (about 10 ns each): `tanh_array` is the vector loop.
 
 #include <bit>
 #include <cmath>
@@ -78,6 +78,12 @@ template <class T, class V>
   return a + a * (s * p);
 }
 
+/// 1 − 2/(e + 1) with e = e^(2a): tanh(a) for a >= 0.75. V is T or a vector of T.
+template <class T, class V>
+[[nodiscard]] constexpr V tanh_from_exp(V e) noexcept {
+  return T(1) - T(2) / (e + T(1));
+}
+
 /// tanh(x) for IEEE binary32/binary64, branch-free: error <= 1.5 ulp (max over every float 1.07
 /// with FMA, 1.10 without; double 1.05 over 2.8M samples); tanh(±0) = ±0, tanh(±inf) = ±1,
 /// NaN -> NaN (quiet), tanh(x) = x for |x| < 2^-12 (2^-27 for double), subnormals included;
@@ -111,7 +117,7 @@ template <class T>
 
   const T ac = std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
   const T e = exp_ieee(ac + ac);
-  const T far = T(1) - T(2) / (e + T(1));
+  const T far = tanh_from_exp<T>(e);
 
   const U r = exp_select(static_cast<S>(ax) < std::bit_cast<S>(K::small_x), std::bit_cast<U>(near_zero),
                          std::bit_cast<U>(far));
@@ -138,6 +144,12 @@ template <class T>
 }
 
 #if ATTN_VECTOR_EXTENSIONS
+/// Lane by lane, a where the mask m is all ones and b where it is 0 (exp_select on vectors).
+template <class VU>
+[[nodiscard]] [[gnu::always_inline]] inline VU select_lanes(VU m, VU a, VU b) noexcept {
+  return (a & m) | (b & ~m);
+}
+
 /// `tanh_ieee` on the W lanes of x: the same arithmetic (the exp through `exp_in_range`, which
 /// is exp_ieee to the bit for the arguments 2a <= 40 that occur), so the same bits lane by lane.
 template <class T, std::size_t W>
@@ -153,20 +165,20 @@ template <class T, std::size_t W>
   // The selects from floating-point compares (a NaN compares false: the clamps take it, and it
   // is put back last): 64-bit integer compares cost a long emulation before SSE4.2 and AVX-512.
   const VU below_small = std::bit_cast<VU>(a < K::small_x);
-  const VT an = std::bit_cast<VT>((ax & below_small) | (std::bit_cast<U>(K::small_x) & ~below_small));
+  const VT an = std::bit_cast<VT>(select_lanes<VU>(below_small, ax, VU{} + std::bit_cast<U>(K::small_x)));
   const VT near_zero = tanh_near_zero<T>(an);
 
   const VU below_clamp = std::bit_cast<VU>(a < std::bit_cast<T>(K::clamp_x));
-  const VT ac = std::bit_cast<VT>((ax & below_clamp) | (K::clamp_x & ~below_clamp));
+  const VT ac = std::bit_cast<VT>(select_lanes<VU>(below_clamp, ax, VU{} + K::clamp_x));
   VU unused = {};
   const VT e = exp_in_range<T, W, false>(ac + ac, unused);
-  const VT far = T(1) - T(2) / (e + T(1));
+  const VT far = tanh_from_exp<T>(e);
 
-  const VU r = ((std::bit_cast<VU>(near_zero) & below_small) | (std::bit_cast<VU>(far) & ~below_small)) |
+  const VU r = select_lanes(below_small, std::bit_cast<VU>(near_zero), std::bit_cast<VU>(far)) |
                (ix & ~C::abs_mask);
   // NaN where |x|'s bits exceed inf's: the top bit of inf_bits − ax, spread over the lane.
   const VU is_nan = U{0} - ((C::inf_bits - ax) >> (sizeof(U) * 8 - 1));
-  return std::bit_cast<VT>(((ix | K::quiet_bit) & is_nan) | (r & ~is_nan));
+  return std::bit_cast<VT>(select_lanes(is_nan, ix | K::quiet_bit, r));
 }
 #endif
 
