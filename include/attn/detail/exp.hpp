@@ -241,28 +241,26 @@ template <class T, std::size_t W, bool Check = true>
 #endif
   using C = exp_consts<T>;
   using U = typename C::uint;
-  using S = typename C::sint;
   using VT = vec<T, W>;
   using VU = vec<U, W>;
-  using VS = vec<S, W>;
   if constexpr (Check) exp_range_check<T, W>(t, bad);
   const VT z = t * C::log2e + C::shifter;
   const VU zb = std::bit_cast<VU>(z);
   const VU k = zb - std::bit_cast<U>(C::shifter);
   VT kf;
-  if constexpr (sizeof(T) == 4) {
-    kf = __builtin_convertvector(std::bit_cast<VS>(k), VT);
-  } else {
 #if defined(__ASSOCIATIVE_MATH__)
-    // (GCC under -fassociative-math would fold z − shifter into t·log2e: from the bits, as in
-    // exp_ieee.)
+  // GCC under -fassociative-math would fold z − shifter into t·log2e: k from the bits, as in
+  // exp_ieee.
+  if constexpr (sizeof(T) == 4) {
+    kf = __builtin_convertvector(std::bit_cast<vec<typename C::sint, W>>(k), VT);
+  } else {
     kf = std::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
-#else
-    // z and the shifter lie in [2^52, 2^53), where the spacing is 1: z − shifter is k exactly
-    // (Sterbenz), in one operation instead of exp_ieee's three.
-    kf = z - C::shifter;
-#endif
   }
+#else
+  // z and the shifter lie in [2^23, 2^24) ([2^52, 2^53)), where the spacing is 1: z − shifter
+  // is k exactly (Sterbenz), in one operation instead of an integer subtract and a conversion.
+  kf = z - C::shifter;
+#endif
   VT hi = t - kf * C::ln2_hi;
 #if defined(__ASSOCIATIVE_MATH__)
   // GCC under -fassociative-math: hi made opaque as in exp_ieee (zb's sign bit is 0).

@@ -412,12 +412,16 @@ template <std::size_t NV, class T>
   // lie at v·L, before any overlapping vector), then the rest in order
   const std::size_t whole = n / (4 * L) * (4 * L);
   T head = 0;
-  if (whole != 0) {
-    VT acc[4] = {};
-    ATTN_UNROLL
-    for (std::size_t v = 0; v < NV; ++v)
-      if (v * L < whole) acc[v % 4] += y[v];
-    head = hsum<T, L>((acc[0] + acc[2]) + (acc[1] + acc[3]));
+  if constexpr (NV >= 4) {  // (fewer vectors never make a whole group of four)
+    if (whole != 0) {
+      // acc[v] starts at y[v], not at 0 + y[v]: the same number (an exp is never −0), one
+      // dependent add less on the chain
+      VT acc[4] = {y[0], y[1], y[2], y[3]};
+      ATTN_UNROLL
+      for (std::size_t v = 4; v < NV; ++v)
+        if (v * L < whole) acc[v % 4] += y[v];
+      head = hsum<T, L>((acc[0] + acc[2]) + (acc[1] + acc[3]));
+    }
   }
   T sum = head;
   if (whole < n) {  // the rest, in order: from the exps stored (a scalar sum of lanes)
