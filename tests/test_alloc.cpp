@@ -33,6 +33,19 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+// The aligned forms, which attn's dynamic Vector and Matrix allocate through (attn::aligned_allocator).
+void* operator new(std::size_t size, std::align_val_t align) {
+  ++allocations;
+  if (refuse.load()) throw std::bad_alloc();
+  const auto a = static_cast<std::size_t>(align);
+  if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a + (size == 0 ? a : 0))) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size, std::align_val_t align) { return ::operator new(size, align); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 // Runs f and returns how many allocations it made.
@@ -46,6 +59,7 @@ long count_allocations(F&& f) {
 
 TEST_CASE("The counter sees allocations", "[alloc]") {
   REQUIRE(count_allocations([] { std::vector<double> v(3); (void)v; }) == 1);
+  REQUIRE(count_allocations([] { attn::Vector<double> v(3); (void)v; }) == 1);  // the aligned new
 }
 
 TEST_CASE("Fixed-size attend, softmax and align allocate nothing", "[alloc]") {

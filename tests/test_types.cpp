@@ -1,5 +1,8 @@
 // Vectors, matrices and views: storage, borrowing without copies, and size errors.
 #include <array>
+#include <cstdint>
+#include <limits>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -129,6 +132,53 @@ TEST_CASE("Matrix and MatrixView", "[types]") {
   MatrixView<const double> widened = fixed_view;  // fixed → dynamic, mutable → const
   REQUIRE(widened.rows() == 3);
   REQUIRE(Matrix<double>(widened) == d);
+}
+
+namespace {
+bool on_line(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % attn::storage_alignment == 0; }
+// A constexpr std::vector through the allocator: in constant evaluation it is std::allocator.
+constexpr double constexpr_aligned_sum() {
+  std::vector<double, attn::aligned_allocator<double>> v(4, 0.5);
+  v.push_back(1);
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("Dynamic Vector and Matrix storage starts on a cache line", "[types]") {
+  static_assert(attn::storage_alignment == 64);
+  static_assert(constexpr_aligned_sum() == 3.0);
+  // Every size and type, and after the moves and copies a container makes: the rows of a
+  // 64-float-wide (or 8-double-wide) matrix then each start on a line.
+  for (std::size_t n : {1u, 3u, 16u, 17u, 64u, 1000u}) {
+    const Vector<float> vf(n);
+    const Vector<double> vd(n, 1.0);
+    const Matrix<float> mf(n, 64);
+    const Matrix<double> md(n, 8, 2.0);
+    REQUIRE(on_line(vf.data()));
+    REQUIRE(on_line(vd.data()));
+    REQUIRE(on_line(mf.data()));
+    REQUIRE(on_line(md.data()));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(on_line(mf.row(i).data()));
+    const Matrix<double> copy = md;
+    Matrix<double> moved = Matrix<double>(md);
+    REQUIRE(on_line(copy.data()));
+    REQUIRE(on_line(moved.data()));
+    REQUIRE(copy == md);
+  }
+  const Matrix<double> listed{{1, 2, 3}, {4, 5, 6}};
+  REQUIRE(on_line(listed.data()));
+  const Vector<double> from_range(std::vector<double>{1, 2, 3});
+  REQUIRE(on_line(from_range.data()));
+  // For the caller's own buffers too, with any power-of-two alignment.
+  std::vector<float, attn::aligned_allocator<float>> mine(100);
+  REQUIRE(on_line(mine.data()));
+  std::vector<double, attn::aligned_allocator<double, 256>> page(3);
+  REQUIRE(reinterpret_cast<std::uintptr_t>(page.data()) % 256 == 0);
+  // A size whose bytes overflow std::size_t is refused, not wrapped.
+  attn::aligned_allocator<double> a;
+  REQUIRE_THROWS_AS(a.allocate(std::numeric_limits<std::size_t>::max() / 4), std::bad_array_new_length);
 }
 
 TEST_CASE("Malformed views and shapes throw dimension_error naming the sizes", "[types][errors]") {

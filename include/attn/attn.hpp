@@ -2,6 +2,7 @@
 /// \file attn/attn.hpp
 /// The umbrella header: every core header of attn (not the report headers).
 
+#include "attn/allocator.hpp"  // IWYU pragma: export
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/allocator.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/vector.hpp"
@@ -111,12 +112,14 @@ public:
 };
 
 /// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
-/// (no allocation), `std::vector` otherwise. Converts to `MatrixView`.
+/// (no allocation), otherwise a `std::vector` aligned to `storage_alignment` (64 bytes: rows of
+/// 16 floats or 8 doubles, or a multiple, each start on a cache line). Converts to `MatrixView`.
 template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class Matrix {
   static_assert(real<T>, "attn::Matrix holds float, double or long double");
   static constexpr bool fixed = R != dynamic && C != dynamic;
-  using storage_type = std::conditional_t<fixed, std::array<T, fixed ? R * C : 1>, std::vector<T>>;
+  using storage_type = std::conditional_t<fixed, std::array<T, fixed ? R * C : 1>,
+                                          std::vector<T, aligned_allocator<T>>>;
   storage_type data_{};
   std::size_t rows_ = R == dynamic ? 0 : R;
   std::size_t cols_ = C == dynamic ? 0 : C;

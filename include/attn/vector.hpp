@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/allocator.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 
@@ -70,11 +71,13 @@ template <mutable_vector_like R>
 }
 
 /// N numbers of type T: a `std::array` when N is fixed (no allocation, usable in constant
-/// expressions), a `std::vector` when `N == dynamic`. Converts to `std::span<T, N>`.
+/// expressions), a `std::vector` aligned to `storage_alignment` (64 bytes) when
+/// `N == dynamic`. Converts to `std::span<T, N>`.
 template <class T, std::size_t N = dynamic>
 class Vector {
   static_assert(real<T>, "attn::Vector holds float, double or long double");
-  using storage_type = std::conditional_t<N == dynamic, std::vector<T>, std::array<T, N>>;
+  using storage_type =
+      std::conditional_t<N == dynamic, std::vector<T, aligned_allocator<T>>, std::array<T, N>>;
   storage_type data_{};
 
 public:
