@@ -23,8 +23,8 @@ void apply_shapes(benchmark::internal::Benchmark* b) { bench::apply_pairs(b, sha
 template <class T>
 struct problem {
   std::size_t t, n;
-  const std::vector<T>& Q;
-  const std::vector<T>& H;
+  const bench::buffer<T>& Q;
+  const bench::buffer<T>& H;
   explicit problem(const benchmark::State& state)
       : t(static_cast<std::size_t>(state.range(0))),
         n(static_cast<std::size_t>(state.range(1))),
@@ -55,7 +55,7 @@ template <class T>
 void align_naive(benchmark::State& state) {
   const problem<T> p(state);
   const std::size_t t = p.t, n = p.n;
-  std::vector<T> S(t * n), A(t * n), C(t * dim);
+  bench::buffer<T> S(t * n), A(t * n), C(t * dim);
   for (auto _ : state) {
     bench::touch(p.H.data());
     for (std::size_t r = 0; r < t; ++r) {

@@ -31,8 +31,8 @@ void apply_large(benchmark::internal::Benchmark* b) {
 template <class T>
 struct problem {
   std::size_t n, d;
-  const std::vector<T>& H;
-  const std::vector<T>& q;
+  const bench::buffer<T>& H;
+  const bench::buffer<T>& q;
   explicit problem(const benchmark::State& state)
       : n(static_cast<std::size_t>(state.range(0))),
         d(static_cast<std::size_t>(state.range(1))),
@@ -50,7 +50,7 @@ template <class T>
 void attend_attn(benchmark::State& state) {
   const problem<T> p(state);
   const attn::MatrixView<const T> H(p.H.data(), p.n, p.d);
-  std::vector<T> s(p.n), w(p.n), c(p.d);
+  bench::buffer<T> s(p.n), w(p.n), c(p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
     attn::attend(p.q, H, attn::dot, s, w, c);
@@ -63,7 +63,7 @@ template <class T>
 void attend_naive(benchmark::State& state) {
   const problem<T> p(state);
   const std::size_t n = p.n, d = p.d;
-  std::vector<T> s(n), w(n), c(d);
+  bench::buffer<T> s(n), w(n), c(d);
   for (auto _ : state) {
     bench::touch(p.H.data());
     bench::naive_attend(p.H.data(), p.q.data(), n, d, s.data(), w.data(), c.data());

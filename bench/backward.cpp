@@ -29,9 +29,9 @@ void apply_shapes(benchmark::internal::Benchmark* b) { bench::apply_pairs(b, sha
 template <class T>
 struct problem {
   std::size_t n, d;
-  const std::vector<T>& H;
-  const std::vector<T>& q;
-  const std::vector<T>& g;
+  const bench::buffer<T>& H;
+  const bench::buffer<T>& q;
+  const bench::buffer<T>& g;
   explicit problem(const benchmark::State& state)
       : n(static_cast<std::size_t>(state.range(0))),
         d(static_cast<std::size_t>(state.range(1))),
@@ -49,7 +49,7 @@ void finish(benchmark::State& state, std::size_t n, std::size_t d) {
 template <class T>
 void backward_attn(benchmark::State& state) {
   const problem<T> p(state);
-  std::vector<T> gs(p.n), gq(p.d);
+  bench::buffer<T> gs(p.n), gq(p.d);
   attn::Matrix<T> gn(p.n, p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
@@ -64,7 +64,7 @@ void backward_attn(benchmark::State& state) {
 template <class T>
 void backward_attn_weights(benchmark::State& state) {
   const problem<T> p(state);
-  std::vector<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
+  bench::buffer<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
   attn::attend(p.q, p.notes(), attn::dot, s, w, c);
   attn::Matrix<T> gn(p.n, p.d);
   for (auto _ : state) {
@@ -82,7 +82,7 @@ void backward_attn_weights(benchmark::State& state) {
 template <class T>
 void backward_attn_forward(benchmark::State& state) {
   const problem<T> p(state);
-  std::vector<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
+  bench::buffer<T> s(p.n), w(p.n), c(p.d), gs(p.n), gq(p.d);
   attn::attend(p.q, p.notes(), attn::dot, s, w, c);
   for (const T x : w)
     if (x > T(0.5)) {
@@ -101,7 +101,7 @@ void backward_attn_forward(benchmark::State& state) {
 template <class T>
 void backward_forward(benchmark::State& state) {
   const problem<T> p(state);
-  std::vector<T> s(p.n), w(p.n), c(p.d);
+  bench::buffer<T> s(p.n), w(p.n), c(p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
     attn::attend(p.q, p.notes(), attn::dot, s, w, c);
@@ -116,7 +116,7 @@ template <class T>
 void backward_naive(benchmark::State& state) {
   const problem<T> p(state);
   const std::size_t n = p.n, d = p.d;
-  std::vector<T> s(n), a(n), c(d), gs(n), gq(d), gn(n * d);
+  bench::buffer<T> s(n), a(n), c(d), gs(n), gq(d), gn(n * d);
   for (auto _ : state) {
     bench::touch(p.H.data());
     const T* H = p.H.data();
@@ -188,7 +188,7 @@ template <class T>
 void jacobian_query_fma_ref(benchmark::State& state) {
   const problem<T> p(state);
   const std::size_t n = p.n, d = p.d;
-  std::vector<T> J(d * d);
+  bench::buffer<T> J(d * d);
   for (auto _ : state) {
     bench::touch(p.H.data());
     const T* H = p.H.data();

@@ -9,6 +9,7 @@
 /// type and size: `attn` is the library, `naive` a plain std::exp loop written here, `eigen`
 /// Eigen 3.4 (only when ATTN_BENCH_HAVE_EIGEN is defined), `readonce` the memory floor.
 
+#include <attn/allocator.hpp>
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -47,15 +48,23 @@ public:
   }
 };
 
+/// The benchmarks' buffers, inputs (from `data`) and outputs alike: 64-byte aligned, as attn's
+/// own dynamic Vector and Matrix (and PyTorch's and Eigen's allocations) are. With malloc's
+/// 16 bytes the start moves between processes and builds: rows at 64-byte strides then split
+/// every (AVX-512) or every other (AVX2) vector load across two cache lines, the same kernel
+/// takes up to 1.4x the time, attn's and Eigen's alike, and the ratios drifted with it.
+template <class T>
+using buffer = std::vector<T, attn::aligned_allocator<T>>;
+
 /// n numbers uniform in [lo, hi), the same every time for the same arguments; built once and
 /// kept for the life of the process.
 template <class T>
-const std::vector<T>& data(std::size_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
-  static std::map<std::tuple<std::size_t, std::uint64_t, double, double>, std::vector<T>> cache;
+const buffer<T>& data(std::size_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
+  static std::map<std::tuple<std::size_t, std::uint64_t, double, double>, buffer<T>> cache;
   const auto key = std::make_tuple(n, seed, lo, hi);
   auto it = cache.find(key);
   if (it == cache.end()) {
-    std::vector<T> v(n);
+    buffer<T> v(n);
     rng g(seed);
     for (auto& x : v) x = static_cast<T>(g.uniform(lo, hi));
     it = cache.emplace(key, std::move(v)).first;

@@ -35,8 +35,8 @@ void finish(benchmark::State& state) {
 template <class T>
 void exp_attn(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
-  std::vector<T> y(n);
+  const bench::buffer<T>& x = bench::data<T>(n, 7, -20, 20);
+  bench::buffer<T> y(n);
   for (auto _ : state) {
     bench::touch(x.data());
     attn::detail::exp_array(x.data(), y.data(), n);
@@ -50,8 +50,8 @@ void exp_attn(benchmark::State& state) {
 template <class T>
 void exp_scalar(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
-  std::vector<T> y(n);
+  const bench::buffer<T>& x = bench::data<T>(n, 7, -20, 20);
+  bench::buffer<T> y(n);
   for (auto _ : state) {
     bench::touch(x.data());
     for (std::size_t i = 0; i < n; ++i) y[i] = attn::detail::exp(x[i]);
@@ -63,8 +63,8 @@ void exp_scalar(benchmark::State& state) {
 template <class T>
 void exp_naive(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
-  std::vector<T> y(n);
+  const bench::buffer<T>& x = bench::data<T>(n, 7, -20, 20);
+  bench::buffer<T> y(n);
   for (auto _ : state) {
     bench::touch(x.data());
     for (std::size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
@@ -101,8 +101,8 @@ void exp_glibc(benchmark::State& state) {
   using V = std::conditional_t<sizeof(T) == 4, mvec_f, mvec_d>;
   constexpr std::size_t L = mvec_bytes / sizeof(T);
   const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
-  std::vector<T> y(n);
+  const bench::buffer<T>& x = bench::data<T>(n, 7, -20, 20);
+  bench::buffer<T> y(n);
   for (auto _ : state) {
     bench::touch(x.data());
     for (std::size_t i = 0; i + L <= n; i += L) {
@@ -122,8 +122,8 @@ template <class T>
 void exp_eigen(benchmark::State& state) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
   const auto n = static_cast<std::size_t>(state.range(0));
-  const std::vector<T>& x = bench::data<T>(n, 7, -20, 20);
-  std::vector<T> y(n);
+  const bench::buffer<T>& x = bench::data<T>(n, 7, -20, 20);
+  bench::buffer<T> y(n);
   for (auto _ : state) {
     bench::touch(x.data());
     Eigen::Map<Array>(y.data(), static_cast<Eigen::Index>(n)) =

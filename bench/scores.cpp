@@ -19,12 +19,12 @@ constexpr std::size_t n_notes = 1024, dim = 64, hidden = 64;
 
 template <class T>
 struct problem {
-  const std::vector<T>& H = bench::data<T>(n_notes * dim, 31);
-  const std::vector<T>& q = bench::data<T>(dim, 32);
-  const std::vector<T>& W = bench::data<T>(dim * dim, 33, -0.2, 0.2);
-  const std::vector<T>& W1 = bench::data<T>(hidden * dim, 34, -0.2, 0.2);
-  const std::vector<T>& W2 = bench::data<T>(hidden * dim, 35, -0.2, 0.2);
-  const std::vector<T>& v = bench::data<T>(hidden, 36);
+  const bench::buffer<T>& H = bench::data<T>(n_notes * dim, 31);
+  const bench::buffer<T>& q = bench::data<T>(dim, 32);
+  const bench::buffer<T>& W = bench::data<T>(dim * dim, 33, -0.2, 0.2);
+  const bench::buffer<T>& W1 = bench::data<T>(hidden * dim, 34, -0.2, 0.2);
+  const bench::buffer<T>& W2 = bench::data<T>(hidden * dim, 35, -0.2, 0.2);
+  const bench::buffer<T>& v = bench::data<T>(hidden, 36);
   [[nodiscard]] attn::MatrixView<const T> notes() const { return {H.data(), n_notes, dim}; }
 };
 
@@ -38,7 +38,7 @@ enum class which { dot, scaled_dot, general, additive };
 template <class T, which W>
 void scores_attn(benchmark::State& state) {
   const problem<T> p;
-  std::vector<T> out(n_notes);
+  bench::buffer<T> out(n_notes);
   const std::span<const T> q(p.q);
   const attn::MatrixView<const T> Wm(p.W.data(), dim, dim), W1(p.W1.data(), hidden, dim),
       W2(p.W2.data(), hidden, dim);
@@ -58,7 +58,7 @@ void scores_attn(benchmark::State& state) {
 template <class T, which W>
 void scores_naive(benchmark::State& state) {
   const problem<T> p;
-  std::vector<T> out(n_notes);
+  bench::buffer<T> out(n_notes);
   const T f = T(1) / std::sqrt(static_cast<T>(dim));
   for (auto _ : state) {
     bench::touch(p.H.data());

@@ -20,7 +20,7 @@ void apply_sizes(benchmark::internal::Benchmark* b) {
 }
 
 template <class T>
-void setup(benchmark::State& state, const std::vector<T>*& x, std::vector<T>& out) {
+void setup(benchmark::State& state, const bench::buffer<T>*& x, bench::buffer<T>& out) {
   const auto n = static_cast<std::size_t>(state.range(0));
   x = &bench::data<T>(n, 1, -10, 10);
   out.assign(n, T(0));
@@ -35,8 +35,8 @@ void finish(benchmark::State& state) {
 /// The library: stable (max-shifted) softmax, masks and policies included.
 template <class T>
 void softmax_attn(benchmark::State& state) {
-  const std::vector<T>* x = nullptr;
-  std::vector<T> out;
+  const bench::buffer<T>* x = nullptr;
+  bench::buffer<T> out;
   setup(state, x, out);
   for (auto _ : state) {
     bench::touch(x->data());
@@ -49,8 +49,8 @@ void softmax_attn(benchmark::State& state) {
 /// What one writes first: max, then std::exp and sum, then divide.
 template <class T>
 void softmax_naive(benchmark::State& state) {
-  const std::vector<T>* x = nullptr;
-  std::vector<T> out;
+  const bench::buffer<T>* x = nullptr;
+  bench::buffer<T> out;
   setup(state, x, out);
   const std::size_t n = out.size();
   for (auto _ : state) {
@@ -71,8 +71,8 @@ void softmax_naive(benchmark::State& state) {
 template <class T>
 void softmax_eigen(benchmark::State& state) {
   using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
-  const std::vector<T>* x = nullptr;
-  std::vector<T> out;
+  const bench::buffer<T>* x = nullptr;
+  bench::buffer<T> out;
   setup(state, x, out);
   const auto n = static_cast<Eigen::Index>(out.size());
   for (auto _ : state) {
