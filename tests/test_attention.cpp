@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstddef>
+#include <span>
 #include <limits>
 #include <random>
 #include <vector>
@@ -569,4 +571,47 @@ TEST_CASE("Long notes: the one-pass kernel prefetches ahead, and the numbers do 
   check_prefetching_kernels<double>(rng);
   check_long_attend(false, rng);
   check_long_attend(true, rng);
+}
+
+namespace {
+// The same query and notes (n × d, row stride d) copied to `lanes` different starting points:
+// one on a 64-byte line, then one number further each time. attend (the one-pass kernel from 32
+// notes on, two passes below), its scaled-dot scores and softmax give the bits of the aligned copy.
+template <class T>
+void check_alignment_independence(std::size_t n, std::size_t d, std::mt19937_64& rng) {
+  constexpr std::size_t lanes = attn::storage_alignment / sizeof(T);
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<T> q0(d), h0(n * d);
+  for (T& x : q0) x = static_cast<T>(normal(rng));
+  for (T& x : h0) x = static_cast<T>(normal(rng));
+  std::vector<T, attn::aligned_allocator<T>> qbuf(d + lanes), hbuf(n * d + lanes);
+  std::vector<T> s0(n), w0(n), c0(d), e0(n);
+  std::vector<T> s(n), w(n), c(d), e(n);
+  for (std::size_t off = 0; off < lanes; ++off) {
+    std::copy(q0.begin(), q0.end(), qbuf.begin() + static_cast<std::ptrdiff_t>(off));
+    std::copy(h0.begin(), h0.end(), hbuf.begin() + static_cast<std::ptrdiff_t>(off));
+    const std::span<const T> q(qbuf.data() + off, d);
+    const attn::MatrixView<const T> H(hbuf.data() + off, n, d);
+    std::vector<T>& so = off == 0 ? s0 : s;
+    std::vector<T>& wo = off == 0 ? w0 : w;
+    std::vector<T>& co = off == 0 ? c0 : c;
+    std::vector<T>& eo = off == 0 ? e0 : e;
+    attn::attend(q, H, attn::scaled_dot, so, wo, co);
+    attn::softmax(so, eo, {.beta = 3});
+    if (off == 0) continue;
+    INFO("n = " << n << ", d = " << d << ", offset " << off << " numbers from a 64-byte line");
+    REQUIRE(s == s0);  // (finite numbers: == is equality of the bits, bar the sign of a zero)
+    REQUIRE(w == w0);
+    REQUIRE(e == e0);
+    REQUIRE(c == c0);
+  }
+}
+}  // namespace
+
+TEST_CASE("Results do not depend on where the numbers lie in memory", "[attention][alignment]") {
+  std::mt19937_64 rng(64);
+  for (const auto& [n, d] : std::vector<std::array<std::size_t, 2>>{{5, 3}, {31, 16}, {64, 64}, {100, 67}, {200, 128}}) {
+    check_alignment_independence<float>(n, d, rng);
+    check_alignment_independence<double>(n, d, rng);
+  }
 }
