@@ -585,20 +585,22 @@ void check_alignment_independence(std::size_t n, std::size_t d, std::mt19937_64&
   for (T& x : q0) x = static_cast<T>(normal(rng));
   for (T& x : h0) x = static_cast<T>(normal(rng));
   std::vector<T, attn::aligned_allocator<T>> qbuf(d + lanes), hbuf(n * d + lanes);
-  std::vector<T> s0(n), w0(n), c0(d), e0(n);
-  std::vector<T> s(n), w(n), c(d), e(n);
+  std::vector<T> s(n), w(n), c(d), e(n);  // at this offset
+  std::vector<T> s0, w0, c0, e0;           // at offset 0
   for (std::size_t off = 0; off < lanes; ++off) {
     std::copy(q0.begin(), q0.end(), qbuf.begin() + static_cast<std::ptrdiff_t>(off));
     std::copy(h0.begin(), h0.end(), hbuf.begin() + static_cast<std::ptrdiff_t>(off));
     const std::span<const T> q(qbuf.data() + off, d);
     const attn::MatrixView<const T> H(hbuf.data() + off, n, d);
-    std::vector<T>& so = off == 0 ? s0 : s;
-    std::vector<T>& wo = off == 0 ? w0 : w;
-    std::vector<T>& co = off == 0 ? c0 : c;
-    std::vector<T>& eo = off == 0 ? e0 : e;
-    attn::attend(q, H, attn::scaled_dot, so, wo, co);
-    attn::softmax(so, eo, {.beta = 3});
-    if (off == 0) continue;
+    attn::attend(q, H, attn::scaled_dot, s, w, c);
+    attn::softmax(s, e, {.beta = 3});
+    if (off == 0) {
+      s0 = s;
+      w0 = w;
+      c0 = c;
+      e0 = e;
+      continue;
+    }
     INFO("n = " << n << ", d = " << d << ", offset " << off << " numbers from a 64-byte line");
     REQUIRE(s == s0);  // (finite numbers: == is equality of the bits, bar the sign of a zero)
     REQUIRE(w == w0);

@@ -20,36 +20,18 @@
 #endif
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <math.h>  // ::exp, ::expl: the references, called through pointers (see below)
 #include <random>
-#include <thread>
 #include <vector>
 
-// The scan of every float takes a few seconds optimized, but minutes unoptimized or under a
-// sanitizer: there it checks every 61st block of 4096 bit patterns instead.
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                         \
-    __has_feature(thread_sanitizer)
-#define ATTN_EXP_TEST_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ATTN_EXP_TEST_SANITIZED 1
-#endif
-#if (defined(__OPTIMIZE__) || (defined(_MSC_VER) && defined(NDEBUG))) &&                           \
-    !defined(ATTN_EXP_TEST_SANITIZED)
-#define ATTN_EXP_TEST_EVERY_FLOAT 1
-#else
-#define ATTN_EXP_TEST_EVERY_FLOAT 0
-#endif
+#include "float_scan.hpp"
+
 
 namespace {
 
@@ -175,6 +157,7 @@ struct float_scan {
   std::uint64_t failures = 0;
   std::uint32_t first_failure = 0;
   std::uint64_t checked = 0;
+  void merge(const float_scan& s) { attn_test::merge_worst(*this, s); }
 };
 
 constexpr std::size_t block = 4096;
@@ -336,32 +319,10 @@ TEST_CASE("exp fast-math: this file is compiled with -ffast-math", "[exp][fastma
 }
 
 TEST_CASE("exp fast-math: every float within 8 ulp, specials exact", "[exp][fastmath]") {
-#if ATTN_EXP_TEST_EVERY_FLOAT
-  constexpr std::uint64_t spread = 1;
-#else
-  constexpr std::uint64_t spread = 61;
-#endif
+  constexpr std::uint64_t spread = attn_test::every_float_spread;
   const bool ftz = flushes_to_zero();
-  constexpr std::uint64_t n_threads = 2;
-  std::array<float_scan, n_threads> scans{};
-  std::vector<std::thread> threads;
-  for (std::uint64_t t = 0; t < n_threads; ++t)
-    threads.emplace_back(scan_floats, t * spread, n_threads * spread, ftz, std::ref(scans[t]));
-  for (auto& th : threads) th.join();
-  float_scan all;
-  for (const auto& s : scans) {
-    if (s.max_err > all.max_err) {
-      all.max_err = s.max_err;
-      all.worst = s.worst;
-    }
-    if (s.failures != 0 && (all.failures == 0 || s.first_failure < all.first_failure))
-      all.first_failure = s.first_failure;
-    all.failures += s.failures;
-    all.checked += s.checked;
-  }
-  INFO("flush to zero: " << ftz << "; max error " << all.max_err << " ulp at bits 0x" << std::hex
-                         << all.worst << "; " << std::dec << all.failures
-                         << " failures, the first at bits 0x" << std::hex << all.first_failure);
+  const float_scan all = attn_test::scan_on_two_threads<float_scan>(scan_floats, spread, ftz);
+  INFO("flush to zero: " << ftz << "; " << attn_test::scan_summary(all));
   constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
   CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
   CHECK(all.failures == 0);
