@@ -466,19 +466,47 @@ namespace {
 // The kernels that prefetch the rows ahead (dot_rows_prefetching, add_weighted_rows_prefetching)
 // against dot_rows and add_weighted_rows: a prefetch is a hint, so the numbers are the same to
 // the bit, for every row count around the groups of 4 and 8 and row lengths with and without a
-// vector tail.
+// vector tail. And dot_rows and dot_rows2, whose horizontal sums are shared between rows,
+// against dot one row at a time: each row in dot's order, so the same bits.
 template <class T>
-void check_prefetching_kernels(std::mt19937_64& rng) {
+void check_row_kernels(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1, 1);
   for (const std::size_t d : {1u, 5u, 16u, 37u, 64u, 130u}) {
     const std::size_t stride = d + 3, rows_max = 21;
-    std::vector<T> H(2 * rows_max * stride), q(d), w(rows_max);
-    for (auto* v : {&H, &q, &w})
+    std::vector<T> H(2 * rows_max * stride), q(d), q2(d), w(rows_max);
+    for (auto* v : {&H, &q, &q2, &w})
       for (auto& x : *v) x = static_cast<T>(u(rng));
     for (std::size_t n = 1; n <= rows_max; ++n) {
       const T* ahead = H.data() + n * stride;  // the n rows after the first n
       std::vector<T> plain(n), fetched(n, T(7));
       attn::detail::dot_rows(q.data(), H.data(), stride, n, d, plain.data());
+      std::vector<T> by_row(n), by_row2(n);
+      for (std::size_t j = 0; j < n; ++j) {
+        by_row[j] = attn::detail::dot(q.data(), H.data() + j * stride, d);
+        by_row2[j] = attn::detail::dot(q2.data(), H.data() + j * stride, d);
+      }
+      INFO("d=" << d << " n=" << n);
+      REQUIRE(plain == by_row);
+      std::vector<T> pair(n, T(7)), pair2(n, T(7));
+      attn::detail::dot_rows2(q.data(), q2.data(), H.data(), stride, n, d, pair.data(), pair2.data());
+      if (!attn_test::fma_contracted()) {
+        REQUIRE(pair == by_row);
+        REQUIRE(pair2 == by_row2);
+      } else {
+        // The same order, but the compiler fuses the tail's products where it chooses in each
+        // function (it does differently in dot_rows2's two chains): each evaluation is within
+        // γ_d·Σ_i|a_i h_ji| of the exact sum, so two differ by at most 2γ_d·Σ ≤ (d + 1)·ε·Σ.
+        for (std::size_t j = 0; j < n; ++j) {
+          double mag = 0, mag2 = 0;
+          for (std::size_t i = 0; i < d; ++i) {
+            mag += std::abs(static_cast<double>(q[i]) * H[j * stride + i]);
+            mag2 += std::abs(static_cast<double>(q2[i]) * H[j * stride + i]);
+          }
+          const double tol = (d + 1.0) * std::numeric_limits<T>::epsilon();
+          REQUIRE(std::abs(static_cast<double>(pair[j]) - by_row[j]) <= tol * mag);
+          REQUIRE(std::abs(static_cast<double>(pair2[j]) - by_row2[j]) <= tol * mag2);
+        }
+      }
       using attn::detail::prefetch_lines;
       for (const auto lines : {prefetch_lines::all, prefetch_lines::every_other}) {
         attn::detail::dot_rows_prefetching(q.data(), H.data(), stride, n, d, fetched.data(), ahead,
@@ -567,8 +595,8 @@ void check_long_attend(bool separate_values, std::mt19937_64& rng) {
 TEST_CASE("Long notes: the one-pass kernel prefetches ahead, and the numbers do not change",
           "[attention][long]") {
   std::mt19937_64 rng(77);
-  check_prefetching_kernels<float>(rng);
-  check_prefetching_kernels<double>(rng);
+  check_row_kernels<float>(rng);
+  check_row_kernels<double>(rng);
   check_long_attend(false, rng);
   check_long_attend(true, rng);
 }

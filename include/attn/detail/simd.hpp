@@ -152,6 +152,20 @@ template <class T, std::size_t W, std::size_t G>
   return fold_impl<T, W, G>(x, x, std::make_index_sequence<W / 2>{});
 }
 
+template <class T, std::size_t W, std::size_t G, std::size_t... K>
+[[gnu::always_inline]] inline vec<T, W> fold_rows_impl(vec<T, W> x, std::index_sequence<K...>) noexcept {
+  return x + __builtin_shufflevector(x, x, static_cast<int>(K ^ (G / 2))...);
+}
+
+/// One level of the tree within each row of G lanes of x, in place: lane k of a row becomes
+/// lane k + lane k + G/2 for k < G/2 (fold's numbers; the lanes past G/2 hold the same sums).
+/// The lanes are swapped within rows, which for rows of up to 16 bytes stay within 128-bit
+/// lanes: an in-lane shuffle, one cycle where one across lanes takes three or four.
+template <class T, std::size_t W, std::size_t G>
+[[gnu::always_inline]] inline vec<T, W> fold_rows(vec<T, W> x) noexcept {
+  return fold_rows_impl<T, W, G>(x, std::make_index_sequence<W>{});
+}
+
 /// Σ of the W lanes of v in reduce<W>'s order: add the upper half to the lower, repeat.
 template <class T, std::size_t W>
 [[gnu::always_inline]] inline T hsum(vec<T, W> v) noexcept {
@@ -180,11 +194,13 @@ template <class T, std::size_t W>
     if constexpr (W == 4) {
       std::memcpy(out, &u, 4 * sizeof(T));
     } else if constexpr (W == 8) {
-      const vec<T, 4> r = fold<T, 8, 2>(u);
+      const vec<T, W> t = fold_rows<T, W, 2>(u);
+      const vec<T, 4> r = __builtin_shufflevector(t, t, 0, 2, 4, 6);
       std::memcpy(out, &r, 4 * sizeof(T));
     } else {
       static_assert(W == 16, "hsum4: 4, 8 or 16 lanes");
-      const vec<T, 4> r = fold<T, 8, 2>(fold<T, 16, 4>(u));
+      const vec<T, W> t = fold_rows<T, W, 2>(fold_rows<T, W, 4>(u));
+      const vec<T, 4> r = __builtin_shufflevector(t, t, 0, 4, 8, 12);
       std::memcpy(out, &r, 4 * sizeof(T));
     }
   }
