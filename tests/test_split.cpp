@@ -11,17 +11,11 @@
 #include "attn_catch.hpp"
 
 using attn::Matrix;
-using attn::MatrixView;
 using attn::Vector;
 
 namespace {
 template <class T>
 constexpr T eps = std::numeric_limits<T>::epsilon();
-
-template <class T>
-MatrixView<const T> rows(const Matrix<T>& m, std::size_t begin, std::size_t end) {
-  return MatrixView<const T>(m.data() + begin * m.cols(), end - begin, m.cols(), m.cols());
-}
 
 template <class T>
 Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng, double scale = 1) {
@@ -43,7 +37,8 @@ attn::partial_attention<T> split_left(std::span<const T> q, const Matrix<T>& key
   ends.push_back(keys.rows());
   for (std::size_t end : ends) {
     opt.mask = mask.empty() ? mask : mask.subspan(begin, end - begin);
-    auto p = attn::attend_partial(q, rows(keys, begin, end), rows(values, begin, end), score, opt);
+    auto p = attn::attend_partial(q, keys.subrows(begin, end - begin),
+                                  values.subrows(begin, end - begin), score, opt);
     if (first) {
       acc = p;
       first = false;
@@ -66,7 +61,8 @@ attn::partial_attention<T> split_tree(std::span<const T> q, const Matrix<T>& key
   ends.push_back(keys.rows());
   for (std::size_t end : ends) {
     opt.mask = mask.empty() ? mask : mask.subspan(begin, end - begin);
-    parts.push_back(attn::attend_partial(q, rows(keys, begin, end), rows(values, begin, end), score, opt));
+    parts.push_back(attn::attend_partial(q, keys.subrows(begin, end - begin),
+                                         values.subrows(begin, end - begin), score, opt));
     begin = end;
   }
   while (parts.size() > 1) {
@@ -146,11 +142,13 @@ TEST_CASE("Split attention: masks, chunks with nothing kept, and empty chunks", 
 
   SECTION("a chunk that is entirely masked is the identity of merge") {
     const std::span<const bool> all(mask);
-    const auto p = attn::attend_partial(qs, rows(notes, 50, 120), attn::dot, {.mask = all.subspan(50, 70)});
+    const auto p =
+        attn::attend_partial(qs, notes.subrows(50, 70), attn::dot, {.mask = all.subspan(50, 70)});
     REQUIRE(p.max == -std::numeric_limits<T>::infinity());
     REQUIRE(p.sum == 0.0);
     for (T x : p.context) REQUIRE(x == 0.0);
-    const auto rest = attn::attend_partial(qs, rows(notes, 0, 50), attn::dot, {.mask = all.subspan(0, 50)});
+    const auto rest =
+        attn::attend_partial(qs, notes.subrows(0, 50), attn::dot, {.mask = all.subspan(0, 50)});
     const auto merged = attn::merge(p, rest);
     REQUIRE(merged.max == rest.max);
     REQUIRE(merged.sum == rest.sum);
@@ -187,8 +185,8 @@ TEST_CASE("Split attention: every note masked follows the policy", "[split][mask
     attn::options first = opt, second = opt;
     first.mask = m.subspan(0, 1);
     second.mask = m.subspan(1, 3);
-    const auto a = attn::attend_partial(q, rows(notes, 0, 1), attn::dot, first);
-    const auto b = attn::attend_partial(q, rows(notes, 1, 4), attn::dot, second);
+    const auto a = attn::attend_partial(q, notes.subrows(0, 1), attn::dot, first);
+    const auto b = attn::attend_partial(q, notes.subrows(1, 3), attn::dot, second);
     const auto c = attn::finish(attn::merge(a, b), opt);
     for (std::size_t i = 0; i < 2; ++i) {
       if (policy == all_masked_policy::nan) {
@@ -216,8 +214,8 @@ TEST_CASE("Split attention: +inf and NaN scores", "[split]") {
   const std::vector<double> q{1, 1e308};
   const auto one = attn::attend(q, keys, values, attn::dot);
   REQUIRE((one.context[0] == 5 && one.context[1] == 6));
-  const auto a = attn::attend_partial(q, rows(keys, 0, 2), rows(values, 0, 2), attn::dot);
-  const auto b = attn::attend_partial(q, rows(keys, 2, 5), rows(values, 2, 5), attn::dot);
+  const auto a = attn::attend_partial(q, keys.subrows(0, 2), values.subrows(0, 2), attn::dot);
+  const auto b = attn::attend_partial(q, keys.subrows(2, 3), values.subrows(2, 3), attn::dot);
   REQUIRE(a.max == inf);
   REQUIRE(a.sum == 1.0);
   const auto c = attn::finish(attn::merge(a, b));
@@ -229,8 +227,8 @@ TEST_CASE("Split attention: +inf and NaN scores", "[split]") {
   // a NaN score anywhere makes the row NaN
   const Matrix<double> with_nan{{1, 0}, {std::numeric_limits<double>::quiet_NaN(), 0}, {0, 1}};
   const std::vector<double> q2{1, 1};
-  const auto n1 = attn::attend_partial(q2, rows(with_nan, 0, 1), attn::dot);
-  const auto n2 = attn::attend_partial(q2, rows(with_nan, 1, 3), attn::dot);
+  const auto n1 = attn::attend_partial(q2, with_nan.subrows(0, 1), attn::dot);
+  const auto n2 = attn::attend_partial(q2, with_nan.subrows(1, 2), attn::dot);
   for (double x : attn::finish(attn::merge(n1, n2))) REQUIRE(std::isnan(x));
   for (double x : attn::attend(q2, with_nan, attn::dot).context) REQUIRE(std::isnan(x));
 }

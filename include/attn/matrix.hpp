@@ -109,6 +109,23 @@ public:
   [[nodiscard]] constexpr T& operator()(std::size_t i, std::size_t j) const noexcept {
     return data_[i * stride_ + j];
   }
+  /// Rows [first, first + count) as a view with the same columns and row stride, borrowing
+  /// the same numbers (as std::span::subspan; Eigen's middleRows): a chunk of notes, for
+  /// example, to read on a thread of its own with `attend_partial`. Throws dimension_error,
+  /// naming the rows, when they do not all lie within this view's.
+  [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first,
+                                                            std::size_t count) const {
+    if (first > rows() || count > rows() - first)
+      throw dimension_error("attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
+                            (count > std::numeric_limits<std::size_t>::max() - first
+                                 ? std::string("beyond SIZE_MAX")
+                                 : std::to_string(first + count)) +
+                            " (exclusive) are not within the " + std::to_string(rows()) + " rows");
+    // no rows: the view starts at data() (first · stride may point past the buffer's end,
+    // whose last row needs only cols() numbers)
+    return MatrixView<T, dynamic, C>(count == 0 ? data_ : data_ + first * stride_, count, cols(),
+                                     stride_);
+  }
 };
 
 /// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
@@ -207,6 +224,14 @@ public:
     return std::span<const T, C>(data() + i * cols(), cols());
   }
 
+  /// Rows [first, first + count) as a view (MatrixView::subrows; dimension_error outside).
+  [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first, std::size_t count) {
+    return view().subrows(first, count);
+  }
+  [[nodiscard]] constexpr MatrixView<const T, dynamic, C> subrows(std::size_t first,
+                                                                  std::size_t count) const {
+    return view().subrows(first, count);
+  }
   /// Borrows the matrix (packed rows).
   [[nodiscard]] constexpr MatrixView<T, R, C> view() noexcept {
     return MatrixView<T, R, C>(data(), rows(), cols(), typename MatrixView<T, R, C>::packed_by_construction{});
