@@ -1,11 +1,10 @@
 // The README's usage example, compiled and run: the lines between the markers below must
 // appear verbatim in README.md's code block (checked by the test case), so the two cannot drift.
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <filesystem>
 #include <string>
 
 #include "attn_catch.hpp"
+#include "doc_snippets.hpp"
 // Included before `main` is renamed, so the rename touches the example alone.
 #include <attn/attn.hpp>
 #include <cstdio>
@@ -45,15 +44,24 @@ int main() {
 
 TEST_CASE("The README's example compiles, runs and is quoted verbatim", "[readme]") {
   REQUIRE(readme_main() == 0);
+  REQUIRE(attn_test::quoted_in(__FILE__, "README.md", "// README:begin\n", "// README:end"));
+}
+
+TEST_CASE("The README's table names every public header", "[readme]") {
   const std::string here = __FILE__;
-  const std::string root = here.substr(0, here.rfind("tests"));
-  std::ifstream readme(root + "README.md");
-  REQUIRE(readme.good());
-  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
-  std::ifstream self(here);
-  const std::string source((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
-  const auto begin = source.find("// README:begin\n") + 16;
-  const auto end = source.find("// README:end");
-  const std::string snippet = source.substr(begin, end - begin);
-  REQUIRE(text.find(snippet) != std::string::npos);
+  const std::filesystem::path root = here.substr(0, here.rfind("tests"));
+  const std::string readme = attn_test::file_text((root / "README.md").string());
+  REQUIRE(!readme.empty());
+  std::size_t headers = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(root / "include" / "attn")) {
+    if (entry.path().extension() != ".hpp") continue;
+    ++headers;
+    const std::string name = "`attn/" + entry.path().filename().string() + "`";
+    INFO(name);
+    const auto at = readme.find(name);  // in the first column of a row of the table
+    const auto line = readme.rfind('\n', at == std::string::npos ? 0 : at) + 1;
+    CHECK((at != std::string::npos && readme.compare(line, 2, "| ") == 0 &&
+           readme.find(" |", line) > at));
+  }
+  REQUIRE(headers >= 12);
 }

@@ -4,10 +4,13 @@
 // construction; the test is what ThreadSanitizer (preset tsan) watches. It is its own
 // executable, attn_thread_tests, so that the tsan preset can build and run just this.
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
@@ -16,6 +19,7 @@
 
 #include "attn/attn.hpp"
 #include "attn_catch.hpp"
+#include "doc_snippets.hpp"
 
 namespace {
 
@@ -117,4 +121,64 @@ TEMPLATE_TEST_CASE("attend, align and backward from several threads on shared in
                    "[threads]", float, double) {
   SECTION("7 notes (two passes)") { require_same_results_from_threads<TestType>(7); }
   SECTION("100 notes (attend's one-pass path for dot and scaled_dot)") { require_same_results_from_threads<TestType>(100); }
+}
+
+// docs/attention.md's example: one query's notes read in chunks on threads, merged, finished.
+// The lines between the markers appear verbatim in docs/attention.md (checked below).
+// docs/attention.md:begin
+#include <attn/attn.hpp>
+#include <span>
+#include <thread>
+#include <vector>
+
+// The context of one query over the notes, read by `threads` (at least 1) threads, a chunk each.
+std::vector<float> attend_on_threads(std::span<const float> q, attn::MatrixView<const float> notes,
+                                     std::size_t threads) {
+  attn::dot.check(q.size(), notes.cols());  // here: a throw on a thread would end the program
+  std::vector<attn::partial_attention<float>> parts(threads);
+  {
+    std::vector<std::jthread> pool;
+    for (std::size_t t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const std::size_t first = notes.rows() * t / threads;
+        const std::size_t last = notes.rows() * (t + 1) / threads;
+        parts[t] = attn::attend_partial(q, notes.subrows(first, last - first), attn::dot);
+      });
+  }  // every thread has joined
+  for (std::size_t t = 1; t < threads; ++t) attn::merge_into(parts[0], parts[t]);
+  std::vector<float> context(notes.cols());
+  attn::finish(parts[0], context);
+  return context;
+}
+// docs/attention.md:end
+
+TEST_CASE("docs/attention.md: split attention on threads agrees with one pass",
+          "[threads][split][docs]") {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0, 1);
+  for (const std::size_t n : {5u, 1000u}) {
+    const std::size_t d = 64;
+    attn::Matrix<float> notes(n, d);
+    std::vector<float> q(d);
+    for (std::size_t i = 0; i < notes.size(); ++i)
+      notes.data()[i] = static_cast<float>(normal(rng));
+    for (float& x : q) x = static_cast<float>(normal(rng) * 0.3);
+    const auto one = attn::attend(q, notes, attn::dot);
+    float scale = 1;
+    for (std::size_t i = 0; i < notes.size(); ++i)
+      scale = std::max(scale, std::abs(notes.data()[i]));
+    // the bound of tests/test_split.cpp: both paths are within O(n)·ε of the exact context
+    const float tol =
+        static_cast<float>(4 * n + 16) * std::numeric_limits<float>::epsilon() * scale;
+    for (const std::size_t threads : {1u, 3u, 8u}) {  // 8 threads over 5 notes: empty chunks
+      const std::vector<float> c = attend_on_threads(q, notes, threads);
+      INFO("n=" << n << " threads=" << threads);
+      REQUIRE(c.size() == d);
+      for (std::size_t i = 0; i < d; ++i) REQUIRE(std::abs(c[i] - one.context[i]) <= tol);
+    }
+  }
+  const std::vector<float> wrong(3);
+  REQUIRE_THROWS_AS(attend_on_threads(wrong, attn::Matrix<float>(4, 2), 2), attn::dimension_error);
+  REQUIRE(attn_test::quoted_in(__FILE__, "docs/attention.md", "// docs/attention.md:begin\n",
+                               "// docs/attention.md:end"));
 }
