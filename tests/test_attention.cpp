@@ -502,7 +502,7 @@ void check_row_kernels(std::mt19937_64& rng) {
             mag += std::abs(static_cast<double>(q[i]) * H[j * stride + i]);
             mag2 += std::abs(static_cast<double>(q2[i]) * H[j * stride + i]);
           }
-          const double tol = (d + 1.0) * std::numeric_limits<T>::epsilon();
+          const double tol = static_cast<double>(d + 1) * std::numeric_limits<T>::epsilon();
           REQUIRE(std::abs(static_cast<double>(pair[j]) - by_row[j]) <= tol * mag);
           REQUIRE(std::abs(static_cast<double>(pair2[j]) - by_row2[j]) <= tol * mag2);
         }
