@@ -1,6 +1,7 @@
 // Derivatives: fixed sizes, size errors, E7, masked and all-masked rows, accuracy near
 // certainty, and the examples of docs/derivatives.md (the TEST_CASEs named "docs/derivatives.md: ...").
 #include "derivatives_suite.hpp"
+#include "doc_snippets.hpp"
 
 // ---------------------------------------------------------------------------------------------
 // Fixed sizes: fixed-size results, the same numbers as dynamic sizes, and the caller-buffer forms
@@ -481,6 +482,20 @@ TEST_CASE("backward_from_forward: a weight above 1/2 keeps its relative accuracy
 // ---------------------------------------------------------------------------------------------
 // docs/derivatives.md: each example there is one of these test cases, verbatim
 // ---------------------------------------------------------------------------------------------
+
+TEST_CASE("docs/derivatives.md: every example is the body of a test case here", "[derivatives][docs]") {
+  const std::string page = attn_test::file_text(attn_test::document_path(__FILE__, "docs/derivatives.md"));
+  const std::string self = attn_test::file_text(__FILE__);
+  REQUIRE(!page.empty());
+  std::size_t examples = 0;
+  for (const std::string& block : attn_test::code_blocks(page, "cpp", "  ")) {
+    if (block.find("// ...") != std::string::npos) continue;  // an excerpt of a longer type
+    ++examples;
+    INFO(block);
+    CHECK(self.find(block) != std::string::npos);
+  }
+  REQUIRE(examples >= 9);
+}
 
 TEST_CASE("docs/derivatives.md: the Jacobian of a note", "[derivatives][docs]") {
   // ∂c/∂h_j = α_j (I + β (h_j − c) g_jᵀ); for dot, g_j = q
