@@ -180,31 +180,39 @@ TEST_CASE("Dynamic Vector and Matrix storage starts on a cache line", "[types]")
   REQUIRE(reinterpret_cast<std::uintptr_t>(page.data()) % 256 == 0);
   // A size whose bytes overflow std::size_t is refused, not wrapped.
   attn::aligned_allocator<double> a;
-  REQUIRE_THROWS_AS(a.allocate(std::numeric_limits<std::size_t>::max() / 4), std::bad_array_new_length);
+  REQUIRE_THROWS_AS(a.allocate(std::numeric_limits<std::size_t>::max() / 4),
+                    std::bad_array_new_length);
 }
+
+namespace {
+/// The what() of the dimension_error f throws, or "no throw".
+template <class F>
+std::string what_thrown(F&& f) {
+  try {
+    f();
+  } catch (const attn::dimension_error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no throw");
+}
+}  // namespace
 
 TEST_CASE("Malformed views and shapes throw dimension_error naming the sizes", "[types][errors]") {
   std::vector<double> buf(12);
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const attn::dimension_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
+  auto has = [](const std::string& s, const char* part) {
+    return s.find(part) != std::string::npos;
   };
-  auto has = [](const std::string& s, const char* part) { return s.find(part) != std::string::npos; };
-  const std::string stride = message([&] { MatrixView<double>(buf.data(), 3, 4, 2); });
+  const std::string stride = what_thrown([&] { MatrixView<double>(buf.data(), 3, 4, 2); });
   CHECK(has(stride, "row stride 2 is smaller than the row length 4"));
-  const std::string null = message([] { MatrixView<double>(nullptr, 3, 4); });
+  const std::string null = what_thrown([] { MatrixView<double>(nullptr, 3, 4); });
   CHECK(has(null, "null data for a 3x4 matrix"));
-  const std::string rows = message([&] { MatrixView<double, 2, 4>(buf.data(), 3, 4); });
+  const std::string rows = what_thrown([&] { MatrixView<double, 2, 4>(buf.data(), 3, 4); });
   CHECK(has(rows, "rows is 3 but fixed rows is 2"));
-  const std::string ragged = message([] { Matrix<double>{{1, 2}, {3}}; });
+  const std::string ragged = what_thrown([] { Matrix<double>{{1, 2}, {3}}; });
   CHECK(has(ragged, "row length is 1 but first row length is 2"));
   const std::vector<double> a{1, 2, 3};
   const std::vector<double> b{1, 2, 3, 4};
-  const std::string dot = message([&] { (void)attn::dot(a, b); });
+  const std::string dot = what_thrown([&] { (void)attn::dot(a, b); });
   CHECK(dot == "attn::dot: query size is 3 but note size is 4");
   // An empty view with null data is fine: nothing will be read.
   REQUIRE_NOTHROW(MatrixView<double>(nullptr, 0, 4));
@@ -247,21 +255,13 @@ TEST_CASE("subrows: a chunk of rows borrows the same numbers", "[types]") {
   const Matrix<double, 2, 2> fixed{{1, 2}, {3, 4}};
   REQUIRE(fixed.subrows(1, 1)(0, 0) == 3);
 
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const attn::dimension_error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no throw");
-  };
-  CHECK(message([&] { (void)all.subrows(3, 3); }) ==
+  CHECK(what_thrown([&] { (void)all.subrows(3, 3); }) ==
         "attn::MatrixView::subrows: rows 3 to 6 (exclusive) are not within the 5 rows");
-  CHECK(message([&] { (void)all.subrows(6, 0); }) ==
+  CHECK(what_thrown([&] { (void)all.subrows(6, 0); }) ==
         "attn::MatrixView::subrows: rows 6 to 6 (exclusive) are not within the 5 rows");
   CHECK(
-      message([&] { (void)all.subrows(1, std::numeric_limits<std::size_t>::max()); }) ==
+      what_thrown([&] { (void)all.subrows(1, std::numeric_limits<std::size_t>::max()); }) ==
       "attn::MatrixView::subrows: rows 1 to beyond SIZE_MAX (exclusive) are not within the 5 rows");
-  CHECK(message([&] { (void)m.subrows(2, 3); }) ==
+  CHECK(what_thrown([&] { (void)m.subrows(2, 3); }) ==
         "attn::MatrixView::subrows: rows 2 to 5 (exclusive) are not within the 4 rows");
 }
