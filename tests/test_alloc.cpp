@@ -116,6 +116,31 @@ TEST_CASE("Caller buffers: dynamic attend and align allocate nothing", "[alloc]"
   REQUIRE(std::abs(sum - 1) < 1e-12);
 }
 
+TEST_CASE("Split attention into kept partial results allocates nothing once they are sized",
+          "[alloc][split]") {
+  const std::size_t count = 300, d = 64;
+  std::vector<float> notes(count * d), q(d), context(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<float>(i % 7) * 0.01f;
+  for (std::size_t i = 0; i < d; ++i) q[i] = static_cast<float>(i % 5) * 0.1f;
+  const attn::MatrixView<const float> H(notes.data(), count, d);
+  const attn::options uniform{.if_all_masked = attn::all_masked_policy::uniform};
+  attn::partial_attention<float> a, b;
+  attn::attend_partial(q, H.subrows(0, 100), attn::dot, a, uniform);  // sizes a and b
+  attn::attend_partial(q, H.subrows(100, 200), attn::dot, b, uniform);
+  const long n = count_allocations([&] {
+    for (int round = 0; round < 3; ++round) {  // chunk after chunk into the same two results
+      attn::attend_partial(q, H.subrows(0, 100), attn::dot, a, uniform);
+      attn::attend_partial(q, H.subrows(100, 200), H.subrows(100, 200), attn::scaled_dot, b,
+                           uniform);
+      attn::merge_into(a, b);
+      attn::finish(a, context);
+      attn::attend_partial(q, H.subrows(0, 150), attn::dot, a);
+    }
+  });
+  REQUIRE(n == 0);
+  REQUIRE(a.notes == 150);
+}
+
 TEST_CASE("Fixed-size Jacobians and backward allocate nothing", "[alloc]") {
   const attn::Vector<double, 3> q{0, 0.5, 2};
   const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};

@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
@@ -275,4 +277,74 @@ TEST_CASE("Split attention: sizes are checked", "[split][errors]") {
   REQUIRE_THROWS_AS(attn::merge_into(a, b), attn::dimension_error);
   std::vector<double> out(3);
   REQUIRE_THROWS_AS(attn::finish(a, out), attn::dimension_error);
+}
+
+namespace {
+// Every field of two partial results, bit for bit (NaN equal to NaN).
+template <class T, std::size_t D>
+bool same_partial(const attn::partial_attention<T, D>& a, const attn::partial_attention<T, D>& b) {
+  const auto same = [](T x, T y) { return std::memcmp(&x, &y, sizeof(T)) == 0; };
+  if (!same(a.max, b.max) || !same(a.sum, b.sum) || a.notes != b.notes ||
+      a.values_summed != b.values_summed || a.context.size() != b.context.size())
+    return false;
+  for (std::size_t i = 0; i < a.context.size(); ++i)
+    if (!same(a.context[i], b.context[i])) return false;
+  if (a.values_summed) {
+    if (a.values_sum.size() != b.values_sum.size()) return false;
+    for (std::size_t i = 0; i < a.values_sum.size(); ++i)
+      if (!same(a.values_sum[i], b.values_sum[i])) return false;
+  }
+  return true;
+}
+}  // namespace
+
+TEST_CASE("Split attention into a kept partial result: the returned one's bits, reused",
+          "[split]") {
+  std::mt19937_64 rng(41);
+  const std::size_t n = 200, dk = 8, dv = 5;
+  const auto keys = random_matrix<double>(n, dk, rng);
+  const auto values = random_matrix<double>(n, dv, rng);
+  const auto qm = random_matrix<double>(1, dk, rng, 0.5);
+  const std::span<const double> q(qm.data(), dk);
+  const auto mask = std::make_unique<bool[]>(n);
+  for (std::size_t j = 0; j < n; ++j) mask[j] = j % 3 != 1;
+  const std::span<const bool> all(mask.get(), n);
+
+  attn::partial_attention<double> part;  // sized by its first use, then reused
+  const std::vector<attn::options> runs{
+      {},
+      {.beta = 1.5, .mask = all.subspan(30, 120)},
+      {.mask = all.subspan(30, 120), .if_all_masked = attn::all_masked_policy::uniform},
+      {.beta = -0.5}};
+  for (const auto& opt : runs) {
+    const std::size_t first = opt.mask.empty() ? 0 : 30, count = opt.mask.empty() ? n : 120;
+    const auto K = keys.subrows(first, count), V = values.subrows(first, count);
+    const auto expect = attn::attend_partial(q, K, V, attn::dot, opt);
+    attn::attend_partial(q, K, V, attn::dot, part, opt);
+    REQUIRE(same_partial(part, expect));
+  }
+  // notes that are keys and values, and fixed sizes
+  const auto notes = random_matrix<double>(n, dk, rng);
+  attn::partial_attention<double> both;
+  attn::attend_partial(q, notes, attn::scaled_dot, both);
+  REQUIRE(same_partial(both, attn::attend_partial(q, notes, attn::scaled_dot)));
+  const Vector<float, 3> qf{0, 0.5f, 2};
+  const Matrix<float, 3, 3> I{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  attn::partial_attention<float, 3> fixed;
+  attn::attend_partial(qf, I, attn::dot, fixed);
+  REQUIRE(same_partial(fixed, attn::attend_partial(qf, I, attn::dot)));
+
+  // a throw leaves the kept result as it was, also when it would have been sized first
+  const auto before = part;
+  const std::vector<double> wrong(dk + 1);
+  REQUIRE_THROWS_AS(attn::attend_partial(wrong, keys, values, attn::dot, part),
+                    attn::dimension_error);
+  REQUIRE_THROWS_AS(attn::attend_partial(q, keys, keys, attn::dot, part,
+                                         {.beta = std::numeric_limits<double>::infinity()}),
+                    attn::domain_error);
+  REQUIRE_THROWS_AS(
+      attn::attend_partial(q, keys, values, attn::dot, part, {.mask = all.subspan(0, 3)}),
+      attn::dimension_error);
+  REQUIRE(same_partial(part, before));
+  REQUIRE(part.context.size() == dv);
 }

@@ -28,6 +28,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "attn/attention.hpp"
 #include "attn/detail/kernels.hpp"
@@ -104,18 +105,28 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
   sum = static_cast<T>(count);
 }
 
-/// One pass over a chunk into p (p.context and p.values_sum already sized d_v).
-template <real T, std::size_t D, class S>
-void attend_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                    MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
-                    const options& opt) {
+/// The checks of one pass over a chunk whose partial context has `context_size` numbers
+/// (dimension_error, domain_error for a non-finite β), before anything is written.
+template <real T, class S>
+void check_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                   MatrixView<const T> values, const S& score, std::size_t context_size,
+                   const options& opt) {
   score.check(q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
-  check_equal(where, "context size", p.context.size(), "columns of values", values.cols());
+  check_equal(where, "context size", context_size, "columns of values", values.cols());
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
       opt.beta == -std::numeric_limits<double>::infinity())
     throw domain_error(std::string(where) + ": sharpness beta must be finite");
+}
+
+/// One pass over a chunk into p (p.context sized d_v; p.values_sum is sized here under
+/// `uniform` if it is not already).
+template <real T, std::size_t D, class S>
+void attend_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                    MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
+                    const options& opt) {
+  check_partial(where, q, keys, values, score, p.context.size(), opt);
   const std::size_t dv = values.cols();
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
@@ -138,7 +149,8 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   p.notes = keys.rows();
   p.values_summed = opt.if_all_masked == all_masked_policy::uniform;
   if (p.values_summed) {
-    if constexpr (D == dynamic) p.values_sum = Vector<T>(dv);
+    if constexpr (D == dynamic)
+      if (p.values_sum.size() != dv) p.values_sum = Vector<T>(dv);
     for (std::size_t i = 0; i < dv; ++i) p.values_sum[i] = T(0);
     for (std::size_t j = 0; j < keys.rows(); ++j) axpy(T(1), values.row(j).data(), p.values_sum.data(), dv);
   }
@@ -176,6 +188,43 @@ template <vector_like Q, matrix_like N, class S>
                                                                          const S& score,
                                                                          const options& opt = {}) {
   return attend_partial(q, notes, notes, score, opt);
+}
+
+/// One pass over a chunk of notes (keys and values) into `part`, a partial result the caller
+/// keeps (one per thread, say, reused chunk after chunk): as attend_partial's result, to the
+/// bit. It allocates nothing when part.context already holds d_v numbers (and, under
+/// `uniform`, part.values_sum too); otherwise it sizes them first. Sizes that disagree throw
+/// dimension_error and a non-finite β domain_error, with `part` left untouched.
+template <vector_like Q, matrix_like K, matrix_like V, class S, real T, std::size_t D>
+  requires detail::attend_inputs<Q, K, V, S> && std::same_as<T, scalar_of<Q>> &&
+      compatible_extents<D, cols_of<V>>
+void attend_partial(const Q& q, const K& keys, const V& values, const S& score,
+                    partial_attention<T, D>& part, const options& opt = {}) {
+  const char* where = "attn::attend_partial";
+  const auto vv = as_view(values);
+  if constexpr (D == dynamic) {
+    const std::size_t d = vv.cols();
+    const bool size_context = part.context.size() != d;
+    const bool size_sum =
+        opt.if_all_masked == all_masked_policy::uniform && part.values_sum.size() != d;
+    if (size_context || size_sum) {  // checked, then allocated, then moved in: untouched on a throw
+      detail::check_partial(where, as_span(q), as_view(keys), vv, score, d, opt);
+      Vector<T> context = size_context ? Vector<T>(d) : Vector<T>();
+      Vector<T> values_sum = size_sum ? Vector<T>(d) : Vector<T>();
+      if (size_context) part.context = std::move(context);
+      if (size_sum) part.values_sum = std::move(values_sum);
+    }
+  }
+  detail::attend_partial<T>(where, as_span(q), as_view(keys), vv, score, part, opt);
+}
+
+/// One pass over a chunk of notes that are both keys and values, into `part` (see above).
+template <vector_like Q, matrix_like N, class S, real T, std::size_t D>
+  requires detail::attend_inputs<Q, N, N, S> && std::same_as<T, scalar_of<Q>> &&
+      compatible_extents<D, cols_of<N>>
+void attend_partial(const Q& q, const N& notes, const S& score, partial_attention<T, D>& part,
+                    const options& opt = {}) {
+  attend_partial(q, notes, notes, score, part, opt);
 }
 
 /// a ⊕= b: the partial result of a's notes and b's notes together. Sizes must agree
