@@ -7,6 +7,7 @@
 #include <span>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -644,4 +645,60 @@ TEST_CASE("Results do not depend on where the numbers lie in memory", "[attentio
     check_alignment_independence<float>(n, d, rng);
     check_alignment_independence<double>(n, d, rng);
   }
+}
+
+namespace {
+// attend's one-pass context against split attention's (attend_partial, then finish) over the
+// same notes: the same kernels, the same max, sum and undivided context, for a single block
+// (attend's short path, n ≤ 64) and for several (the block loop). In double the division is the
+// same too, so the bits agree; in float attend rounds 1/l from double where finish divides in
+// float, at most an ulp of 1/l apart: within 2ε·|c|. Builds that fuse multiply-adds may fuse
+// each path where they choose: there the numbers agree to rounding, γ_n + 2ε relative to Σ|v|.
+template <class T>
+void check_one_pass_against_split(std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0, 1);
+  for (const std::size_t n : {32u, 33u, 47u, 64u, 65u, 128u, 200u}) {
+    for (const std::size_t d : {3u, 16u, 64u}) {
+      for (const bool apart : {false, true}) {
+        Matrix<T> keys(n, d), values(n, d + 1);
+        std::vector<T> q(d);
+        for (std::size_t i = 0; i < keys.size(); ++i) keys.data()[i] = static_cast<T>(normal(rng));
+        for (std::size_t i = 0; i < values.size(); ++i)
+          values.data()[i] = static_cast<T>(normal(rng));
+        for (T& x : q) x = static_cast<T>(normal(rng) * 0.5);
+        const attn::MatrixView<const T> V =
+            apart ? attn::MatrixView<const T>(values) : attn::MatrixView<const T>(keys);
+        for (const double beta : {1.0, 0.7}) {
+          const attn::options opt{.beta = beta};
+          const auto one = attn::attend(q, keys, V, attn::scaled_dot, opt);
+          const auto split = attn::finish(attn::attend_partial(q, keys, V, attn::scaled_dot, opt));
+          INFO("n=" << n << " d=" << d << " apart=" << apart << " beta=" << beta);
+          REQUIRE(split.size() == one.context.size());
+          double mag = 0;
+          for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t i = 0; i < V.cols(); ++i)
+              mag = std::max(mag, std::abs(static_cast<double>(V(j, i))));
+          const double ulp = std::numeric_limits<T>::epsilon();
+          for (std::size_t i = 0; i < split.size(); ++i) {
+            const double a = one.context[i], b = split[i];
+            if (attn_test::fma_contracted()) {
+              REQUIRE(std::abs(a - b) <= (static_cast<double>(n + 2) * ulp) * mag);
+            } else if (std::is_same_v<T, double>) {
+              REQUIRE(one.context[i] == split[i]);
+            } else {
+              REQUIRE(std::abs(a - b) <= 2 * ulp * std::abs(b));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("attend's one-pass context is split attention's (one block and several)",
+          "[attention][split]") {
+  std::mt19937_64 rng(91);
+  check_one_pass_against_split<double>(rng);
+  check_one_pass_against_split<float>(rng);
 }
