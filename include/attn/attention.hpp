@@ -213,6 +213,28 @@ constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<cons
   return l == l;  // a kept NaN that the max left out made l NaN
 }
 
+/// online_pass for notes that make one block, without a mask and with nothing to prefetch,
+/// starting from m = −inf, l = 0 and c = 0: the same steps for that block and the same numbers
+/// (scores into `scores`, exps into `exps`, m, l, c), without the block loop's bookkeeping,
+/// which took clang 14 a tenth of a (64, 64) attend. False for a row online_pass would leave to
+/// the caller (a max that is ±inf or NaN, every score −inf, a NaN the max passed over).
+template <real T, class S>
+constexpr bool one_block_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                              MatrixView<const T> values, T beta, T* scores, T* c, T& m,
+                              sum_t<T>& l, T* exps) {
+  const std::size_t n = keys.rows();
+  block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all, scores);
+  const min_max<T> mm = scaled_min_max_of(scores, n, beta);
+  const T top = mm.max;
+  if (!(top < std::numeric_limits<T>::infinity() && top > -std::numeric_limits<T>::infinity()))
+    return false;
+  m = top;
+  l = static_cast<sum_t<T>>(exp_shifted_sum_of(
+      scores, exps, n, beta, top, static_cast<const bool*>(nullptr), exps_in_range(mm.min, top)));
+  add_weighted_rows(exps, values.data(), values.row_stride(), n, values.cols(), c);
+  return l == l;
+}
+
 /// attend in one pass over the notes (online softmax); false when it leaves the row to the
 /// two-pass path: nothing kept, a kept score +inf or NaN, or a context that is not finite
 /// (a value holding inf or NaN, whose note may have weight 0 and must then not count).
@@ -233,32 +255,17 @@ constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
   sum_t<T> l = 0;
   T* c = context.data();
   for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
-  if (n <= B && mask == nullptr && n * numbers * sizeof(T) < online_prefetch_bytes) {
-    // One block, no mask, nothing to prefetch (a short list of notes): online_pass's steps for
-    // its one block, to the bit (its m starts at −inf and l at 0), without its bookkeeping,
-    // which took clang 14 a tenth of a (64, 64) attend. A max that is not finite is left to it.
-    T* s = scores.data();
-    T* e = weights.data();
-    block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all, s);
-    const min_max<T> mm = scaled_min_max_of(s, n, beta);
-    const T top = mm.max;
-    if (top < std::numeric_limits<T>::infinity() && top > -std::numeric_limits<T>::infinity()) {
-      l = static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, n, beta, top, static_cast<const bool*>(nullptr),
-                                                   exps_in_range(mm.min, top)));
-      add_weighted_rows(e, values.data(), values.row_stride(), n, dv, c);
-      if (!(l == l)) return false;  // a NaN the max passed over (as online_pass's end)
-      const T inv = static_cast<T>(sum_t<T>(1) / l);
-      scale(e, n, inv);
-      scale(c, dv, inv);
-      return all_finite(c, dv);
-    }
-  }
   const std::size_t blocks = (n + B - 1) / B;
   T block_max[max_blocks];
   const bool keep_exps = blocks <= max_blocks;
-  if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l,
-                   keep_exps ? weights.data() : nullptr, keep_exps ? block_max : nullptr))
+  if (n <= B && mask == nullptr && n * numbers * sizeof(T) < online_prefetch_bytes) {
+    if (!one_block_pass(score, q, keys, values, beta, scores.data(), c, m, l, weights.data()))
+      return false;
+    block_max[0] = m;
+  } else if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l,
+                          keep_exps ? weights.data() : nullptr, keep_exps ? block_max : nullptr)) {
     return false;
+  }
   if (m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
   const T inv = static_cast<T>(sum_t<T>(1) / l);
   if (keep_exps) {

@@ -105,29 +105,32 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
   sum = static_cast<T>(count);
 }
 
-/// The checks of one pass over a chunk whose partial context has `context_size` numbers
-/// (dimension_error, domain_error for a non-finite β), before anything is written.
-template <real T, class S>
-void check_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                   MatrixView<const T> values, const S& score, std::size_t context_size,
-                   const options& opt) {
-  score.check(q.size(), keys.cols());
-  check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
-  check_equal(where, "context size", context_size, "columns of values", values.cols());
-  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
-  if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
-      opt.beta == -std::numeric_limits<double>::infinity())
-    throw domain_error(std::string(where) + ": sharpness beta must be finite");
-}
-
-/// One pass over a chunk into p (p.context sized d_v; p.values_sum is sized here under
-/// `uniform` if it is not already).
+/// One pass over a chunk into p. Sizes and β are checked first; then, for dynamic D,
+/// p.context and (under `uniform`) p.values_sum are sized to d_v unless they already are, each
+/// allocated before either is moved in: nothing allocates when they are sized, and p is left
+/// untouched on a throw.
 template <real T, std::size_t D, class S>
 void attend_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
                     MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
                     const options& opt) {
-  check_partial(where, q, keys, values, score, p.context.size(), opt);
+  score.check(q.size(), keys.cols());
+  check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
+  if constexpr (D != dynamic)
+    check_equal(where, "context size", D, "columns of values", values.cols());
+  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
+  if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
+      opt.beta == -std::numeric_limits<double>::infinity())
+    throw domain_error(std::string(where) + ": sharpness beta must be finite");
   const std::size_t dv = values.cols();
+  if constexpr (D == dynamic) {
+    const bool size_context = p.context.size() != dv;
+    const bool size_sum =
+        opt.if_all_masked == all_masked_policy::uniform && p.values_sum.size() != dv;
+    Vector<T> context = size_context ? Vector<T>(dv) : Vector<T>();
+    Vector<T> values_sum = size_sum ? Vector<T>(dv) : Vector<T>();
+    if (size_context) p.context = std::move(context);
+    if (size_sum) p.values_sum = std::move(values_sum);
+  }
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   T* c = p.context.data();
@@ -149,8 +152,6 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   p.notes = keys.rows();
   p.values_summed = opt.if_all_masked == all_masked_policy::uniform;
   if (p.values_summed) {
-    if constexpr (D == dynamic)
-      if (p.values_sum.size() != dv) p.values_sum = Vector<T>(dv);
     for (std::size_t i = 0; i < dv; ++i) p.values_sum[i] = T(0);
     for (std::size_t j = 0; j < keys.rows(); ++j) axpy(T(1), values.row(j).data(), p.values_sum.data(), dv);
   }
@@ -174,10 +175,9 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                                          const V& values, const S& score,
                                                                          const options& opt = {}) {
   using T = scalar_of<Q>;
-  const auto vv = as_view(values);
   partial_attention<T, cols_of<V>> p{};
-  if constexpr (cols_of<V> == dynamic) p.context = Vector<T>(vv.cols());
-  detail::attend_partial<T>("attn::attend_partial", as_span(q), as_view(keys), vv, score, p, opt);
+  detail::attend_partial<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
+                            score, p, opt);
   return p;
 }
 
@@ -200,22 +200,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, real T, std::siz
       compatible_extents<D, cols_of<V>>
 void attend_partial(const Q& q, const K& keys, const V& values, const S& score,
                     partial_attention<T, D>& part, const options& opt = {}) {
-  const char* where = "attn::attend_partial";
-  const auto vv = as_view(values);
-  if constexpr (D == dynamic) {
-    const std::size_t d = vv.cols();
-    const bool size_context = part.context.size() != d;
-    const bool size_sum =
-        opt.if_all_masked == all_masked_policy::uniform && part.values_sum.size() != d;
-    if (size_context || size_sum) {  // checked, then allocated, then moved in: untouched on a throw
-      detail::check_partial(where, as_span(q), as_view(keys), vv, score, d, opt);
-      Vector<T> context = size_context ? Vector<T>(d) : Vector<T>();
-      Vector<T> values_sum = size_sum ? Vector<T>(d) : Vector<T>();
-      if (size_context) part.context = std::move(context);
-      if (size_sum) part.values_sum = std::move(values_sum);
-    }
-  }
-  detail::attend_partial<T>(where, as_span(q), as_view(keys), vv, score, part, opt);
+  detail::attend_partial<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
+                            score, part, opt);
 }
 
 /// One pass over a chunk of notes that are both keys and values, into `part` (see above).
