@@ -19,16 +19,16 @@ inline std::string file_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-/// The path of `document` (from the repository root), for a test source `source` (its
-/// __FILE__, under tests/).
+/// The path of `document` (a file or folder, from the repository root), for a test source
+/// `source` (its __FILE__, under tests/).
 inline std::string document_path(const std::string& source, const std::string& document) {
   return source.substr(0, source.rfind("tests")) + document;
 }
 
 /// The code blocks of a Markdown text fenced as ```<language>, each as its lines with
 /// `indent` put before every line that is not empty (as they read inside a function body).
-inline std::vector<std::string> code_blocks(const std::string& markdown, const std::string& language,
-                                            const std::string& indent) {
+inline std::vector<std::string>
+code_blocks(const std::string& markdown, const std::string& language, const std::string& indent) {
   std::vector<std::string> blocks;
   const std::string open = "```" + language + "\n";
   for (auto at = markdown.find(open); at != std::string::npos; at = markdown.find(open, at)) {

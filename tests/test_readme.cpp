@@ -48,12 +48,11 @@ TEST_CASE("The README's example compiles, runs and is quoted verbatim", "[readme
 }
 
 TEST_CASE("The README's table names every public header", "[readme]") {
-  const std::string here = __FILE__;
-  const std::filesystem::path root = here.substr(0, here.rfind("tests"));
-  const std::string readme = attn_test::file_text((root / "README.md").string());
+  const std::string readme = attn_test::file_text(attn_test::document_path(__FILE__, "README.md"));
   REQUIRE(!readme.empty());
   std::size_t headers = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(root / "include" / "attn")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(attn_test::document_path(__FILE__, "include/attn"))) {
     if (entry.path().extension() != ".hpp") continue;
     ++headers;
     const std::string name = "`attn/" + entry.path().filename().string() + "`";
