@@ -57,6 +57,12 @@ inline constexpr double beta_limit =
         ? static_cast<double>(std::numeric_limits<T>::max())
         : std::numeric_limits<double>::max();
 
+/// (Out of line, so that the checks that call it inline to a compare.)
+[[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
+  throw domain_error(std::string(where) + ": sharpness beta must be finite" +
+                     (as_float ? " as a float" : ""));
+}
+
 /// Throws unless the row is non-empty, the output fits, the mask fits and β is finite as a T
 /// (a double β beyond float's range would be ±inf in float, and 0·inf is NaN).
 template <class T = double>
@@ -66,8 +72,7 @@ constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t 
   check_equal(where, "output size", out_n, "input size", n);
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "input size", n);
   if (!(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>))
-    throw domain_error(std::string(where) + ": sharpness beta must be finite" +
-                       (beta_limit<T> < std::numeric_limits<double>::max() ? " as a float" : ""));
+    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
 }
 
 /// What one read-only pass over β·x tells: its max over kept entries and how many entries are

@@ -120,7 +120,7 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
       opt.beta == -std::numeric_limits<double>::infinity())
-    throw domain_error(std::string(where) + ": sharpness beta must be finite");
+    throw_beta_not_finite(where, false);
   const std::size_t dv = values.cols();
   if constexpr (D == dynamic) {
     const bool size_context = p.context.size() != dv;
