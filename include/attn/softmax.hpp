@@ -237,7 +237,7 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void softmax(const char* where, const T* x, T* out, std::size_t n,
                                           std::size_t out_n, const options& opt) {
-  if (n >= simd_lanes<T> && out_n == n && opt.mask.empty() && opt.beta >= -beta_limit<T> &&
+  if (out_n == n && opt.mask.empty() && opt.beta >= -beta_limit<T> &&
       opt.beta <= beta_limit<T> && softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
     return;
   softmax_rows(where, x, out, n, out_n, opt);

@@ -374,27 +374,28 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
 }
 
 #if ATTN_VECTOR_EXTENSIONS
-/// softmax(β·x) into out (which may be x) for simd_lanes ≤ n ≤ NV·simd_lanes numbers and no
-/// mask, in NV vectors of registers: the rows are loaded once (the last vector ends at x + n
-/// and may overlap the one before), the max taken by compares, the exps formed, summed in
-/// sum_of's order (its groups of four vectors from the registers, the rest from out, in order),
-/// scaled and stored once more. The same bits as softmax's general path, when every
-/// β x_j − m lies within exp_in_range's range; for any other row (a NaN, ±inf, scores too
-/// far apart) it returns false having written nothing (x untouched), and the caller takes the
-/// general path. Short rows wait on one chain of dependent steps (the max, the exps, the sum,
-/// its reciprocal): here nothing is stored and loaded again on it.
-template <std::size_t NV, class T>
+/// softmax(β·x) into out (which may be x) for W ≤ n ≤ NV·W numbers and no mask, in NV
+/// vectors of W lanes in registers: the rows are loaded once (the last vector ends at x + n and
+/// may overlap the one before), the max taken by compares, the exps formed, summed in sum_of's
+/// order (its groups of four vectors of simd_lanes from the registers, when W is simd_lanes;
+/// the rest from out, in order), scaled and stored once more. The same bits as softmax's
+/// general path, when every β x_j − m lies within exp_in_range's range; for any other row (a
+/// NaN, ±inf, scores too far apart) it returns false having written nothing (x untouched), and
+/// the caller takes the general path. Short rows wait on one chain of dependent steps (the max,
+/// the exps, the sum, its reciprocal): here nothing is stored and loaded again on it.
+template <std::size_t NV, std::size_t W, class T>
 [[gnu::always_inline]] inline bool softmax_in_registers(const T* x, T* out, std::size_t n,
                                                         T beta) noexcept {
-  constexpr std::size_t L = simd_lanes<T>;
-  using VT = vec<T, L>;
+  constexpr std::size_t L = simd_lanes<T>;  // sum_of's lanes
+  static_assert(W == L || NV <= 2, "narrower vectors only below one of sum_of's, which adds in order there");
+  using VT = vec<T, W>;
   using U = typename exp_consts<T>::uint;
-  std::size_t at[NV];  // where vector v starts: v·L, the last ones n − L
+  std::size_t at[NV];  // where vector v starts: v·W, the last ones n − W
   VT y[NV];
   ATTN_UNROLL
   for (std::size_t v = 0; v < NV; ++v) {
-    at[v] = v * L + L <= n ? v * L : n - L;
-    y[v] = load<T, L>(x + at[v]);
+    at[v] = v * W + W <= n ? v * W : n - W;
+    y[v] = load<T, W>(x + at[v]);
   }
   if (beta != T(1)) {
     ATTN_UNROLL
@@ -403,11 +404,11 @@ template <std::size_t NV, class T>
   VT top = y[0];
   ATTN_UNROLL
   for (std::size_t v = 1; v < NV; ++v) top = y[v] > top ? y[v] : top;
-  const T m = max_lane<T, L>(top);
-  vec<U, L> bad = {};
+  const T m = max_lane<T, W>(top);
+  vec<U, W> bad = {};
   ATTN_UNROLL
-  for (std::size_t v = 0; v < NV; ++v) y[v] = exp_in_range<T, L>(y[v] - m, bad);
-  if (any_top_bit<U, L>(bad)) return false;
+  for (std::size_t v = 0; v < NV; ++v) y[v] = exp_in_range<T, W>(y[v] - m, bad);
+  if (any_top_bit<U, W>(bad)) return false;
   // sum_of(out, n): four vectors of partial sums over its whole groups of four vectors (which
   // lie at v·L, before any overlapping vector), then the rest in order
   const std::size_t whole = n / (4 * L) * (4 * L);
@@ -439,11 +440,54 @@ template <std::size_t NV, class T>
   }
   return true;
 }
+
+/// softmax_in_registers for 1 ≤ n < W numbers, W the lanes of the narrowest vector (16 bytes):
+/// one vector whose lanes from n on repeat the last number (so the max, and the range check,
+/// see only the row's own numbers), its first n exps summed in order, and only those n stored.
+template <std::size_t W, class T>
+[[gnu::always_inline]] inline bool softmax_in_padded_register(const T* x, T* out, std::size_t n,
+                                                              T beta) noexcept {
+  using VT = vec<T, W>;
+  using U = typename exp_consts<T>::uint;
+  VT y;
+  ATTN_UNROLL
+  for (std::size_t k = 0; k < W; ++k) y[k] = x[k < n ? k : n - 1];
+  if (beta != T(1)) y = rounded_product(beta, y);  // see rounded_product
+  const T m = max_lane<T, W>(y);
+  vec<U, W> bad = {};
+  y = exp_in_range<T, W>(y - m, bad);
+  if (any_top_bit<U, W>(bad)) return false;
+  T sum = 0;  // sum_of's order below one of its vectors: in order, from 0
+  ATTN_UNROLL
+  for (std::size_t k = 0; k < W; ++k)
+    if (k < n) sum += y[k];
+  const VT r = y * reciprocal_of_sum(sum);
+  ATTN_UNROLL
+  for (std::size_t k = 0; k < W; ++k)
+    if (k < n) out[k] = r[k];
+  return true;
+}
 #endif
 
-/// softmax_in_registers for a row of n numbers with no mask, in as few vectors as hold it (up
-/// to eight; false, writing nothing, for rows shorter than one vector or longer than eight,
-/// and in constant evaluation).
+#if ATTN_VECTOR_EXTENSIONS
+/// softmax_in_registers for a row shorter than 2·W numbers: two vectors of W lanes when it has
+/// at least W, else the same with half as many, down to one padded vector below 16 bytes.
+template <std::size_t W, class T>
+[[gnu::always_inline]] inline bool softmax_in_narrow_registers(const T* x, T* out, std::size_t n,
+                                                               T beta) noexcept {
+  constexpr std::size_t narrowest = 16 / sizeof(T);
+  if constexpr (W >= narrowest) {
+    if (n >= W) return softmax_in_registers<2, W>(x, out, n, beta);
+    return softmax_in_narrow_registers<W / 2>(x, out, n, beta);
+  } else {
+    return softmax_in_padded_register<narrowest>(x, out, n, beta);
+  }
+}
+#endif
+
+/// softmax_in_registers for a row of 1 to 8·simd_lanes numbers with no mask, in as few vectors
+/// as hold it (below one vector of simd_lanes, in narrower ones); false, writing nothing, for
+/// longer rows and in constant evaluation.
 template <class T>
 [[nodiscard]] constexpr bool softmax_short_row([[maybe_unused]] const T* x, [[maybe_unused]] T* out,
                                                [[maybe_unused]] std::size_t n,
@@ -452,11 +496,15 @@ template <class T>
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
       constexpr std::size_t L = simd_lanes<T>;
-      if (n < L || n > 8 * L) return false;
-      if (n <= L) return softmax_in_registers<1>(x, out, n, beta);
-      if (n <= 2 * L) return softmax_in_registers<2>(x, out, n, beta);
-      if (n <= 4 * L) return softmax_in_registers<4>(x, out, n, beta);
-      return softmax_in_registers<8>(x, out, n, beta);
+      if (n > 8 * L) return false;
+      if (n >= L) {
+        if (n <= L) return softmax_in_registers<1, L>(x, out, n, beta);
+        if (n <= 2 * L) return softmax_in_registers<2, L>(x, out, n, beta);
+        if (n <= 4 * L) return softmax_in_registers<4, L>(x, out, n, beta);
+        return softmax_in_registers<8, L>(x, out, n, beta);
+      }
+      if (n == 0) return false;
+      return softmax_in_narrow_registers<L / 2>(x, out, n, beta);
     }
   }
 #endif
