@@ -472,7 +472,7 @@ namespace {
 template <class T>
 void check_row_kernels(std::mt19937_64& rng) {
   std::uniform_real_distribution<double> u(-1, 1);
-  for (const std::size_t d : {1u, 5u, 16u, 37u, 64u, 130u}) {
+  for (const std::size_t d : {1u, 3u, 5u, 16u, 37u, 64u, 130u}) {
     const std::size_t stride = d + 3, rows_max = 21;
     std::vector<T> H(2 * rows_max * stride), q(d), q2(d), w(rows_max);
     for (auto* v : {&H, &q, &q2, &w})
@@ -521,6 +521,37 @@ void check_row_kernels(std::mt19937_64& rng) {
                                                   ahead);
       INFO("d=" << d << " n=" << n);
       REQUIRE(c_fetched == c_plain);
+      // accumulate_rows (short rows a column at a time) against its rule row by row: a group
+      // of eight that all count as add_weighted_rows adds them, else each counting row by
+      // axpy. Weights of 0 on rows of NaN, in some groups and not others; f = 1 and f ≠ 1.
+      std::vector<T> a(n), held(H.begin(), H.begin() + static_cast<std::ptrdiff_t>(n * stride));
+      for (std::size_t j = 0; j < n; ++j) {
+        a[j] = (j % 7 == 3 || j == 17) ? T(0) : w[j];
+        if (a[j] == T(0)) held[j * stride] = std::numeric_limits<T>::quiet_NaN();
+      }
+      for (const T f : {T(1), T(0.375)}) {
+        std::vector<T> acc(d, T(0.25)), rule(d, T(0.25));
+        attn::detail::accumulate_rows(a.data(), f, held.data(), stride, n, d, acc.data());
+        std::size_t j = 0;
+        for (; j + 8 <= n; j += 8) {
+          std::array<T, 8> g{};
+          bool all = true;
+          for (std::size_t r = 0; r < 8; ++r) {
+            g[r] = f == T(1) ? a[j + r] : a[j + r] * f;
+            all = all && a[j + r] != T(0);
+          }
+          if (all) {
+            attn::detail::add_weighted_rows(g.data(), held.data() + j * stride, stride, 8, d, rule.data());
+          } else {
+            for (std::size_t r = 0; r < 8; ++r)
+              if (a[j + r] != T(0)) attn::detail::axpy(g[r], held.data() + (j + r) * stride, rule.data(), d);
+          }
+        }
+        for (; j < n; ++j)
+          if (a[j] != T(0)) attn::detail::axpy(f == T(1) ? a[j] : a[j] * f, held.data() + j * stride, rule.data(), d);
+        INFO("accumulate_rows d=" << d << " n=" << n << " f=" << f);
+        REQUIRE(acc == rule);
+      }
     }
   }
 }

@@ -40,23 +40,13 @@ struct alignment_result {
 
 namespace detail {
 
-/// Checks every size (and the all-masked throw policy) before anything is written, so a
-/// throw leaves every output as it was.
+/// Under the throw_error policy: throws unless some kept note's β·s is not −inf (or is −inf
+/// only because the product overflowed: s finite). The scores are formed as attend forms them,
+/// by score_all a block at a time (general's batched scores may differ from score(q, h) one
+/// note at a time, even in whether they overflow), so the check and the softmax agree.
 template <real T, class S>
-constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                            MatrixView<const T> values, const S& score, std::size_t scores_n,
-                            std::size_t weights_n, std::size_t context_n, const options& opt) {
-  score.check(q.size(), keys.cols());
-  check_nonempty(where, "the notes matrix", keys.rows());
-  check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
-  check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
-  check_equal(where, "context size", context_n, "columns of values", values.cols());
-  check_softmax_args<T>(where, keys.rows(), weights_n, opt);
-  if (opt.if_all_masked != all_masked_policy::throw_error) return;
-  // throw_error: find one kept note whose β·s is not −inf (or is −inf only because the product
-  // overflowed: s finite), else throw. The scores are formed as attend forms them, by score_all
-  // a block at a time (general's batched scores may differ from score(q, h) one note at a time,
-  // even in whether they overflow), so the check and the softmax agree.
+constexpr void check_something_kept(const char* where, std::span<const T> q,
+                                    MatrixView<const T> keys, const S& score, const options& opt) {
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   constexpr std::size_t B = 64;
   const T beta = static_cast<T>(opt.beta);
@@ -73,15 +63,30 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
   throw_all_masked(where);
 }
 
+/// Checks every size (and the all-masked throw policy) before anything is written, so a
+/// throw leaves every output as it was.
+template <real T, class S>
+constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                            MatrixView<const T> values, const S& score, std::size_t scores_n,
+                            std::size_t weights_n, std::size_t context_n, const options& opt) {
+  score.check(q.size(), keys.cols());
+  check_nonempty(where, "the notes matrix", keys.rows());
+  check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
+  check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
+  check_equal(where, "context size", context_n, "columns of values", values.cols());
+  check_softmax_args<T>(where, keys.rows(), weights_n, opt);
+  if (opt.if_all_masked == all_masked_policy::throw_error)
+    check_something_kept(where, q, keys, score, opt);
+}
+
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
 /// contributes nothing, even if its value holds inf or NaN. Eight notes at a time when all
-/// eight count (c is then loaded and stored once per eight notes).
+/// eight count (c is then loaded and stored once per eight notes); values shorter than a
+/// vector a column at a time (weighted_sum_rows).
 template <real T>
 constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std::span<T> context) {
-  const std::size_t d = values.cols();
-  for (std::size_t i = 0; i < d; ++i) context[i] = T(0);
-  accumulate_rows(weights.data(), T(1), values.data(), values.row_stride(), values.rows(), d,
-                  context.data());
+  weighted_sum_rows(weights.data(), values.data(), values.row_stride(), values.rows(),
+                    values.cols(), context.data());
 }
 
 /// Notes per block of the one-pass kernel: the block's scores go through exp as whole
@@ -285,11 +290,14 @@ constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
 inline constexpr std::size_t online_min_notes = 32;
 
 /// The whole look back on dynamic views, writing into caller buffers: one pass over the notes
-/// for dot and scaled_dot when there are enough of them, else scores, softmax, blend.
+/// for dot and scaled_dot when there are enough of them, else scores, softmax, blend. Inlined
+/// into the public overloads: called, it took its views (32 bytes each) from the stack, where
+/// the caller had just stored them, on the critical path of a small call.
 template <real T, class S>
-constexpr void attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                      MatrixView<const T> values, const S& score, std::span<T> scores,
-                      std::span<T> weights, std::span<T> context, const options& opt) {
+ATTN_ALWAYS_INLINE constexpr void attend(const char* where, std::span<const T> q,
+                                         MatrixView<const T> keys, MatrixView<const T> values,
+                                         const S& score, std::span<T> scores, std::span<T> weights,
+                                         std::span<T> context, const options& opt) {
   check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
   if constexpr (cheap_block_scores<S>) {
     if (!std::is_constant_evaluated() && keys.rows() >= online_min_notes &&
@@ -372,8 +380,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     const T inv = reciprocal_of_sum(sum);  // 1/sum as the general path forms it
     for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
   }
-  for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
-  accumulate_rows(w, T(1), values.data(), values.row_stride(), N, DV, c);
+  weighted_sum_rows(w, values.data(), values.row_stride(), N, DV, c);
 }
 
 /// attend's result for N notes of DK and DV numbers (fixed, N small): attend_small into a

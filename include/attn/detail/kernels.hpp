@@ -666,14 +666,50 @@ inline void add_weighted_rows_prefetching(const T* w, const T* V, std::size_t st
   add_weighted_columns(w, V, stride, rows, i, d, c);
 }
 
+/// accumulate_rows for rows shorter than a vector, a column at a time: each column's sum stays
+/// in a register instead of being stored and loaded again for every row, and gets the same
+/// additions in the same order. From_zero: y = Σ (y's numbers are not read), the same numbers
+/// as y zeroed first, since each column's first addition is then to +0 either way.
+template <bool From_zero, class T>
+constexpr void accumulate_columns(const T* a, T f, const T* X, std::size_t stride, std::size_t rows,
+                                  std::size_t d, T* y) noexcept {
+  const std::size_t whole = rows / 8 * 8;
+  const auto at = [](const T* p) { return *p; };
+  for (std::size_t i = 0; i < d; ++i) {
+    T acc = From_zero ? T(0) : y[i];
+    for (std::size_t j = 0; j < whole; j += 8) {
+      T w[8];
+      bool all = true;
+      for (std::size_t r = 0; r < 8; ++r) {
+        w[r] = f == T(1) ? a[j + r] : a[j + r] * f;
+        all = all && a[j + r] != T(0);
+      }
+      if (all) {
+        acc += weighted_group<T>(w, X + j * stride + i, stride, at);  // add_weighted_columns'
+      } else {
+        for (std::size_t r = 0; r < 8; ++r)
+          if (a[j + r] != T(0)) acc += w[r] * X[(j + r) * stride + i];  // axpy's
+      }
+    }
+    for (std::size_t j = whole; j < rows; ++j)
+      if (a[j] != T(0)) acc += (f == T(1) ? a[j] : a[j] * f) * X[j * stride + i];
+    y[i] = acc;
+  }
+}
+
 /// y += Σ_j (a_j f) x_j over the rows x_j = X + j·stride (d numbers each), where a row with
 /// a_j = 0 adds nothing at all, even if it holds inf or NaN. Eight rows at a time (as
 /// add_weighted_rows) when all eight count, else row by row; the grouping starts at row 0, so
 /// callers that cut the rows into pieces at multiples of 8 get the same sums to the bit.
-/// f = 1 uses a_j as it is.
+/// f = 1 uses a_j as it is. Rows shorter than a vector go a column at a time
+/// (accumulate_columns: the same sums).
 template <class T>
 constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, std::size_t rows,
                                std::size_t d, T* y) noexcept {
+  if (d < simd_lanes<T>) {
+    accumulate_columns<false>(a, f, X, stride, rows, d, y);
+    return;
+  }
   const std::size_t whole = rows / 8 * 8;
   for (std::size_t j = 0; j < whole; j += 8) {
     T w[8];
@@ -691,6 +727,19 @@ constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, 
   }
   for (std::size_t j = whole; j < rows; ++j)
     if (a[j] != T(0)) axpy(f == T(1) ? a[j] : a[j] * f, X + j * stride, y, d);
+}
+
+/// y = Σ_j a_j x_j by accumulate_rows' rules into a y of zeros (the same numbers; short rows
+/// without zeroing y first).
+template <class T>
+constexpr void weighted_sum_rows(const T* a, const T* X, std::size_t stride, std::size_t rows,
+                                 std::size_t d, T* y) noexcept {
+  if (d < simd_lanes<T>) {
+    accumulate_columns<true>(a, T(1), X, stride, rows, d, y);
+    return;
+  }
+  for (std::size_t i = 0; i < d; ++i) y[i] = T(0);
+  accumulate_rows(a, T(1), X, stride, rows, d, y);
 }
 
 }  // namespace attn::detail

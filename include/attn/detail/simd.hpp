@@ -375,6 +375,23 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
       j = dot_rows_vec<false>(q, H, stride, n, d, out, H, prefetch_lines::all);  // (no ahead)
   }
 #endif
+  if (d < simd_lanes<T>) {  // rows shorter than a vector: four in flight, each dot_in_order's
+    const std::size_t fours = n / 4 * 4;
+    for (; j < fours; j += 4) {
+      const T* h = H + j * stride;
+      T t0 = 0, t1 = 0, t2 = 0, t3 = 0;
+      for (std::size_t i = 0; i < d; ++i) {
+        t0 += q[i] * h[i];
+        t1 += q[i] * h[stride + i];
+        t2 += q[i] * h[2 * stride + i];
+        t3 += q[i] * h[3 * stride + i];
+      }
+      out[j] = t0;
+      out[j + 1] = t1;
+      out[j + 2] = t2;
+      out[j + 3] = t3;
+    }
+  }
   for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
 }
 
