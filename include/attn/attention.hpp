@@ -309,6 +309,15 @@ ATTN_ALWAYS_INLINE constexpr void attend(const char* where, std::span<const T> q
   blend<T>(weights, values, context);
 }
 
+/// attend, called rather than inlined: for the fixed-size path, which falls back to it only to
+/// check and throw (inlined, the whole dynamic path would be copied into every caller).
+template <real T, class S>
+ATTN_NOINLINE void attend_called(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                                 MatrixView<const T> values, const S& score, std::span<T> scores,
+                                 std::span<T> weights, std::span<T> context, const options& opt) {
+  attend<T>(where, q, keys, values, score, scores, weights, context, opt);
+}
+
 /// Largest number of notes the small fixed-size path of attend takes.
 /// Below online_min_notes, so that the dynamic path it must agree with (to the bit) is the
 /// two-pass one, whose order of operations it follows.
@@ -329,8 +338,8 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
       (!opt.mask.empty() && opt.mask.size() != N) ||
       !(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>)) {
     // the general path checks everything and throws what there is to throw
-    attend<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
-              std::span<T>(c, DV), opt);
+    attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
+                     std::span<T>(c, DV), opt);
     return;
   }
   if constexpr (cheap_block_scores<S>) {
@@ -365,7 +374,10 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
   std::size_t kept = N;
   const T m = mask == nullptr ? scaled_max_of(s, N, beta) : masked_scaled_max_of(s, N, beta, mask, kept);
   if (!(kept != 0 && m > -std::numeric_limits<T>::infinity() && m < std::numeric_limits<T>::infinity())) {
-    softmax(where, s, w, N, N, opt);  // the rare rows, by the general rules
+    // the rare rows, by the general rules: softmax_rows, not softmax, whose short-row attempt
+    // cannot succeed for them (a mask, or a max that is not finite) and, inlined here, made
+    // the fixed (3, 3) case in double 6 % slower with g++
+    softmax_rows(where, s, w, N, N, opt);
   } else {
     // as exp_shifted_sum and softmax's scaling; the exps of all N at once, in whole vectors
     exp_small_shifted<N>(s, beta, m, w);
@@ -380,7 +392,8 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
     const T inv = reciprocal_of_sum(sum);  // 1/sum as the general path forms it
     for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
   }
-  weighted_sum_rows(w, values.data(), values.row_stride(), N, DV, c);
+  for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
+  accumulate_rows(w, T(1), values.data(), values.row_stride(), N, DV, c);
 }
 
 /// attend's result for N notes of DK and DV numbers (fixed, N small): attend_small into a

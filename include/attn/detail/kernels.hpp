@@ -20,9 +20,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define ATTN_FLATTEN [[gnu::flatten]]
 #define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
+#define ATTN_NOINLINE [[gnu::noinline]]
 #else
 #define ATTN_FLATTEN
 #define ATTN_ALWAYS_INLINE inline
+#define ATTN_NOINLINE
 #endif
 
 namespace attn::detail {
