@@ -668,6 +668,18 @@ inline void add_weighted_rows_prefetching(const T* w, const T* V, std::size_t st
   add_weighted_columns(w, V, stride, rows, i, d, c);
 }
 
+/// w_r = a_r f for the eight rows of a group (a_r itself for f = 1); whether all eight count
+/// (no a_r is 0), so that accumulate_rows adds them as one group.
+template <class T>
+constexpr bool group_weights(const T* a, T f, T* w) noexcept {
+  bool all = true;
+  for (std::size_t r = 0; r < 8; ++r) {
+    w[r] = f == T(1) ? a[r] : a[r] * f;
+    all = all && a[r] != T(0);
+  }
+  return all;
+}
+
 /// accumulate_rows for rows shorter than a vector, a column at a time: each column's sum stays
 /// in a register instead of being stored and loaded again for every row, and gets the same
 /// additions in the same order. From_zero: y = Σ (y's numbers are not read), the same numbers
@@ -681,12 +693,7 @@ constexpr void accumulate_columns(const T* a, T f, const T* X, std::size_t strid
     T acc = From_zero ? T(0) : y[i];
     for (std::size_t j = 0; j < whole; j += 8) {
       T w[8];
-      bool all = true;
-      for (std::size_t r = 0; r < 8; ++r) {
-        w[r] = f == T(1) ? a[j + r] : a[j + r] * f;
-        all = all && a[j + r] != T(0);
-      }
-      if (all) {
+      if (group_weights(a + j, f, w)) {
         acc += weighted_group<T>(w, X + j * stride + i, stride, at);  // add_weighted_columns'
       } else {
         for (std::size_t r = 0; r < 8; ++r)
@@ -715,12 +722,7 @@ constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, 
   const std::size_t whole = rows / 8 * 8;
   for (std::size_t j = 0; j < whole; j += 8) {
     T w[8];
-    bool all = true;
-    for (std::size_t r = 0; r < 8; ++r) {
-      w[r] = f == T(1) ? a[j + r] : a[j + r] * f;
-      all = all && a[j + r] != T(0);
-    }
-    if (all) {
+    if (group_weights(a + j, f, w)) {
       add_weighted_rows(w, X + j * stride, stride, 8, d, y);
     } else {
       for (std::size_t r = 0; r < 8; ++r)
