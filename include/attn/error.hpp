@@ -36,6 +36,7 @@ constexpr void check_equal(const char* where, const char* what_a, std::size_t a,
   if (a != b) throw_dimension_error(where, what_a, a, what_b, b);
 }
 
+/// Throws `dimension_error` "<where>: <what> is empty" (check_nonempty's throw, out of line).
 [[noreturn]] inline void throw_empty(const char* where, const char* what) {
   throw dimension_error(std::string(where) + ": " + what + " is empty");
 }

@@ -57,7 +57,8 @@ inline constexpr double beta_limit =
         ? static_cast<double>(std::numeric_limits<T>::max())
         : std::numeric_limits<double>::max();
 
-/// (Out of line, so that the checks that call it inline to a compare.)
+/// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
+/// checks' throw, out of line so that the checks themselves inline to a compare.
 [[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
   throw domain_error(std::string(where) + ": sharpness beta must be finite" +
                      (as_float ? " as a float" : ""));

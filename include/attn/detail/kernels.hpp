@@ -498,15 +498,12 @@ template <class T>
   if constexpr (simd_type<T>) {
     if (!std::is_constant_evaluated()) {
       constexpr std::size_t L = simd_lanes<T>;
-      if (n > 8 * L) return false;
-      if (n >= L) {
-        if (n <= L) return softmax_in_registers<1, L>(x, out, n, beta);
-        if (n <= 2 * L) return softmax_in_registers<2, L>(x, out, n, beta);
-        if (n <= 4 * L) return softmax_in_registers<4, L>(x, out, n, beta);
-        return softmax_in_registers<8, L>(x, out, n, beta);
-      }
-      if (n == 0) return false;
-      return softmax_in_narrow_registers<L / 2>(x, out, n, beta);
+      if (n == 0 || n > 8 * L) return false;
+      if (n < L) return softmax_in_narrow_registers<L / 2>(x, out, n, beta);
+      if (n == L) return softmax_in_registers<1, L>(x, out, n, beta);
+      if (n <= 2 * L) return softmax_in_registers<2, L>(x, out, n, beta);
+      if (n <= 4 * L) return softmax_in_registers<4, L>(x, out, n, beta);
+      return softmax_in_registers<8, L>(x, out, n, beta);
     }
   }
 #endif
