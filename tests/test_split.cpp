@@ -235,6 +235,44 @@ TEST_CASE("Split attention: +inf and NaN scores", "[split]") {
   for (double x : attn::attend(q2, with_nan, attn::dot).context) REQUIRE(std::isnan(x));
 }
 
+// Found by fuzz_attend's split check: a β·s that overflows double from a finite score gave a
+// plausible wrong context (the mean of the overflowed notes, or the all-masked answer).
+TEST_CASE("Split attention: a finite score whose β·s overflows gives NaN, never a plausible number",
+          "[split][errors]") {
+  // scores 1e300 and 2e300: attend takes β·s as in exact arithmetic (docs/softmax.md)
+  const Matrix<double> keys{{1}, {2}}, values{{10}, {20}};
+  const std::vector<double> q{1e300};
+  for (const double beta : {1e10, -1e10}) {
+    INFO("beta " << beta);
+    const attn::options opt{.beta = beta, .if_all_masked = attn::all_masked_policy::throw_error};
+    REQUIRE(attn::attend(q, keys, values, attn::dot, opt).context[0] == (beta > 0 ? 20.0 : 10.0));
+    // the chunk's max would be ±1e310: no number of double
+    const auto whole = attn::attend_partial(q, keys, values, attn::dot, opt);
+    REQUIRE(std::isnan(whole.max));
+    REQUIRE(std::isnan(whole.sum));
+    REQUIRE(std::isnan(attn::finish(whole, opt)[0]));
+    // beside a chunk whose max is a number, NaN through the merge, in either order
+    const Matrix<double> small{{0}};
+    const auto other = attn::attend_partial(q, small, Matrix<double>{{5}}, attn::dot, opt);
+    REQUIRE(other.max == 0.0);
+    REQUIRE(std::isnan(attn::finish(attn::merge(whole, other), opt)[0]));
+    REQUIRE(std::isnan(attn::finish(attn::merge(other, whole), opt)[0]));
+  }
+  // beside a score that is +inf itself, an overflowed β·s has no weight, as in attend
+  const Matrix<double> k2{{1e308, 0}, {1, 0}}, v2{{3, 4}, {5, 6}};
+  const std::vector<double> q2{1e308, 0};  // scores +inf and 1e308; β·1e308 overflows
+  const attn::options sharp{.beta = 10};
+  const auto one = attn::attend(q2, k2, v2, attn::dot, sharp);
+  REQUIRE((one.context[0] == 3 && one.context[1] == 4));
+  const auto c = attn::finish(attn::attend_partial(q2, k2, v2, attn::dot, sharp));
+  REQUIRE((c[0] == 3 && c[1] == 4));
+  // and a β beyond float's range is refused in float, as attend refuses it
+  const Vector<float, 1> qf{1};
+  const Matrix<float, 1, 1> hf{{1}};
+  REQUIRE_THROWS_AS(attn::attend_partial(qf, hf, attn::dot, {.beta = 1e39}), attn::domain_error);
+  REQUIRE_THROWS_AS(attn::attend(qf, hf, attn::dot, {.beta = 1e39}), attn::domain_error);
+}
+
 TEST_CASE("Split attention: other scores, β, keys ≠ values, fixed sizes", "[split]") {
   std::mt19937_64 rng(33);
   const std::size_t n = 150, dk = 5, dv = 4;

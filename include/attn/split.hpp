@@ -20,6 +20,14 @@
 /// applies `options::if_all_masked`; for `uniform` every chunk must have been read under the
 /// uniform policy too (the partial result then also carries Σ_j v_j over all its notes).
 ///
+/// Two limits of this form, where attend itself gives the number: m must be a number of T, so
+/// a chunk whose max comes from a finite score whose β·s overflows T (|β| > 1, |s| beyond
+/// max/|β|: the rising β·s to +inf, or every kept one to −inf) gets the NaN partial result
+/// (max, sum and context NaN), and the finished context is NaN — loud, where softmax takes
+/// such scores as in exact arithmetic (docs/softmax.md); and the undivided context, and Σ_j v_j
+/// under `uniform`, are sums of up to n values, which overflow to ±inf where the values sum
+/// past T's largest number. attend has neither limit.
+///
 ///   auto a = attn::attend_partial(q, notes_0_to_k, attn::dot);      // thread 1
 ///   auto b = attn::attend_partial(q, notes_k_to_n, attn::dot);      // thread 2
 ///   auto c = attn::finish(attn::merge(a, b));                       // = attend(q, notes).context
@@ -74,7 +82,16 @@ void exact_partial_context(const S& score, std::span<const T> q, MatrixView<cons
   }
 }
 
-/// The partial result of a chunk in which some kept score is +inf or NaN.
+/// The NaN partial result: max, sum and the d_v numbers of c NaN.
+template <real T>
+void nan_partial(T& max, T& sum, T* c, std::size_t dv) noexcept {
+  max = sum = std::numeric_limits<T>::quiet_NaN();
+  for (std::size_t i = 0; i < dv; ++i) c[i] = std::numeric_limits<T>::quiet_NaN();
+}
+
+/// The partial result of a chunk in which some kept β·s is +inf or NaN: NaN for a kept NaN;
+/// else the kept scores that are ±inf themselves with β·s = +inf share the weight; if none is
+/// (only finite scores whose β·s overflowed), the NaN partial result (the file comment).
 template <real T, class S>
 void special_partial(const S& score, std::span<const T> q, MatrixView<const T> keys,
                      MatrixView<const T> values, T beta, const bool* mask, T& max, T& sum, T* c) {
@@ -91,18 +108,40 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
       if (mask != nullptr && !mask[j0 + r]) continue;
       const T y = beta * s[r];
       if (!(y == y)) {  // a kept NaN: the whole row is NaN
-        max = sum = std::numeric_limits<T>::quiet_NaN();
-        for (std::size_t i = 0; i < dv; ++i) c[i] = std::numeric_limits<T>::quiet_NaN();
+        nan_partial(max, sum, c, dv);
         return;
       }
-      if (y == inf) {
+      if (y == inf && (s[r] == inf || s[r] == -inf)) {  // (a finite s overflowed: weight 0 beside these)
         ++count;
         axpy(T(1), values.row(j0 + r).data(), c, dv);
       }
     }
   }
+  if (count == 0) {  // the max is a finite score's β·s beyond T's range
+    nan_partial(max, sum, c, dv);
+    return;
+  }
   max = inf;
   sum = static_cast<T>(count);
+}
+
+/// Whether a kept finite score's β·s overflows T to −inf (for a chunk whose kept β·s are all
+/// −inf: then its max is not a number of T). Only |β| > 1 can overflow a finite score.
+template <real T, class S>
+bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
+                                   const bool* mask) {
+  if (!(beta > T(1) || beta < T(-1))) return false;
+  constexpr std::size_t B = online_block;
+  const std::size_t n = keys.rows();
+  T s[B];
+  for (std::size_t j0 = 0; j0 < n; j0 += B) {
+    const std::size_t nb = n - j0 < B ? n - j0 : B;
+    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+    for (std::size_t r = 0; r < nb; ++r)
+      if ((mask == nullptr || mask[j0 + r]) && s[r] - s[r] == T(0) && beta * s[r] == -std::numeric_limits<T>::infinity())
+        return true;
+  }
+  return false;
 }
 
 /// One pass over a chunk into p. Sizes and β are checked first; then, for dynamic D,
@@ -118,9 +157,8 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   if constexpr (D != dynamic)
     check_equal(where, "context size", D, "columns of values", values.cols());
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
-  if (!(opt.beta == opt.beta) || opt.beta == std::numeric_limits<double>::infinity() ||
-      opt.beta == -std::numeric_limits<double>::infinity())
-    throw_beta_not_finite(where, false);
+  if (!(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>))  // as attend: finite as a T
+    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
   const std::size_t dv = values.cols();
   if constexpr (D == dynamic) {
     const bool size_context = p.context.size() != dv;
@@ -139,8 +177,14 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   sum_t<T> l = 0;
   if (keys.rows() != 0) {
     if (online_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), c, m, l)) {
-      if (m != -std::numeric_limits<T>::infinity() && !all_finite(c, dv))
+      if (m != -std::numeric_limits<T>::infinity() && !all_finite(c, dv)) {
         exact_partial_context(score, q, keys, values, beta, mask, m, c);
+      } else if (m == -std::numeric_limits<T>::infinity() &&
+                 score_overflows_to_minus_inf(score, q, keys, beta, mask)) {
+        T sum = 0;
+        nan_partial(m, sum, c, dv);
+        l = sum;
+      }
     } else {
       T sum = 0;
       special_partial(score, q, keys, values, beta, mask, m, sum, c);

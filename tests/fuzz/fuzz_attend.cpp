@@ -5,6 +5,14 @@
 // for bit; the weights follow the rules of their row (NaN, +inf, all masked) and, on a finite
 // row, are finite, ≥ 0, sum to 1 and lie within the bound B of the long double reference; the
 // context lies within its bound of Σ_j α̂_j v_j.
+//
+// Then split attention on the same input: the notes cut at two points the fuzzer picks into
+// three chunks (any of them may be empty), each read by attend_partial, merged in either
+// grouping and finished. Checks: exactly the documented exceptions (β; finish under the
+// all-masked policies), the output untouched on a throw; a NaN row NaN, and so is the context
+// where a chunk's max is no number of T (β·s that overflows); no note kept: zeros,
+// the mean of the values (uniform) or NaN; otherwise within the bounds of both paths' rounding
+// of attend's context.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,9 +25,147 @@ namespace {
 
 using namespace attn_fuzz;
 
+/// Where split attention cuts the notes and how it merges them.
+struct split_plan {
+  std::size_t cut1 = 0, cut2 = 0;  ///< chunks [0, cut1), [cut1, cut2), [cut2, n)
+  bool right_first = false;        ///< a ⊕ (b ⊕ c) instead of (a ⊕ b) ⊕ c
+};
+
+/// Split attention's context for the plan (the file comment), into out; throws as the calls do.
+template <class T>
+void split_context(const look<T>& in, const mask_view& mask, const attn::options& opt, const split_plan& plan,
+                   std::span<T> out) {
+  const std::size_t n = in.n, dk = in.dk, dv = in.dv;
+  const std::size_t cuts[4] = {0, plan.cut1, plan.cut2, n};
+  std::vector<attn::partial_attention<T>> parts;
+  for (std::size_t c = 0; c < 3; ++c) {
+    const std::size_t a = cuts[c], rows = cuts[c + 1] - cuts[c];
+    attn::options oc = opt;
+    if (mask.n != 0) oc.mask = mask.span().subspan(a, rows);
+    const attn::MatrixView<const T> K(in.keys.data() + a * dk, rows, dk);
+    const attn::MatrixView<const T> V =
+        in.separate ? attn::MatrixView<const T>(in.values.data() + a * dv, rows, dv) : K;
+    in.with_score([&](const auto& score) { parts.push_back(attn::attend_partial(in.q, K, V, score, oc)); });
+  }
+  const auto all = plan.right_first ? attn::merge(parts[0], attn::merge(parts[1], parts[2]))
+                                    : attn::merge(attn::merge(parts[0], parts[1]), parts[2]);
+  attn::finish(all, out, opt);
+}
+
+/// Split attention against attend (the file comment). attended: attend gave `context` (and
+/// the kind k, the bound B on its weights' log-error and E its one-pass rescaling's apply);
+/// else only the exceptions and the all-masked answers are checked.
+template <class T>
+void check_split(const look<T>& in, const mask_view& mask, const attn::options& opt, const split_plan& plan,
+                 std::span<const T> s, T beta, kind k, bool attended, std::span<const T> weights,
+                 std::span<const T> context, ld B, ld E) {
+  const std::size_t n = in.n, dv = in.dv;
+  if (in.broken != 0) return;  // attend's size checks; split gets the sizes right
+  // A chunk whose max is no number of T (attn/split.hpp) makes the whole context NaN: a kept
+  // NaN β·s; or β·s = +inf only from finite scores that overflowed; or every kept β·s −inf, one
+  // of them from a finite score.
+  bool chunk_nan = false;
+  const std::size_t cuts[4] = {0, plan.cut1, plan.cut2, n};
+  const T inf = std::numeric_limits<T>::infinity();
+  for (std::size_t c = 0; c < 3 && beta_ok<T>(in.beta); ++c) {
+    bool nan = false, inf_score = false, over_plus = false, over_minus = false, finite_y = false;
+    for (std::size_t j = cuts[c]; j < cuts[c + 1]; ++j) {
+      if (!mask.kept(j)) continue;
+      const T y = beta * s[j];
+      nan = nan || std::isnan(y);
+      inf_score = inf_score || (y == inf && std::isinf(s[j]));
+      over_plus = over_plus || (y == inf && std::isfinite(s[j]));
+      over_minus = over_minus || (y == -inf && std::isfinite(s[j]));
+      finite_y = finite_y || std::isfinite(y);
+    }
+    chunk_nan = chunk_nan || nan || (over_plus && !inf_score) || (over_minus && !finite_y && !over_plus && !inf_score);
+  }
+  const bool none = n == 0 || k == kind::none_kept;
+  using P = attn::all_masked_policy;
+  const int expected = !beta_ok<T>(in.beta)                        ? 2
+                       : none && in.policy == P::throw_error        ? 2
+                       : none && in.policy == P::uniform && n == 0 ? 1
+                                                                   : 0;
+  guarded<T> out(dv);
+  const int got = thrown([&] { split_context<T>(in, mask, opt, plan, out.data); });
+  ATTN_FUZZ_CHECK(got == expected, "split attention threw %d, expected %d (cuts %zu %zu)", got, expected,
+                  plan.cut1, plan.cut2);
+  if (got != 0) {
+    ATTN_FUZZ_CHECK(out.untouched(), "split attention: a throw wrote to the context");
+    return;
+  }
+  const T* c = out.data.data();
+  const ld eps = std::numeric_limits<T>::epsilon(), eta = std::numeric_limits<T>::denorm_min();
+  if (k == kind::nan || chunk_nan || (none && in.policy == P::nan)) {
+    for (std::size_t i = 0; i < dv; ++i)
+      ATTN_FUZZ_CHECK(std::isnan(c[i]), "split attention: NaN row, context %zu is %g", i, double(c[i]));
+    return;
+  }
+  if (none) {
+    for (std::size_t i = 0; i < dv; ++i) {
+      if (in.policy == P::zeros) {
+        ATTN_FUZZ_CHECK(c[i] == T(0), "split attention: nothing kept, context %zu is %g", i, double(c[i]));
+        continue;
+      }
+      // uniform: the mean of every value, summed chunk by chunk in note order, then merged
+      ld mean = 0, mag = 0;
+      bool finite = true;
+      for (std::size_t j = 0; j < n; ++j) {
+        finite = finite && std::isfinite(in.value(j, i));
+        mean += static_cast<ld>(in.value(j, i));
+        mag += std::abs(static_cast<ld>(in.value(j, i)));
+      }
+      if (!finite || mag >= static_cast<ld>(std::numeric_limits<T>::max()) / 2) continue;
+      const ld nl = static_cast<ld>(n);
+      ATTN_FUZZ_CHECK(std::abs(static_cast<ld>(c[i]) - mean / nl) <= (nl + 2) * eps * mag / nl + 2 * eta,
+                      "split attention: uniform, context %zu is %.17g, mean %.17Lg", i, double(c[i]), mean / nl);
+    }
+    return;
+  }
+  if (!attended) return;
+  // Both contexts against Σ_j α_j v_j: attend's within rel·A of Σ_j α̂_j v_j (fuzz_attend's
+  // bound, A = Σ_j α̂_j |v_j|) and its weights within e^{±B} of α; split's weights carry the same
+  // log-error B, its chunks' rescalings E, and each of the two merges rounds m_a − m (≤ 2Y),
+  // exp, and a product: e^{B + E + 2·(4Y + 4)ε} − 1 in all (Y ≤ B/(4.1 ε)), then its own blend
+  // and division, (n + r + 6)ε. Products that underflow: (n + Σ_j |v_ji|)·η on each side.
+  bool values_finite = true;
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < dv; ++i)
+      if (weights[j] != T(0) && !std::isfinite(in.value(j, i))) values_finite = false;
+  if (!values_finite || k != kind::finite || !std::isfinite(B) || !std::isfinite(E)) return;
+  const ld r = static_cast<ld>((n + attn::detail::online_block - 1) / attn::detail::online_block) + 2;
+  const ld Y = B / (ld(4.1) * eps);
+  const ld rel_a = std::exp(E) - 1 + (static_cast<ld>(n) + r + 4) * eps;
+  const ld rel_s = std::exp(B + E + 2 * (4 * Y + 4) * eps) - 1 + (static_cast<ld>(n) + r + 6) * eps;
+  for (std::size_t i = 0; i < dv; ++i) {
+    ld A = 0, V = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (std::isfinite(in.value(j, i))) V += std::abs(static_cast<ld>(in.value(j, i)));
+      if (weights[j] != T(0)) A += static_cast<ld>(weights[j]) * std::abs(static_cast<ld>(in.value(j, i)));
+    }
+    const ld Aa = A * std::exp(B);  // Σ_j α_j |v_ji| from above
+    const ld bound = (rel_a + std::exp(B) - 1) * A * ld(1.01) + rel_s * Aa * ld(1.01) +
+                     2 * (static_cast<ld>(n) + V) * eta;
+    // (the undivided partial contexts Σ_j e_j v_ji, e_j ≤ 1, may overflow where the values sum
+    // past half of T's range: documented in attn/split.hpp, and not checked here)
+    if (!std::isfinite(bound) || A + bound >= static_cast<ld>(std::numeric_limits<T>::max()) * (1 - eps) ||
+        V >= static_cast<ld>(std::numeric_limits<T>::max()) / 2)
+      continue;
+    ATTN_FUZZ_CHECK(std::abs(static_cast<ld>(c[i]) - static_cast<ld>(context[i])) <= bound,
+                    "split attention (cuts %zu %zu): context %zu is %.17g, attend's %.17g, bound %Lg", plan.cut1,
+                    plan.cut2, i, double(c[i]), double(context[i]), bound);
+  }
+}
+
 template <class T>
 void run(reader& r) {
   const look<T> in(r, 3);
+  split_plan plan;  // (past the end of the older inputs: 0, 0, and the left grouping)
+  plan.cut1 = r.size_upto(80);
+  plan.cut2 = r.size_upto(80);
+  plan.right_first = r.flag();
+  plan.cut1 = std::min(plan.cut1, in.n);
+  plan.cut2 = std::min(std::max(plan.cut2, plan.cut1), in.n);
   const std::size_t n = in.n, dv = in.dv;
   const mask_view mask(in.mask);
   const attn::options opt{.beta = in.beta, .mask = mask.span(), .if_all_masked = in.policy};
@@ -57,6 +203,7 @@ void run(reader& r) {
   ATTN_FUZZ_CHECK(got == expected, "attend threw %d, expected %d", got, expected);
   if (got != 0) {
     ATTN_FUZZ_CHECK(scores.untouched() && weights.untouched() && context.untouched(), "a throw wrote to an output");
+    check_split<T>(in, mask, opt, plan, s, beta, k, false, {}, {}, 0, 0);
     return;
   }
   for (std::size_t j = 0; j < n; ++j)
@@ -91,6 +238,7 @@ void run(reader& r) {
     if (!std::isfinite(s[j])) y[j] = -std::numeric_limits<ld>::infinity();
   const std::vector<ld> ref = k == kind::finite ? reference_log_softmax(y, mask) : std::vector<ld>(n);
   check_weights<T>("attend", weights.data, k, s, beta, mask, in.policy, ref, B, sum_bound);
+  check_split<T>(in, mask, opt, plan, s, beta, k, true, weights.data, context.data, B, E);
 
   // The context against Σ_j α̂_j v_j in long double, from attend's own weights: the blend rounds
   // (n + r + 4)·ε relative to A_i = Σ_j α̂_j |v_ji|, the one-pass path adds e^E − 1; weights and
