@@ -336,7 +336,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
   if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N || keys.cols() != DK ||
       values.rows() != N || values.cols() != DV || q.size() != DK ||
       (!opt.mask.empty() && opt.mask.size() != N) ||
-      !(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>)) {
+      !beta_fits<T>(opt.beta)) {
     // the general path checks everything and throws what there is to throw
     attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
                      std::span<T>(c, DV), opt);

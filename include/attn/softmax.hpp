@@ -57,6 +57,12 @@ inline constexpr double beta_limit =
         ? static_cast<double>(std::numeric_limits<T>::max())
         : std::numeric_limits<double>::max();
 
+/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN).
+template <class T>
+[[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
+  return beta >= -beta_limit<T> && beta <= beta_limit<T>;
+}
+
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
 /// checks' throw, out of line so that the checks themselves inline to a compare.
 [[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
@@ -64,16 +70,22 @@ inline constexpr double beta_limit =
                      (as_float ? " as a float" : ""));
 }
 
+/// Throws domain_error unless β is finite as a T (a double β beyond float's range would be
+/// ±inf in float, and 0·inf is NaN).
+template <class T = double>
+constexpr void check_beta(const char* where, const options& opt) {
+  if (!beta_fits<T>(opt.beta)) throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+}
+
 /// Throws unless the row is non-empty, the output fits, the mask fits and β is finite as a T
-/// (a double β beyond float's range would be ±inf in float, and 0·inf is NaN).
+/// (check_beta).
 template <class T = double>
 constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t out_n,
                                   const options& opt) {
   check_nonempty(where, "the input", n);
   check_equal(where, "output size", out_n, "input size", n);
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "input size", n);
-  if (!(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>))
-    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+  check_beta<T>(where, opt);
 }
 
 /// What one read-only pass over β·x tells: its max over kept entries and how many entries are
@@ -238,8 +250,8 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void softmax(const char* where, const T* x, T* out, std::size_t n,
                                           std::size_t out_n, const options& opt) {
-  if (out_n == n && opt.mask.empty() && opt.beta >= -beta_limit<T> &&
-      opt.beta <= beta_limit<T> && softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
+  if (out_n == n && opt.mask.empty() && beta_fits<T>(opt.beta) &&
+      softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
     return;
   softmax_rows(where, x, out, n, out_n, opt);
 }

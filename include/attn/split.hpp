@@ -138,7 +138,8 @@ bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixVi
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
     for (std::size_t r = 0; r < nb; ++r)
-      if ((mask == nullptr || mask[j0 + r]) && s[r] - s[r] == T(0) && beta * s[r] == -std::numeric_limits<T>::infinity())
+      if ((mask == nullptr || mask[j0 + r]) && all_finite(s + r, 1) &&
+          beta * s[r] == -std::numeric_limits<T>::infinity())
         return true;
   }
   return false;
@@ -157,8 +158,7 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   if constexpr (D != dynamic)
     check_equal(where, "context size", D, "columns of values", values.cols());
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
-  if (!(opt.beta >= -beta_limit<T> && opt.beta <= beta_limit<T>))  // as attend: finite as a T
-    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+  check_beta<T>(where, opt);  // as attend: finite as a T
   const std::size_t dv = values.cols();
   if constexpr (D == dynamic) {
     const bool size_context = p.context.size() != dv;

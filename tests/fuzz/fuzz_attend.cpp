@@ -169,13 +169,8 @@ void run(reader& r) {
   const std::size_t n = in.n, dv = in.dv;
   const mask_view mask(in.mask);
   const attn::options opt{.beta = in.beta, .mask = mask.span(), .if_all_masked = in.policy};
-  const T beta = beta_ok<T>(in.beta) ? static_cast<T>(in.beta) : T(0);
-  dump<T>("q", in.q);
-  dump<T>("keys", in.keys);
-  dump<T>("values", in.values);
-  dump<T>("W", in.W);
-  if (verbose) std::fprintf(stderr, "score %d, n %zu, beta %g, policy %d, broken %d\n", in.score, n, in.beta,
-                            static_cast<int>(in.policy), in.broken);
+  const T beta = beta_as<T>(in.beta);
+  in.dump();
 
   // The scores exactly as attend forms them.
   std::vector<T> s(n);

@@ -367,13 +367,10 @@ void run(reader& r) {
   const int wrong = wb < 0xF0 ? 0 : 1 + wb % 2;
   const mask_view mask(in.mask);
   const attn::options opt{.beta = in.beta, .mask = mask.span(), .if_all_masked = in.policy};
-  const T beta = beta_ok<T>(in.beta) ? static_cast<T>(in.beta) : T(0);
-  dump<T>("q", in.q);
-  dump<T>("keys", in.keys);
-  dump<T>("values", in.values);
+  const T beta = beta_as<T>(in.beta);
+  in.dump();
   dump<T>("dL/dc", g);
-  if (verbose) std::fprintf(stderr, "score %d, n %zu, beta %g, policy %d, broken %d, wrong %d\n", in.score, in.n,
-                            in.beta, static_cast<int>(in.policy), in.broken, wrong);
+  if (verbose) std::fprintf(stderr, "wrong %d\n", wrong);
   std::vector<T> s(in.n);
   in.with_score([&](const auto& score) { attn::score_all<T>(score, in.q, in.key_view(), s); });
   const kind k = classify<T>(s, beta, mask);

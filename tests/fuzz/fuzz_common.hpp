@@ -163,6 +163,12 @@ bool beta_ok(double beta) {
   return std::isfinite(beta) && std::abs(beta) <= static_cast<double>(std::numeric_limits<T>::max());
 }
 
+/// β as the T attn computes with, or 0 where attn refuses it (not beta_ok).
+template <class T>
+T beta_as(double beta) {
+  return beta_ok<T>(beta) ? static_cast<T>(beta) : T(0);
+}
+
 /// What a row is in exact arithmetic (docs/softmax.md): scores x in T, β as T.
 enum class kind { finite, pos_inf, none_kept, nan };
 
@@ -295,6 +301,17 @@ struct look {
     const std::uint8_t b = r.byte();
     broken = b < 0xF0 ? 0 : 1 + b % 3;
     if (broken == 3) mask.resize(n + 1, 1);
+  }
+
+  /// With ATTN_FUZZ_VERBOSE: prints the inputs (q, keys, values, W, then score, n, β, policy
+  /// and broken).
+  void dump() const {
+    attn_fuzz::dump<T>("q", q);
+    attn_fuzz::dump<T>("keys", keys);
+    attn_fuzz::dump<T>("values", values);
+    attn_fuzz::dump<T>("W", W);
+    if (verbose) std::fprintf(stderr, "score %d, n %zu, beta %g, policy %d, broken %d\n", score, n, beta,
+                              static_cast<int>(policy), broken);
   }
 
   /// The keys (the notes when keys are values), n × d_k.

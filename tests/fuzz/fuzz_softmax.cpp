@@ -25,7 +25,7 @@ void run(reader& r) {
   const std::vector<char> mask_chars = r.mask(n);
   const mask_view mask(mask_chars);
   attn::options opt{.beta = beta, .mask = mask.span(), .if_all_masked = r.policy()};
-  const T beta_t = beta_ok<T>(beta) ? static_cast<T>(beta) : T(0);
+  const T beta_t = beta_as<T>(beta);
   dump<T>(sizeof(T) == 4 ? "x (float)" : "x (double)", x);
   if (verbose)
     std::fprintf(stderr, "beta %g, mask %zu entries (%zu kept), policy %d\n", beta, mask_chars.size(),
