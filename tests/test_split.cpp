@@ -273,6 +273,61 @@ TEST_CASE("Split attention: a finite score whose β·s overflows gives NaN, neve
   REQUIRE_THROWS_AS(attn::attend(qf, hf, attn::dot, {.beta = 1e39}), attn::domain_error);
 }
 
+// Every partial context is a weighted mean of values, not a sum of them: values whose sum
+// overflows T (here 40 values of 0.45–0.9 of T's largest number) still give attend's finite
+// context, through one chunk (its one-pass sum overflows: the weights are normalized first),
+// several, the uniform policy's mean, and +inf scores that share the weight.
+TEMPLATE_TEST_CASE("Split attention: values whose sum overflows give attend's finite context",
+                   "[split]", float, double) {
+  using T = TestType;
+  const T big = std::numeric_limits<T>::max() * T(0.9);
+  std::mt19937_64 rng(43);
+  std::uniform_real_distribution<double> half_to_one(0.5, 1.0);
+  const std::size_t n = 40, d = 4;
+  const auto keys = random_matrix<T>(n, d, rng, 0.1);  // scores near 0: weights near 1/n
+  Matrix<T> values(n, 3);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values.data()[i] = static_cast<T>(half_to_one(rng)) * big * (i % 3 == 1 ? T(-1) : T(1));
+  const auto q = random_matrix<T>(1, d, rng);
+  const std::span<const T> qs(q.data(), d);
+  const T tol = static_cast<T>(4 * n + 16) * eps<T>;
+  const T scale = max_abs(values);
+
+  const auto one = attn::attend(qs, keys, values, attn::dot);
+  for (const T x : one.context) REQUIRE(std::isfinite(x));
+  for (const std::vector<std::size_t>& cuts :
+       std::vector<std::vector<std::size_t>>{{}, {13}, {1, 5, 9, 39}, {20, 20}}) {
+    const auto a = split_left<T>(qs, keys, values, attn::dot, cuts, {}, {});
+    const auto b = split_tree<T>(qs, keys, values, attn::dot, cuts, {}, {});
+    for (const T x : a.context) REQUIRE(std::isfinite(x));
+    require_close<T>(attn::finish(a), one.context, tol, scale);
+    require_close<T>(attn::finish(b), one.context, tol, scale);
+  }
+
+  // every note masked, policy uniform: the mean of all the values
+  const std::array<bool, n> none{};
+  const attn::options uniform{.mask = none, .if_all_masked = attn::all_masked_policy::uniform};
+  const auto mean = attn::attend(qs, keys, values, attn::dot, uniform);
+  const auto split_mean = split_left<T>(qs, keys, values, attn::dot, {7, 30}, none, uniform);
+  const auto c = attn::finish(split_mean, uniform);
+  for (const T x : c) REQUIRE(std::isfinite(x));
+  require_close<T>(c, mean.context, tol, scale);
+
+  // two +inf scores (the second coordinate of q and of those keys is T's largest number)
+  const T top = std::numeric_limits<T>::max();
+  const Matrix<T> k2{{1, top}, {2, 0}, {3, top}};
+  const std::vector<T> q2{1, top};
+  const auto sharp = attn::attend(q2, k2, values.subrows(0, 3), attn::dot);
+  for (const std::vector<std::size_t>& cuts : std::vector<std::vector<std::size_t>>{{}, {1}, {2}}) {
+    const auto p = split_left<T>(q2, k2, Matrix<T>(values.subrows(0, 3)), attn::dot, cuts, {}, {});
+    const auto ci = attn::finish(p);
+    for (std::size_t i = 0; i < 3; ++i) {
+      REQUIRE(std::isfinite(ci[i]));
+      REQUIRE(std::abs(ci[i] - sharp.context[i]) <= 4 * eps<T> * scale);
+    }
+  }
+}
+
 TEST_CASE("Split attention: other scores, β, keys ≠ values, fixed sizes", "[split]") {
   std::mt19937_64 rng(33);
   const std::size_t n = 150, dk = 5, dv = 4;
@@ -323,14 +378,14 @@ template <class T, std::size_t D>
 bool same_partial(const attn::partial_attention<T, D>& a, const attn::partial_attention<T, D>& b) {
   const auto same = [](T x, T y) { return std::memcmp(&x, &y, sizeof(T)) == 0; };
   if (!same(a.max, b.max) || !same(a.sum, b.sum) || a.notes != b.notes ||
-      a.values_summed != b.values_summed || a.context.size() != b.context.size())
+      a.has_values_mean != b.has_values_mean || a.context.size() != b.context.size())
     return false;
   for (std::size_t i = 0; i < a.context.size(); ++i)
     if (!same(a.context[i], b.context[i])) return false;
-  if (a.values_summed) {
-    if (a.values_sum.size() != b.values_sum.size()) return false;
-    for (std::size_t i = 0; i < a.values_sum.size(); ++i)
-      if (!same(a.values_sum[i], b.values_sum[i])) return false;
+  if (a.has_values_mean) {
+    if (a.values_mean.size() != b.values_mean.size()) return false;
+    for (std::size_t i = 0; i < a.values_mean.size(); ++i)
+      if (!same(a.values_mean[i], b.values_mean[i])) return false;
   }
   return true;
 }

@@ -4,29 +4,33 @@
 /// each chunk (on as many threads as you like), merge the partial results in any grouping,
 /// and finish. With m = max_j β s_j over the kept notes of a chunk, a chunk's partial result is
 ///
-///   max = m,   sum = Σ_j exp(β s_j − m),   context = Σ_j exp(β s_j − m) v_j   (undivided),
+///   max = m,   sum = Σ_j exp(β s_j − m),   context = Σ_j exp(β s_j − m) v_j / sum,
 ///
-/// and two of them merge into the partial result of both chunks read in one pass:
+/// its context being attend's context over the chunk's notes alone (to the bit: the same pass
+/// and the same division). Two of them merge into the partial result of both chunks read in
+/// one pass, the contexts as a convex combination weighted by each chunk's share of the sum:
 ///
-///   m = max(m_a, m_b),  f_a = exp(m_a − m),  f_b = exp(m_b − m),
-///   sum = f_a sum_a + f_b sum_b,   context = f_a context_a + f_b context_b.
+///   m = max(m_a, m_b),  w_a = exp(m_a − m) sum_a,  w_b = exp(m_b − m) sum_b,  sum = w_a + w_b,
+///   context = (w_a / sum) context_a + (w_b / sum) context_b.
 ///
-/// `finish` divides: c = context / sum — attend's context, up to rounding, with the same rules
+/// `finish` hands out the context — attend's context, up to rounding, with the same rules
 /// (docs/attention.md): a chunk with nothing kept (empty, all masked, every score −inf) has
 /// max = −inf, sum = 0 and merges as nothing; a kept +inf score makes max = +inf, sum the
-/// number of such notes and context the sum of their values (they share the weight); a kept
+/// number of such notes and context the mean of their values (they share the weight); a kept
 /// NaN score makes max NaN and the context NaN. A note whose weight is exactly 0 never
 /// contributes, even if its value holds inf or NaN. When no note is kept anywhere, `finish`
 /// applies `options::if_all_masked`; for `uniform` every chunk must have been read under the
-/// uniform policy too (the partial result then also carries Σ_j v_j over all its notes).
+/// uniform policy too (the partial result then also carries the mean of all its values).
+/// Every context is a weighted mean of values, never a sum of them, so values whose sum
+/// overflows T still give attend's finite context.
 ///
 /// Two limits of this form, where attend itself gives the number: m must be a number of T, so
 /// a chunk whose max comes from a finite score whose β·s overflows T (|β| > 1, |s| beyond
 /// max/|β|: the rising β·s to +inf, or every kept one to −inf) gets the NaN partial result
 /// (max, sum and context NaN), and the finished context is NaN — loud, where softmax takes
-/// such scores as in exact arithmetic (docs/softmax.md); and the undivided context, and Σ_j v_j
-/// under `uniform`, are sums of up to n values, which overflow to ±inf where the values sum
-/// past T's largest number. attend has neither limit.
+/// such scores as in exact arithmetic (docs/softmax.md); and a chunk's context must be a
+/// number of T, so values within a few rounding errors of T's largest number, whose weighted
+/// mean over the chunk may round past it (as attend's over that chunk would), give ±inf.
 ///
 ///   auto a = attn::attend_partial(q, notes_0_to_k, attn::dot);      // thread 1
 ///   auto b = attn::attend_partial(q, notes_k_to_n, attn::dot);      // thread 2
@@ -55,30 +59,32 @@ template <real T, std::size_t D = dynamic>
 struct partial_attention {
   T max = -std::numeric_limits<T>::infinity();  ///< m: max of β·s over kept notes
   T sum = 0;                                    ///< Σ_j exp(β s_j − m) over kept notes
-  Vector<T, D> context{};                       ///< Σ_j exp(β s_j − m) v_j, not divided by sum
-  std::size_t notes = 0;                        ///< how many notes the chunk had, kept or not
-  Vector<T, D> values_sum{};   ///< Σ_j v_j over all the chunk's notes, if values_summed
-  bool values_summed = false;  ///< read under `uniform` (every merged chunk was)
+  Vector<T, D> context{};   ///< Σ_j exp(β s_j − m) v_j / sum: the chunk's context (0 if none kept)
+  std::size_t notes = 0;    ///< how many notes the chunk had, kept or not
+  Vector<T, D> values_mean{};    ///< (1/notes) Σ_j v_j over all the chunk's notes, if has_values_mean
+  bool has_values_mean = false;  ///< read under `uniform` (every merged chunk was)
 };
 
 namespace detail {
 
-/// c = Σ_j e_j v_j over the notes with e_j = exp(β s_j − m) ≠ 0 (masked: 0), skipping the others
-/// entirely: the exact, slow path for values that hold inf or NaN.
+/// c = Σ_j (e_j · inv) v_j over the notes with e_j = exp(β s_j − m) (masked: 0) whose weight
+/// e_j · inv is not 0, skipping the others entirely (inv = 1/Σ_j e_j): the weights normalized
+/// first, as attend's two-pass path does, for a chunk whose one-pass sum Σ_j e_j v_j was not
+/// finite (a value holding inf or NaN, or values whose sum overflows T).
 template <real T, class S>
-void exact_partial_context(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                           MatrixView<const T> values, T beta, const bool* mask, T m, T* c) {
+void normalized_partial_context(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                                MatrixView<const T> values, T beta, const bool* mask, T m, T inv, T* c) {
   constexpr std::size_t B = online_block;
   const std::size_t n = keys.rows(), dv = values.cols();
   for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
   T s[B];
-  T e[B];
+  T w[B];
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
-    exp_shifted(s, e, nb, beta, m, mask == nullptr ? nullptr : mask + j0);
+    exp_shifted(s, w, nb, beta, m, mask == nullptr ? nullptr : mask + j0, inv);
     for (std::size_t r = 0; r < nb; ++r)
-      if (e[r] != T(0)) axpy(e[r], values.row(j0 + r).data(), c, dv);
+      if (w[r] != T(0)) axpy(w[r], values.row(j0 + r).data(), c, dv);
   }
 }
 
@@ -89,39 +95,47 @@ void nan_partial(T& max, T& sum, T* c, std::size_t dv) noexcept {
   for (std::size_t i = 0; i < dv; ++i) c[i] = std::numeric_limits<T>::quiet_NaN();
 }
 
-/// The partial result of a chunk in which some kept β·s is +inf or NaN: NaN for a kept NaN;
-/// else the kept scores that are ±inf themselves with β·s = +inf share the weight; if none is
-/// (only finite scores whose β·s overflowed), the NaN partial result (the file comment).
-template <real T, class S>
-void special_partial(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                     MatrixView<const T> values, T beta, const bool* mask, T& max, T& sum, T* c) {
+/// Calls visit(j) for each kept note j whose β·s_j is +inf from a score that is ±inf itself
+/// (a finite s whose β·s overflowed has weight 0 beside these), in order; returns false, at
+/// once, at a kept NaN β·s.
+template <real T, class S, class F>
+bool visit_infinite_scores(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
+                           const bool* mask, F&& visit) {
   constexpr std::size_t B = online_block;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const std::size_t n = keys.rows(), dv = values.cols();
-  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
+  const std::size_t n = keys.rows();
   T s[B];
-  std::size_t count = 0;
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
     for (std::size_t r = 0; r < nb; ++r) {
       if (mask != nullptr && !mask[j0 + r]) continue;
       const T y = beta * s[r];
-      if (!(y == y)) {  // a kept NaN: the whole row is NaN
-        nan_partial(max, sum, c, dv);
-        return;
-      }
-      if (y == inf && (s[r] == inf || s[r] == -inf)) {  // (a finite s overflowed: weight 0 beside these)
-        ++count;
-        axpy(T(1), values.row(j0 + r).data(), c, dv);
-      }
+      if (!(y == y)) return false;
+      if (y == inf && (s[r] == inf || s[r] == -inf)) visit(j0 + r);
     }
   }
-  if (count == 0) {  // the max is a finite score's β·s beyond T's range
-    nan_partial(max, sum, c, dv);
+  return true;
+}
+
+/// The partial result of a chunk in which some kept β·s is +inf or NaN: NaN for a kept NaN;
+/// else the kept scores that are ±inf themselves with β·s = +inf share the weight, c the mean
+/// of their values (each taken with weight 1/count, as softmax weighs them); if none is (only
+/// finite scores whose β·s overflowed), the NaN partial result (the file comment).
+template <real T, class S>
+void special_partial(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                     MatrixView<const T> values, T beta, const bool* mask, T& max, T& sum, T* c) {
+  const std::size_t dv = values.cols();
+  std::size_t count = 0;
+  if (!visit_infinite_scores(score, q, keys, beta, mask, [&](std::size_t) { ++count; }) || count == 0) {
+    nan_partial(max, sum, c, dv);  // a kept NaN, or the max is a finite score's β·s beyond T's range
     return;
   }
-  max = inf;
+  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
+  const T w = T(1) / static_cast<T>(count);
+  visit_infinite_scores(score, q, keys, beta, mask,
+                        [&](std::size_t j) { axpy(w, values.row(j).data(), c, dv); });
+  max = std::numeric_limits<T>::infinity();
   sum = static_cast<T>(count);
 }
 
@@ -146,9 +160,10 @@ bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixVi
 }
 
 /// One pass over a chunk into p. Sizes and β are checked first; then, for dynamic D,
-/// p.context and (under `uniform`) p.values_sum are sized to d_v unless they already are, each
+/// p.context and (under `uniform`) p.values_mean are sized to d_v unless they already are, each
 /// allocated before either is moved in: nothing allocates when they are sized, and p is left
-/// untouched on a throw.
+/// untouched on a throw. The context is the one-pass sum divided as attend_online divides it,
+/// so that it is attend's context to the bit wherever attend takes one pass.
 template <real T, std::size_t D, class S>
 void attend_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
                     MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
@@ -160,27 +175,32 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   check_beta<T>(where, opt);  // as attend: finite as a T
   const std::size_t dv = values.cols();
+  const bool uniform = opt.if_all_masked == all_masked_policy::uniform;
   if constexpr (D == dynamic) {
     const bool size_context = p.context.size() != dv;
-    const bool size_sum =
-        opt.if_all_masked == all_masked_policy::uniform && p.values_sum.size() != dv;
+    const bool size_mean = uniform && p.values_mean.size() != dv;
     Vector<T> context = size_context ? Vector<T>(dv) : Vector<T>();
-    Vector<T> values_sum = size_sum ? Vector<T>(dv) : Vector<T>();
+    Vector<T> values_mean = size_mean ? Vector<T>(dv) : Vector<T>();
     if (size_context) p.context = std::move(context);
-    if (size_sum) p.values_sum = std::move(values_sum);
+    if (size_mean) p.values_mean = std::move(values_mean);
   }
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   T* c = p.context.data();
   for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
-  T m = -std::numeric_limits<T>::infinity();
+  T m = neg_inf;
   sum_t<T> l = 0;
   if (keys.rows() != 0) {
     if (online_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), c, m, l)) {
-      if (m != -std::numeric_limits<T>::infinity() && !all_finite(c, dv)) {
-        exact_partial_context(score, q, keys, values, beta, mask, m, c);
-      } else if (m == -std::numeric_limits<T>::infinity() &&
-                 score_overflows_to_minus_inf(score, q, keys, beta, mask)) {
+      if (m != neg_inf) {
+        const T inv = static_cast<T>(sum_t<T>(1) / l);  // as attend_online
+        if (all_finite(c, dv)) {
+          scale(c, dv, inv);
+        } else {
+          normalized_partial_context(score, q, keys, values, beta, mask, m, inv, c);
+        }
+      } else if (score_overflows_to_minus_inf(score, q, keys, beta, mask)) {
         T sum = 0;
         nan_partial(m, sum, c, dv);
         l = sum;
@@ -194,11 +214,24 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   p.max = m;
   p.sum = static_cast<T>(l);
   p.notes = keys.rows();
-  p.values_summed = opt.if_all_masked == all_masked_policy::uniform;
-  if (p.values_summed) {
-    for (std::size_t i = 0; i < dv; ++i) p.values_sum[i] = T(0);
-    for (std::size_t j = 0; j < keys.rows(); ++j) axpy(T(1), values.row(j).data(), p.values_sum.data(), dv);
+  p.has_values_mean = uniform;
+  if (uniform) {  // each value weighed 1/n, as softmax's uniform weights
+    for (std::size_t i = 0; i < dv; ++i) p.values_mean[i] = T(0);
+    const T w = keys.rows() == 0 ? T(0) : T(1) / static_cast<T>(keys.rows());
+    for (std::size_t j = 0; j < keys.rows(); ++j) axpy(w, values.row(j).data(), p.values_mean.data(), dv);
   }
+}
+
+/// x = r_x x + r_y y, the two shares r_x + r_y = 1 (up to rounding): a share of 0 drops its
+/// vector entirely (0·inf would be NaN), a share of 1 keeps it as it is.
+template <real T>
+void convex_combine(T* x, T r_x, const T* y, T r_y, std::size_t d) noexcept {
+  if (r_x == T(0)) {
+    for (std::size_t i = 0; i < d; ++i) x[i] = T(0);
+  } else if (r_x != T(1)) {
+    scale(x, d, r_x);
+  }
+  if (r_y != T(0)) axpy(r_y, y, x, d);
 }
 
 /// exp(from − to), taken as 1 when from == to (so −inf, +inf and equal maxima merge cleanly).
@@ -237,7 +270,7 @@ template <vector_like Q, matrix_like N, class S>
 /// One pass over a chunk of notes (keys and values) into `part`, a partial result the caller
 /// keeps (one per thread, say, reused chunk after chunk): as attend_partial's result, to the
 /// bit. It allocates nothing when part.context already holds d_v numbers (and, under
-/// `uniform`, part.values_sum too); otherwise it sizes them first. Sizes that disagree throw
+/// `uniform`, part.values_mean too); otherwise it sizes them first. Sizes that disagree throw
 /// dimension_error and a non-finite β domain_error, with `part` left untouched.
 template <vector_like Q, matrix_like K, matrix_like V, class S, real T, std::size_t D>
   requires detail::attend_inputs<Q, K, V, S> && std::same_as<T, scalar_of<Q>> &&
@@ -257,29 +290,32 @@ void attend_partial(const Q& q, const N& notes, const S& score, partial_attentio
   attend_partial(q, notes, notes, score, part, opt);
 }
 
-/// a ⊕= b: the partial result of a's notes and b's notes together. Sizes must agree
-/// (dimension_error otherwise). Merging is commutative and associative up to rounding.
+/// a ⊕= b: the partial result of a's notes and b's notes together (the file comment: the
+/// contexts weighed by w_a / sum and w_b / sum). Sizes must agree (dimension_error otherwise).
+/// Merging is commutative and associative up to rounding.
 template <real T, std::size_t D>
 void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
   detail::check_equal("attn::merge", "context size", b.context.size(), "context size", a.context.size());
-  const T m = (a.max != a.max || b.max != b.max) ? std::numeric_limits<T>::quiet_NaN()
-                                                 : (a.max > b.max ? a.max : b.max);
-  const T fa = detail::merge_factor(a.max, m), fb = detail::merge_factor(b.max, m);
   const std::size_t d = a.context.size();
-  // a weight that underflows to 0 drops its notes entirely (0·inf would be NaN)
-  if (fa != T(1)) {
-    if (fa == T(0)) {
-      for (std::size_t i = 0; i < d; ++i) a.context[i] = T(0);
-    } else {
-      detail::scale(a.context.data(), d, fa);
-    }
+  a.has_values_mean = a.has_values_mean && b.has_values_mean;
+  if (a.has_values_mean && b.notes != 0) {  // each mean weighed by its share of the notes
+    const T total = static_cast<T>(a.notes + b.notes);
+    detail::convex_combine(a.values_mean.data(), static_cast<T>(a.notes) / total, b.values_mean.data(),
+                           static_cast<T>(b.notes) / total, d);
   }
-  if (fb != T(0)) detail::axpy(fb, b.context.data(), a.context.data(), d);
-  a.sum = (fa == T(0) ? T(0) : fa * a.sum) + (fb == T(0) ? T(0) : fb * b.sum);
-  a.max = m;
   a.notes += b.notes;
-  a.values_summed = a.values_summed && b.values_summed;
-  if (a.values_summed) detail::axpy(T(1), b.values_sum.data(), a.values_sum.data(), d);
+  if (a.max != a.max || b.max != b.max) {
+    detail::nan_partial(a.max, a.sum, a.context.data(), d);
+    return;
+  }
+  const T m = a.max > b.max ? a.max : b.max;
+  const T fa = detail::merge_factor(a.max, m), fb = detail::merge_factor(b.max, m);
+  const T wa = fa == T(0) ? T(0) : fa * a.sum;  // (a chunk with nothing kept: sum 0, fa 0 or 1)
+  const T wb = fb == T(0) ? T(0) : fb * b.sum;
+  const T sum = wa + wb;
+  if (sum != T(0)) detail::convex_combine(a.context.data(), wa / sum, b.context.data(), wb / sum, d);
+  a.sum = sum;  // (0 only when neither kept a note: a's context is then its zeros)
+  a.max = m;
 }
 
 /// The partial result of a's notes and b's notes together (see merge_into).
@@ -289,7 +325,7 @@ template <real T, std::size_t D>
   return a;
 }
 
-/// Writes the context c = context/sum of a (merged) partial result into `context` (d_v numbers).
+/// Writes the context of a (merged) partial result into `context` (d_v numbers): p.context.
 /// When nothing was kept: zeros (policy zeros), the mean of all values (uniform; every chunk
 /// must have been read under uniform, else domain_error), NaN (nan), or domain_error
 /// (throw_error). Outputs are untouched on a throw.
@@ -300,28 +336,25 @@ void finish(const partial_attention<T, D>& p, COut&& context, const options& opt
   const char* where = "attn::finish";
   const std::size_t d = p.context.size();
   detail::check_equal(where, "context size", out.size(), "size of the partial context", d);
-  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-  if (p.max == neg_inf) {
+  const T* from = p.context.data();  // (a NaN max: the context is NaN already)
+  if (p.max == -std::numeric_limits<T>::infinity()) {
     switch (opt.if_all_masked) {
       case all_masked_policy::zeros:
         for (std::size_t i = 0; i < d; ++i) out[i] = T(0);
         return;
-      case all_masked_policy::uniform: {
-        if (!p.values_summed)
+      case all_masked_policy::uniform:
+        if (!p.has_values_mean)
           throw domain_error("attn::finish: the uniform policy needs every chunk read under it");
         detail::check_nonempty(where, "the notes", p.notes);
-        const T inv = T(1) / static_cast<T>(p.notes);
-        for (std::size_t i = 0; i < d; ++i) out[i] = p.values_sum[i] * inv;
-        return;
-      }
+        from = p.values_mean.data();
+        break;
       case all_masked_policy::nan:
         for (std::size_t i = 0; i < d; ++i) out[i] = std::numeric_limits<T>::quiet_NaN();
         return;
       case all_masked_policy::throw_error: detail::throw_all_masked(where);
     }
   }
-  const T inv = T(1) / p.sum;  // NaN max: sum and context are NaN already
-  for (std::size_t i = 0; i < d; ++i) out[i] = p.context[i] * inv;
+  for (std::size_t i = 0; i < d; ++i) out[i] = from[i];
 }
 
 /// Returns the context of a (merged) partial result; see finish(p, context, opt).
