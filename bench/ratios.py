@@ -37,8 +37,8 @@ MATRIX = [
 ]
 
 # The order implementations appear in, after attn; anything else follows alphabetically.
-IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "forward", "fma_ref", "twopass", "onepass",
-              "attn_weights"]
+IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "floor", "forward", "fma_ref", "twopass",
+              "onepass", "attn_weights"]
 
 
 # Issue 5's targets: (label, benchmark, baseline, bound). A cell is the benchmark's time over
@@ -55,6 +55,11 @@ TARGETS = [
     ("softmax vs naive, n = 65536", "softmax/f32/attn/65536", "softmax/f32/naive/65536", 0.1),
     ("softmax vs naive, n = 1M", "softmax/f32/attn/1048576", "softmax/f32/naive/1048576", 0.1),
     ("softmax vs naive, n = 1024, double", "softmax/f64/attn/1024", "softmax/f64/naive/1024", 0.1),
+    # No target: attn's exp with nothing around it (bench/softmax.cpp's floor) against the
+    # naive loop, what the two targets above could reach with the exp attn has.
+    ("floor (attn's exp alone) vs naive, n = 64", "softmax/f32/floor/64", "softmax/f32/naive/64", None),
+    ("floor (attn's exp alone) vs naive, n = 1024, double", "softmax/f64/floor/1024",
+     "softmax/f64/naive/1024", None),
     ("attend vs Eigen, (64, 64)", "attend/f32/attn/64/64", "attend/f32/eigen/64/64", 1.0),
     ("attend vs Eigen, (1024, 64)", "attend/f32/attn/1024/64", "attend/f32/eigen/1024/64", 1.0),
     ("attend vs Eigen, (65536, 128)", "attend/f32/attn/65536/128", "attend/f32/eigen/65536/128", 0.8),
