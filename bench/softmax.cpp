@@ -43,18 +43,24 @@ void finish(benchmark::State& state) {
   bench::counters(state, n, 2 * n * sizeof(T));  // read the scores, write the weights
 }
 
-/// The library: stable (max-shifted) softmax, masks and policies included.
-template <class T>
-void softmax_attn(benchmark::State& state) {
+/// Times kernel(x, out), x the n scores and out n numbers, with the counters of `finish`.
+template <class T, class Kernel>
+void measure(benchmark::State& state, Kernel kernel) {
   const bench::buffer<T>* x = nullptr;
   bench::buffer<T> out;
   setup(state, x, out);
   for (auto _ : state) {
     bench::touch(x->data());
-    attn::softmax(*x, out);
+    kernel(*x, out);
     bench::touch(out.data());
   }
   finish<T>(state);
+}
+
+/// The library: stable (max-shifted) softmax, masks and policies included.
+template <class T>
+void softmax_attn(benchmark::State& state) {
+  measure<T>(state, [](const bench::buffer<T>& x, bench::buffer<T>& out) { attn::softmax(x, out); });
 }
 
 /// What one writes first: max, then std::exp and sum, then divide.
@@ -119,15 +125,9 @@ void floor_softmax(const T* x, T* out, std::size_t n) {
 
 template <class T>
 void softmax_floor(benchmark::State& state) {
-  const bench::buffer<T>* x = nullptr;
-  bench::buffer<T> out;
-  setup(state, x, out);
-  for (auto _ : state) {
-    bench::touch(x->data());
-    floor_softmax(x->data(), out.data(), out.size());
-    bench::touch(out.data());
-  }
-  finish<T>(state);
+  measure<T>(state, [](const bench::buffer<T>& x, bench::buffer<T>& out) {
+    floor_softmax(x.data(), out.data(), out.size());
+  });
 }
 #endif
 
