@@ -3,6 +3,8 @@
 /// Where attn's dynamic Vector and Matrix keep their numbers: std::allocator's memory, aligned
 /// to a cache line. Also for your own buffers: `std::vector<float, attn::aligned_allocator<float>>`.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 #include <limits>
 #include <memory>

@@ -5,13 +5,20 @@
 /// `attend` does it for one query, `align` for T queries (the T×n alignment map), and
 /// `no_attention` is Unit 17's baseline without a map (every query gets the last note).
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <concepts>
 #include <cstddef>
 #include <limits>
 #include <span>
 #include <type_traits>
 
-#include "attn/detail/kernels.hpp"
+#include "attn/detail/online.hpp"
+#include "attn/detail/prefetch.hpp"
+#include "attn/detail/reduce.hpp"
+#include "attn/detail/rows.hpp"
+#include "attn/detail/simd.hpp"
+#include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -40,27 +47,41 @@ struct alignment_result {
 
 namespace detail {
 
-/// Under the throw_error policy: throws unless some kept note's β·s is not −inf (or is −inf
-/// only because the product overflowed: s finite). The scores are formed as attend forms them,
-/// by score_all a block at a time (general's batched scores may differ from score(q, h) one
-/// note at a time, even in whether they overflow), so the check and the softmax agree.
-template <real T, class S>
-constexpr void check_something_kept(const char* where, std::span<const T> q,
-                                    MatrixView<const T> keys, const S& score, const options& opt) {
-  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-  constexpr std::size_t B = 64;
-  const T beta = static_cast<T>(opt.beta);
+/// Rows [j0, j0 + nb) of m, as a view (unchecked: the callers' blocks lie within m).
+template <real T>
+constexpr MatrixView<const T> row_block(MatrixView<const T> m, std::size_t j0, std::size_t nb) {
+  return MatrixView<const T>(m.data() + j0 * m.row_stride(), nb, m.cols(), m.row_stride());
+}
+
+/// Scores the notes a block of B at a time (score_all, as attend forms them) and calls
+/// visit(j0, nb, s) with each block's scores; stops, returning false, when visit does.
+template <std::size_t B = online_block, real T, class S, class F>
+constexpr bool for_each_score_block(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                                    F&& visit) {
   T s[B];
   for (std::size_t j0 = 0; j0 < keys.rows(); j0 += B) {
     const std::size_t nb = keys.rows() - j0 < B ? keys.rows() - j0 : B;
-    score_all(score, q, MatrixView<const T>(keys.row(j0).data(), nb, keys.cols(), keys.row_stride()),
-              std::span<T>(s, nb));
+    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+    if (!visit(j0, nb, static_cast<const T*>(s))) return false;
+  }
+  return true;
+}
+
+/// Under the throw_error policy: throws unless some kept note's β·s is not −inf (or is −inf
+/// only because the product overflowed: s finite). The scores are formed as attend forms them
+/// (general's batched scores may differ from one note's in whether they overflow).
+template <real T, class S>
+constexpr void check_something_kept(const char* where, std::span<const T> q,
+                                    MatrixView<const T> keys, const S& score, const options& opt) {
+  const T beta = static_cast<T>(opt.beta);
+  const bool none = for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r) {
       if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
-      if (!(beta * s[r] == neg_inf) || s[r] - s[r] == T(0)) return;
+      if (!(beta * s[r] == -std::numeric_limits<T>::infinity()) || s[r] - s[r] == T(0)) return false;
     }
-  }
-  throw_all_masked(where);
+    return true;
+  });
+  if (none) throw_all_masked(where);
 }
 
 /// Checks every size (and the all-masked throw policy) before anything is written, so a
@@ -80,171 +101,41 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
 }
 
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
-/// contributes nothing, even if its value holds inf or NaN. Eight notes at a time when all
-/// eight count (c is then loaded and stored once per eight notes); values shorter than a
-/// vector a column at a time (weighted_sum_rows).
+/// contributes nothing, even if its value holds inf or NaN.
 template <real T>
 constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std::span<T> context) {
   weighted_sum_rows(weights.data(), values.data(), values.row_stride(), values.rows(),
                     values.cols(), context.data());
 }
 
-/// Notes per block of the one-pass kernel: the block's scores go through exp as whole
-/// vectors, and its rows are still in L1 when they are added into the context.
-inline constexpr std::size_t online_block = 64;
-
-/// Rows per block of the one-pass kernel for notes of `numbers` numbers (keys and values
-/// together): 64, or fewer so that a block stays within 32 KiB (and so in L1 while it is
-/// blended), a multiple of 8 and at least 8.
-template <class T>
-constexpr std::size_t online_rows(std::size_t numbers) noexcept {
-  const std::size_t fit = numbers == 0 ? online_block : (std::size_t{32} << 10) / (numbers * sizeof(T));
-  const std::size_t rows = fit >= online_block ? online_block : fit / 8 * 8;
-  return rows < 8 ? 8 : rows;
-}
-
-/// Rows [j0, j0 + nb) of m, as a view.
-template <real T>
-constexpr MatrixView<const T> row_block(MatrixView<const T> m, std::size_t j0, std::size_t nb) {
-  return MatrixView<const T>(m.data() + j0 * m.row_stride(), nb, m.cols(), m.row_stride());
-}
-
-/// Scores the one-pass path computes block by block as cheaply as all at once.
-template <class S>
-inline constexpr bool cheap_block_scores =
-    std::same_as<S, dot_score> || std::same_as<S, scaled_dot_score>;
-
-/// From this many bytes of notes on (keys and values), the one-pass kernel prefetches each
-/// block while it works on the one before. Smaller notes stay in some cache between calls,
-/// where the prefetches only cost time (up to 1.4x it at (1024, 64)); larger ones stream from
-/// memory, which then pauses while a block's exps and blend run unless asked ahead (2.1-3.3x
-/// the time of a read-once loop without, 1.1-1.3x with, at 32 MiB: docs/performance.md).
-inline constexpr std::size_t online_prefetch_bytes = std::size_t{16} << 20;
-
-/// score_all over one block of the one-pass kernel (the same numbers); for dot and scaled_dot
-/// the rows of `ahead` (as many, the same stride; may be null), which the next block reads,
-/// are prefetched as it goes.
+/// The scores of one block of the one-pass kernel (score_all's numbers); for a dot-product
+/// score the `lines` of the key rows from `ahead` on (null: none) are prefetched meanwhile.
 template <real T, class S>
 constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                            [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines,
-                            T* out) {
-  if constexpr (cheap_block_scores<S>) {
-    if (ahead != nullptr) {  // the scores' own dot_rows, prefetching; then their scaling
-      dot_rows_prefetching(q.data(), keys.data(), keys.row_stride(), keys.rows(), q.size(), out,
-                           ahead, lines);
-      if constexpr (std::same_as<S, scaled_dot_score>) {
-        const T f = scaled_dot_score::factor<T>(q.size());
-        for (std::size_t j = 0; j < keys.rows(); ++j) out[j] *= f;
-      }
-      return;
-    }
-  }
-  score_all(score, q, keys, std::span<T>(out, keys.rows()));
+                            [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines, T* out) {
+  if constexpr (dot_product_score<S, T>)
+    dot_product_scores(q, keys, S::template scale<T>(q.size()), std::span<T>(out, keys.rows()), ahead, lines);
+  else
+    score_all(score, q, keys, std::span<T>(out, keys.rows()));
 }
 
-/// The one-pass (online softmax) kernel over all rows of keys and values: block by block it
-/// scores the notes, raises the running max m of β·s over kept notes (rescaling l and c by
-/// exp(m_old − m) when it grows, so at most once per block), and adds
-///   l += Σ_j exp(β s_j − m),   c += Σ_j exp(β s_j − m) v_j.
-/// Scores go to `scores` when it is not null; when `exps` is not null, exp(β s_j − m_b) goes
-/// to exps_j and the m_b each block used to block_max[b] (so the weights need no second exp).
-/// m, l and c carry over between calls (start: −inf, 0, zeros). Returns false when a kept
-/// score is +inf or NaN, which it leaves to the caller (m, l and c are then meaningless).
-/// Notes of weight 0 are not skipped, so a non-finite value anywhere can make c non-finite:
-/// callers check.
+/// The one pass over all notes (online_pass), scoring them a block at a time.
 template <real T, class S>
-constexpr bool online_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                           MatrixView<const T> values, T beta, const bool* mask, T* scores,
-                           T* c, T& m, sum_t<T>& l, T* exps = nullptr, T* block_max = nullptr) {
-  constexpr T inf = std::numeric_limits<T>::infinity();
-  const std::size_t n = keys.rows(), dv = values.cols();
+constexpr bool one_pass(const S& score, std::span<const T> q, MatrixView<const T> keys, MatrixView<const T> values,
+                        T beta, const bool* mask, T* scores, online_state<T>& st, T* exps, T* block_max) {
   const bool shared = values.data() == keys.data();
-  const std::size_t numbers = keys.cols() + (shared ? 0 : dv);  // per note
-  const std::size_t B = online_rows<T>(numbers);
-  const bool prefetch = n * numbers * sizeof(T) >= online_prefetch_bytes;
-  T sbuf[online_block];
-  T ebuf[online_block];
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    T* s = scores != nullptr ? scores + j0 : sbuf;
-    T* e = exps != nullptr ? exps + j0 : ebuf;
-    if (block_max != nullptr) block_max[j0 / B] = m;
-    // Large notes stream from memory: while a block is scored and blended, the next one (if a
-    // whole block) is prefetched. Notes that are keys and values: every other line of it while
-    // scoring, all of it while blending (the blend issues no misses of its own, so memory would
-    // idle then; asking for a line already on its way costs little). Measured at 32 MiB, this
-    // beat every line in both phases (1.08 against 1.13 times the read-once loop) and every
-    // other line in each (1.35).
-    const bool ahead = prefetch && n - j0 - nb >= nb;
-    block_scores(score, q, row_block(keys, j0, nb), ahead ? keys.row(j0 + nb).data() : nullptr,
-                 shared ? prefetch_lines::every_other : prefetch_lines::all, s);
-    const bool* mb = mask != nullptr ? mask + j0 : nullptr;
-    std::size_t kept = nb;
-    T least = std::numeric_limits<T>::quiet_NaN();  // the block's least β·s, without a mask
-    T bm;
-    if (mb == nullptr) {
-      const min_max<T> mm = scaled_min_max_of(s, nb, beta);
-      bm = mm.max;
-      least = mm.min;
-    } else {
-      bm = masked_scaled_max_of(s, nb, beta, mb, kept);
-    }
-    if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
-    if (bm == -inf) {  // nothing kept in this block, or kept NaNs that order below −inf
-      for (std::size_t r = 0; r < nb; ++r)  // (x86's inf − inf and 0·inf have the sign bit set)
-        if ((mb == nullptr || mb[r]) && !(beta * s[r] == beta * s[r])) return false;
-      if (exps != nullptr) fill(e, nb, T(0));
-      continue;
-    }
-    if (bm > m) {
-      if (m == -inf) {  // the first block with a kept score: l and c are still 0
-        m = bm;
-      } else {
-        const T f = attn::detail::exp(m - bm);
-        l *= static_cast<sum_t<T>>(f);
-        scale(c, dv, f);
-        m = bm;
-      }
-    }
-    if (block_max != nullptr) block_max[j0 / B] = m;
-    l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, m, mb, exps_in_range(least, m)));
-    if (ahead) {
-      add_weighted_rows_prefetching(e, values.row(j0).data(), values.row_stride(), nb, dv, c,
-                                    values.row(j0 + nb).data());
-    } else {
-      add_weighted_rows(e, values.row(j0).data(), values.row_stride(), nb, dv, c);
-    }
-  }
-  return l == l;  // a kept NaN that the max left out made l NaN
+  const std::size_t numbers = keys.cols() + (shared ? 0 : values.cols());
+  const auto next_block = [&](std::size_t j0, std::size_t nb, T* out, bool ahead, prefetch_lines lines) {
+    block_scores(score, q, row_block(keys, j0, nb), ahead ? keys.row(j0 + nb).data() : nullptr, lines, out);
+  };
+  return online_pass(next_block, keys.rows(), numbers, shared, values.data(), values.row_stride(), beta, mask,
+                     scores, st, exps, block_max);
 }
 
-/// online_pass for notes that make one block, without a mask and with nothing to prefetch,
-/// starting from m = −inf, l = 0 and c = 0: the same steps for that block and the same numbers
-/// (scores into `scores`, exps into `exps`, m, l, c), without the block loop's bookkeeping,
-/// which took clang 14 a tenth of a (64, 64) attend. False for a row online_pass would leave to
-/// the caller (a max that is ±inf or NaN, every score −inf, a NaN the max passed over).
-template <real T, class S>
-constexpr bool one_block_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                              MatrixView<const T> values, T beta, T* scores, T* c, T& m,
-                              sum_t<T>& l, T* exps) {
-  const std::size_t n = keys.rows();
-  block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all, scores);
-  const min_max<T> mm = scaled_min_max_of(scores, n, beta);
-  const T top = mm.max;
-  if (!(top < std::numeric_limits<T>::infinity() && top > -std::numeric_limits<T>::infinity()))
-    return false;
-  m = top;
-  l = static_cast<sum_t<T>>(exp_shifted_sum_of(
-      scores, exps, n, beta, top, static_cast<const bool*>(nullptr), exps_in_range(mm.min, top)));
-  add_weighted_rows(exps, values.data(), values.row_stride(), n, values.cols(), c);
-  return l == l;
-}
-
-/// attend in one pass over the notes (online softmax); false when it leaves the row to the
-/// two-pass path: nothing kept, a kept score +inf or NaN, or a context that is not finite
-/// (a value holding inf or NaN, whose note may have weight 0 and must then not count).
-/// The weights are the pass's exps, exp(β s_j − m_b)·exp(m_b − m)/l, one factor per block
-/// (up to 64 blocks of online_rows notes; past that exp(β s_j − m)/l again from the stored scores);
+/// attend in one pass over the notes; false when it leaves the row to the two-pass path:
+/// nothing kept, a kept score +inf or NaN, or a context that is not finite (a value holding
+/// inf or NaN, whose note may have weight 0 and must then not count). The weights are the
+/// pass's exps rescaled per block (up to 64 blocks; past that exp(β s_j − m)/l from the scores):
 /// l is summed in blocks, so they may differ from the two-pass weights in the last bits.
 template <real T, class S>
 constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
@@ -256,71 +147,66 @@ constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
   const std::size_t B = online_rows<T>(numbers);
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
-  T m = -std::numeric_limits<T>::infinity();
-  sum_t<T> l = 0;
-  T* c = context.data();
-  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
+  online_state<T> st{.c = context.data(), .dv = dv};
+  fill(st.c, dv, T(0));
   const std::size_t blocks = (n + B - 1) / B;
   T block_max[max_blocks];
   const bool keep_exps = blocks <= max_blocks;
   if (n <= B && mask == nullptr && n * numbers * sizeof(T) < online_prefetch_bytes) {
-    if (!one_block_pass(score, q, keys, values, beta, scores.data(), c, m, l, weights.data()))
+    // one block: the step alone, without the pass's bookkeeping (docs/performance.md)
+    block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all, scores.data());
+    if (!online_step(st, scores.data(), n, beta, static_cast<const bool*>(nullptr), weights.data(),
+                     values.data(), values.row_stride(), static_cast<const T*>(nullptr)) ||
+        !(st.l == st.l))
       return false;
-    block_max[0] = m;
-  } else if (!online_pass(score, q, keys, values, beta, mask, scores.data(), c, m, l,
-                          keep_exps ? weights.data() : nullptr, keep_exps ? block_max : nullptr)) {
+    block_max[0] = st.m;
+  } else if (!one_pass(score, q, keys, values, beta, mask, scores.data(), st, keep_exps ? weights.data() : nullptr,
+                       keep_exps ? block_max : nullptr)) {
     return false;
   }
-  if (m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
-  const T inv = static_cast<T>(sum_t<T>(1) / l);
-  if (keep_exps) {
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t j0 = b * B, nb = n - j0 < B ? n - j0 : B;
-      const T f = block_max[b] == m ? inv : attn::detail::exp(block_max[b] - m) * inv;
-      scale(weights.data() + j0, nb, f);
-    }
-  } else {
-    exp_shifted(scores.data(), weights.data(), n, beta, m, mask, inv);
-  }
-  scale(c, dv, inv);
-  return all_finite(c, dv);
+  if (st.m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
+  if (keep_exps)
+    online_weights(st, block_max, n, B, weights.data());
+  else
+    exp_shifted(scores.data(), weights.data(), n, beta, st.m, mask, online_reciprocal(st));
+  scale(st.c, dv, online_reciprocal(st));
+  return all_finite(st.c, dv);
 }
 
 /// From this many notes on, attend reads the notes once (online softmax) instead of twice.
 inline constexpr std::size_t online_min_notes = 32;
 
-/// The whole look back on dynamic views, writing into caller buffers: one pass over the notes
-/// for dot and scaled_dot when there are enough of them, else scores, softmax, blend. Inlined
-/// into the public overloads: called, it took its views (32 bytes each) from the stack, where
-/// the caller had just stored them, on the critical path of a small call.
+/// The whole look back on dynamic views, into caller buffers: one pass over the notes for a
+/// dot-product score when there are enough of them, else scores, softmax, blend. Inlined into
+/// the public overloads (called, its views were read back from the stack on a small call's
+/// critical path).
 template <real T, class S>
-ATTN_ALWAYS_INLINE constexpr void attend(const char* where, std::span<const T> q,
-                                         MatrixView<const T> keys, MatrixView<const T> values,
-                                         const S& score, std::span<T> scores, std::span<T> weights,
-                                         std::span<T> context, const options& opt) {
+ATTN_ALWAYS_INLINE constexpr void attend_views(const char* where, std::span<const T> q,
+                                               MatrixView<const T> keys, MatrixView<const T> values,
+                                               const S& score, std::span<T> scores, std::span<T> weights,
+                                               std::span<T> context, const options& opt) {
   check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
-  if constexpr (cheap_block_scores<S>) {
+  if constexpr (dot_product_score<S, T>) {
     if (!std::is_constant_evaluated() && keys.rows() >= online_min_notes &&
         attend_online(q, keys, values, score, scores, weights, context, opt))
       return;
   }
   score_all(score, q, keys, scores);
-  softmax(where, scores.data(), weights.data(), scores.size(), weights.size(), opt);
+  softmax_row(where, scores.data(), weights.data(), scores.size(), weights.size(), opt);
   blend<T>(weights, values, context);
 }
 
-/// attend, called rather than inlined: for the fixed-size path, which falls back to it only to
-/// check and throw (inlined, the whole dynamic path would be copied into every caller).
+/// attend_views, called rather than inlined: for the fixed-size path, which falls back to it
+/// only to check and throw (inlined, the whole dynamic path would be copied into every caller).
 template <real T, class S>
 ATTN_NOINLINE void attend_called(const char* where, std::span<const T> q, MatrixView<const T> keys,
                                  MatrixView<const T> values, const S& score, std::span<T> scores,
                                  std::span<T> weights, std::span<T> context, const options& opt) {
-  attend<T>(where, q, keys, values, score, scores, weights, context, opt);
+  attend_views<T>(where, q, keys, values, score, scores, weights, context, opt);
 }
 
-/// Largest number of notes the small fixed-size path of attend takes.
-/// Below online_min_notes, so that the dynamic path it must agree with (to the bit) is the
-/// two-pass one, whose order of operations it follows.
+/// Largest number of notes the small fixed-size path of attend takes: below online_min_notes,
+/// so that the dynamic path it agrees with (to the bit) is the two-pass one.
 inline constexpr std::size_t small_notes = online_min_notes - 1;
 
 /// attend for N notes of DK key and DV value numbers, all fixed at compile time and N small:
@@ -342,15 +228,14 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
                      std::span<T>(c, DV), opt);
     return;
   }
-  if constexpr (cheap_block_scores<S>) {
+  if constexpr (dot_product_score<S, T>) {
     T sr[N];  // the scores in registers (read back from s, they would wait on its stores)
     for (std::size_t j = 0; j < N; ++j)  // dot's numbers (short keys: without its add to 0)
       sr[j] = DK < simd_lanes<T> ? dot_in_order(q.data(), keys.row(j).data(), DK)
                                  : dot(q.data(), keys.row(j).data(), DK);
-    if constexpr (std::same_as<S, scaled_dot_score>) {
-      const T f = scaled_dot_score::factor<T>(DK);
+    const T f = S::template scale<T>(DK);
+    if (f != T(1))
       for (std::size_t j = 0; j < N; ++j) sr[j] *= f;
-    }
     for (std::size_t j = 0; j < N; ++j) s[j] = sr[j];
     T wr[N];  // the weights in registers, likewise
     if (opt.mask.empty() && softmax_small_in_range<N>(sr, static_cast<T>(opt.beta), wr)) {
@@ -409,7 +294,7 @@ ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV> attend_small_result(
     const options& opt) {
   attention_result<T, N, DV> r{};
   if (std::is_constant_evaluated()) {
-    attend<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores), std::span<T>(r.weights),
+    attend_views<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores), std::span<T>(r.weights),
               std::span<T>(r.context), opt);
   } else {
     attend_small<N, DK, DV, T>("attn::attend", q, keys, values, score, r.scores.data(), r.weights.data(),
@@ -442,7 +327,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, clas
 constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
                       WOut&& weights, COut&& context, const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::attend<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
+  detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
                     as_mutable_span(scores), as_mutable_span(weights), as_mutable_span(context), opt);
 }
 
@@ -477,7 +362,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
       r.weights = Vector<T>(kv.rows());
     }
     if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
-    detail::attend<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
+    detail::attend_views<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
                       std::span<T>(r.weights), std::span<T>(r.context), opt);
     return r;
   }
@@ -514,7 +399,7 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
   for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
     detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(), opt);
   for (std::size_t t = 0; t < qv.rows(); ++t)
-    detail::attend<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t), opt);
+    detail::attend_views<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t), opt);
 }
 
 /// The alignment map of T queries over notes that are both keys and values, written into the

@@ -2,6 +2,8 @@
 /// \file attn/attn.hpp
 /// The umbrella header: every core header of attn (not the report headers).
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include "attn/allocator.hpp"  // IWYU pragma: export
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export

@@ -2,6 +2,8 @@
 /// \file attn/error.hpp
 /// The exceptions attn throws, and the size checks that throw them.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 #include <stdexcept>
 #include <string>

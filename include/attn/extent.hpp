@@ -2,6 +2,8 @@
 /// \file attn/extent.hpp
 /// The size sentinel `attn::dynamic` and the compile-time rules that two sizes must follow.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 #include <span>
 

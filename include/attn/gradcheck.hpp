@@ -18,6 +18,8 @@
 /// stated for double carries to another type as tol·(ε_T/ε_double)^{2/3}: gradcheck_tolerance.
 /// This header allocates (it copies x and forms numeric Jacobians); it is a test tool.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <algorithm>
 #include <cmath>
 #include <concepts>

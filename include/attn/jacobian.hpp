@@ -21,6 +21,8 @@
 /// ∂c/∂v_j = I/n and ∂L/∂v_j = g/n, and everything else is 0. A NaN row (a kept NaN score, or
 /// the nan policy) gives NaN. Errors are those of `attend`, checked before anything is written.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <array>
 #include <concepts>
 #include <cstring>
@@ -34,7 +36,9 @@
 #include <vector>
 
 #include "attn/attention.hpp"
-#include "attn/detail/kernels.hpp"
+#include "attn/detail/reduce.hpp"
+#include "attn/detail/rows.hpp"
+#include "attn/detail/simd.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -43,49 +47,6 @@
 #include "attn/vector.hpp"
 
 namespace attn {
-
-/// ∂L/∂θ of a score that has no parameters (dot, scaled_dot, a user's score without them).
-struct no_parameters {};
-
-namespace detail {
-template <class S>
-struct parameter_gradient_of {
-  using type = no_parameters;
-};
-template <class S>
-  requires requires(const S& s) { s.zero_parameter_gradient(); }
-struct parameter_gradient_of<S> {
-  using type = std::remove_cvref_t<decltype(std::declval<const S&>().zero_parameter_gradient())>;
-};
-}  // namespace detail
-
-/// The type of ∂L/∂θ for score S: what `S::zero_parameter_gradient()` returns (general:
-/// {W}; additive: {W1, W2, v}), or `no_parameters`.
-template <class S>
-using parameter_gradient_t = typename detail::parameter_gradient_of<S>::type;
-
-/// Returns ∂L/∂θ = 0 shaped like score's parameters (`no_parameters{}` when it has none).
-template <class S>
-[[nodiscard]] parameter_gradient_t<S> zero_parameter_gradient(const S& score) {
-  if constexpr (requires { score.zero_parameter_gradient(); })
-    return score.zero_parameter_gradient();
-  else
-    return no_parameters{};
-}
-
-/// A type that backward can add ∂L/∂θ of score S to: S has `accumulate_gradients(q, keys, a,
-/// grad_q, grad_keys, p)`, a batched `accumulate_parameter_gradient(q, keys, a, p)` or a
-/// per-note `accumulate_parameter_gradient(q, h, a, p)` (p += a ∂s/∂θ) that accepts it.
-template <class P, class S, class T>
-concept parameter_gradient_for =
-    real<T> && !std::same_as<std::remove_cvref_t<P>, options> &&
-    (requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-              std::span<T> gq, MatrixView<T> gk, std::remove_reference_t<P>& p) {
-      s.accumulate_gradients(q, keys, a, gq, gk, p);
-    } || requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                  std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, keys, a, p); } ||
-     requires(const S& s, std::span<const T> q, std::span<const T> h, T a,
-              std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, h, a, p); });
 
 /// What `backward` gives for keys ≠ values (row j of a matrix belongs to note j).
 template <real T, std::size_t DQ = dynamic, std::size_t N = dynamic, std::size_t DK = dynamic,
@@ -229,7 +190,7 @@ bool forward_pass(const char* where, const S& score, std::span<const T> q, Matri
   const std::size_t n = keys.rows();
   score_all(score, q, keys, alpha);
   const bool flows = weights_move(softmax_row_kind(alpha.data(), n, opt));
-  softmax(where, alpha.data(), alpha.data(), n, n, opt);
+  softmax_row(where, alpha.data(), alpha.data(), n, n, opt);
   blend<T>(alpha, values, c);
   return flows;
 }
@@ -293,7 +254,7 @@ void jacobian_value(const char* where, const S& score, std::span<const T> q, Mat
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dv);
   scratch<T, N> alpha(n);
   score_all(score, q, keys, alpha.span());
-  softmax(where, alpha.span().data(), alpha.span().data(), n, n, opt);
+  softmax_row(where, alpha.span().data(), alpha.span().data(), n, n, opt);
   const T aj = alpha[j];
   zero(out);
   if (!(aj == aj)) {
@@ -381,7 +342,7 @@ void backward_row(const char* where, const S& score, std::span<const T> q, Matri
   const T beta = static_cast<T>(opt.beta);
   score_all(score, q, keys, gs);
   const bool flows = weights_move(softmax_row_kind(gs.data(), n, opt));
-  softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until it is overwritten
+  softmax_row(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until it is overwritten
   const auto u = [&](std::size_t k) { return dot(gc.data(), values.row(k).data(), dv); };
   T ubar = 0;  // ⟨g, c⟩ = Σ_k α_k ⟨g, v_k⟩
   for (std::size_t k = 0; k < n; ++k)
@@ -428,8 +389,7 @@ void dot_backward_rows(const T* alpha, const T* u, std::size_t us, std::span<con
       if (k != m && alpha[k] != T(0)) um += alpha[k] * (u_m - u[k * us]);
   }
   const T beta = static_cast<T>(opt.beta);
-  T f = T(1);
-  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  const T f = S::template scale<T>(dk);
   const T* g = gc.data();
   fill(gq.data(), gq.size(), T(0));
   for (std::size_t j0 = 0; j0 < n; j0 += B) {
@@ -488,10 +448,8 @@ bool backward_dot(const char* where, const S& score, std::span<const T> q, Matri
     const std::size_t nb = n - j0 < B ? n - j0 : B;
     if (notes_both) {  // both products from one read of each note
       dot_rows2(q.data(), gc.data(), keys.row(j0).data(), keys.row_stride(), nb, dk, gs.data() + j0, ub);
-      if constexpr (std::same_as<S, scaled_dot_score>) {
-        const T f = scaled_dot_score::factor<T>(dk);
-        for (std::size_t r = 0; r < nb; ++r) gs[j0 + r] *= f;  // as scaled_dot's scores()
-      }
+      const T f = S::template scale<T>(dk);
+      if (f != T(1)) scale(gs.data() + j0, nb, f);  // as the score's scores()
     } else {  // the block of keys is still in L1 for the second product
       score_all(score, q, row_block(keys, j0, nb), gs.subspan(j0, nb));
       dot_rows(gc.data(), values.row(j0).data(), values.row_stride(), nb, dv, ub);
@@ -499,7 +457,7 @@ bool backward_dot(const char* where, const S& score, std::span<const T> q, Matri
     for (std::size_t r = 0; r < nb; ++r) ust[(j0 + r) * us] = ub[r];
   }
   if (!weights_move(softmax_row_kind(gs.data(), n, opt))) return false;
-  softmax(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
+  softmax_row(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
   dot_backward_rows<T, S>(gs.data(), ust, us, q, keys, gc, gs, gq, gk, gv, notes_both, opt);
   return true;
 }
@@ -523,7 +481,7 @@ void backward(const char* where, const S& score, std::span<const T> q, MatrixVie
   if (!notes_both) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, values.cols());
   check_parameter_gradient(score, grads);
   note_scratch_for<S, T, P, DQ, DK> ns(keys.cols(), q.size());  // may throw bad_alloc: nothing written yet
-  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+  if constexpr (dot_product_score<S, T> && std::same_as<P, no_parameters>) {
     if (backward_dot<T>(where, score, q, keys, values, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt))
       return;
   }
@@ -622,7 +580,7 @@ void backward_from_weights_checked(const S& score, std::span<const T> q, MatrixV
                                    bool notes_both, P* grads, const options& opt) {
   const bool flows = mask_keeps_a_note(opt);
   note_scratch_for<S, T, P, DQ, DK> ns(keys.cols(), q.size());  // may throw bad_alloc: nothing written yet
-  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+  if constexpr (dot_product_score<S, T> && std::same_as<P, no_parameters>) {
     if (flows && values.cols() != 0) {
       backward_dot_weights<T, S>(q, keys, values, alpha, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt);
       return;
@@ -714,8 +672,7 @@ void backward_dot_forward(std::span<const T> q, MatrixView<const T> keys, Matrix
   const T* qd = q.data();
   const T ubar = dot(g, c.data(), dv);  // ⟨g, c⟩ = Σ_k α_k u_k up to rounding
   const T beta = static_cast<T>(opt.beta);
-  T f = T(1);
-  if constexpr (std::same_as<S, scaled_dot_score>) f = scaled_dot_score::factor<T>(dk);
+  const T f = S::template scale<T>(dk);
   T* __restrict y = gq.data();
   fill(y, dk, T(0));
   const std::size_t ks = keys.row_stride(), vs = gv.row_stride(), kgs = gk.row_stride();
@@ -792,7 +749,7 @@ void backward_from_forward(const char* where, const S& score, std::span<const T>
                            MatrixView<T> gv, bool notes_both, P* grads, const options& opt) {
   check_from_weights<T>(where, score, q, keys, values, alpha, gc, gs, gq, gk, gv, notes_both, grads, opt);
   check_equal(where, "size of the forward's context", c.size(), "columns of values", values.cols());
-  if constexpr (cheap_block_scores<S> && std::same_as<P, no_parameters>) {
+  if constexpr (dot_product_score<S, T> && std::same_as<P, no_parameters>) {
     if (one_pass_applies<T>(q, alpha, c, gc, opt)) {
       backward_dot_forward<T, S>(q, keys, values, alpha, c, gc, gs, gq, gk, notes_both ? gk : gv, notes_both, opt);
       return;

@@ -4,6 +4,8 @@
 /// columns, row stride); `Matrix<T, R, C>` owns its numbers (inline when R and C are fixed).
 /// Row j of a notes matrix is the note h_j.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <array>
 #include <cstddef>
 #include <initializer_list>

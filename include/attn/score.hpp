@@ -9,6 +9,8 @@
 ///   general{W}   s = qᵀ W h                    (W is d_q × d_h)
 ///   additive{W1, W2, v}  s = vᵀ tanh(W1 h + W2 q)  (W1 k×d_h, W2 k×d_q, v of length k)
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <array>
 #include <cmath>
 #include <concepts>
@@ -16,8 +18,11 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
-#include "attn/detail/kernels.hpp"
+#include "attn/detail/prefetch.hpp"
+#include "attn/detail/rows.hpp"
+#include "attn/detail/simd.hpp"
 #include "attn/detail/tanh.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
@@ -26,17 +31,10 @@
 
 namespace attn {
 
-/// A score type for scalar T: `s.check(d_q, d_h)` throws dimension_error unless a query of
-/// d_q numbers and notes of d_h numbers fit; `s(q, h)` is the score of one note;
-/// `s.gradient_note(q, h, out)` writes ∂s/∂h (d_h numbers) and `s.gradient_query(q, h, out)`
-/// writes ∂s/∂q (d_q numbers). Optional: `s.scores(q, notes, out)` for all notes at once
-/// (used when present), a static `same_size = true` (d_q must equal d_h), and static
-/// `query_extent` / `note_extent` fixed at compile time (checked when the inputs are fixed).
-/// Optional, for backward (attn/jacobian.hpp; docs/derivatives.md): a batched vector-Jacobian
-/// product `s.accumulate_gradients(q, keys, a, grad_q, grad_keys[, grads])` adding
-/// Σ_j a_j ∂s_j/∂q and a_j ∂s_j/∂k_j (and the parameters' share), and, for a score with
-/// parameters, `s.zero_parameter_gradient()` with a per-note
-/// `s.accumulate_parameter_gradient(q, h, a, grads)` (grads += a ∂s/∂θ) or the batched form.
+/// What every score gives, for scalar T: `s.check(d_q, d_h)` throws dimension_error unless a
+/// query of d_q numbers and notes of d_h numbers fit; `s(q, h)` is one note's score;
+/// `s.gradient_note(q, h, out)` writes ∂s/∂h and `s.gradient_query(q, h, out)` ∂s/∂q. What a
+/// score may give besides is a concept of its own below; attn asks for those, never for a type.
 template <class S, class T>
 concept Score = real<T> && requires(const S& s, std::span<const T> q, std::span<const T> h,
                                     std::span<T> out, std::size_t d) {
@@ -45,6 +43,80 @@ concept Score = real<T> && requires(const S& s, std::span<const T> q, std::span<
   s.gradient_note(q, h, out);
   s.gradient_query(q, h, out);
 };
+
+/// A score that scores all n notes at once, `s.scores(q, notes, out)` (out_j = s(q, h_j); sizes
+/// checked by the caller). attn uses it wherever it is present, else scores note by note.
+template <class S, class T>
+concept batched_score = Score<S, T> && requires(const S& s, std::span<const T> q,
+                                                MatrixView<const T> notes, std::span<T> out) {
+  s.scores(q, notes, out);
+};
+
+/// A score whose backward is batched: `s.accumulate_gradients(q, keys, a, grad_q, grad_keys)`
+/// adds Σ_j a_j ∂s_j/∂q to grad_q and a_j ∂s_j/∂k_j to row j of grad_keys (a_j = ∂L/∂s_j; a
+/// note with a_j = 0 adds nothing). Else backward goes note by note through the gradients.
+template <class S, class T>
+concept batched_gradient_score =
+    Score<S, T> && requires(const S& s, std::span<const T> q, MatrixView<const T> keys,
+                            std::span<const T> a, std::span<T> grad_q, MatrixView<T> grad_keys) {
+      s.accumulate_gradients(q, keys, a, grad_q, grad_keys);
+    };
+
+/// A score linear in the note with a scale, s(q, h) = scale(d)·(q·h), d = |q| = |h|: it declares
+/// `static constexpr bool dot_product = true` and `template <real T> static T scale(std::size_t
+/// d)`. attn then computes it as scale(d)·Σ_i q_i h_i on its dot-product fast paths (one pass
+/// over the notes, forward and backward) without calling its members: `dot`, `scaled_dot`, yours.
+template <class S, class T>
+concept dot_product_score = Score<S, T> && requires(std::size_t d) {
+  requires S::dot_product;
+  { S::template scale<T>(d) } -> std::same_as<T>;
+};
+
+/// ∂L/∂θ of a score that has no parameters (dot, scaled_dot, a user's score without them).
+struct no_parameters {};
+
+/// A score with parameters θ: `s.zero_parameter_gradient()` returns ∂L/∂θ = 0 shaped like them,
+/// a type that converts to the view backward adds into (general: {W}; additive: {W1, W2, v}).
+template <class S>
+concept parameterized_score = requires(const S& s) { s.zero_parameter_gradient(); };
+
+namespace detail {
+template <class S>
+struct parameter_gradient_of {
+  using type = no_parameters;
+};
+template <parameterized_score S>
+struct parameter_gradient_of<S> {
+  using type = std::remove_cvref_t<decltype(std::declval<const S&>().zero_parameter_gradient())>;
+};
+}  // namespace detail
+
+/// The type of ∂L/∂θ for score S: what `S::zero_parameter_gradient()` returns, or no_parameters.
+template <class S>
+using parameter_gradient_t = typename detail::parameter_gradient_of<S>::type;
+
+/// Returns ∂L/∂θ = 0 shaped like score's parameters (`no_parameters{}` when it has none).
+template <class S>
+[[nodiscard]] parameter_gradient_t<S> zero_parameter_gradient(const S& score) {
+  if constexpr (parameterized_score<S>)
+    return score.zero_parameter_gradient();
+  else
+    return no_parameters{};
+}
+
+/// A type backward can add ∂L/∂θ of score S to: S has `accumulate_gradients(q, keys, a, grad_q,
+/// grad_keys, p)`, a batched `accumulate_parameter_gradient(q, keys, a, p)` or a per-note
+/// `accumulate_parameter_gradient(q, h, a, p)` (p += a ∂s/∂θ) that accepts it.
+template <class P, class S, class T>
+concept parameter_gradient_for =
+    real<T> && !std::same_as<std::remove_cvref_t<P>, no_parameters> &&
+    (requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+              std::span<T> gq, MatrixView<T> gk, std::remove_reference_t<P>& p) {
+      s.accumulate_gradients(q, keys, a, gq, gk, p);
+    } || requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                  std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, keys, a, p); } ||
+     requires(const S& s, std::span<const T> q, std::span<const T> h, T a,
+              std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, h, a, p); });
 
 namespace detail {
 template <class S>
@@ -68,6 +140,19 @@ consteval std::size_t score_note_extent() {
   else
     return dynamic;
 }
+
+/// out_j = f·(q·h_j) for the rows of notes (f = 1 adds no product), the dot-product scores;
+/// with `ahead` (null: none), the `lines` of as many rows of `ahead` are prefetched meanwhile.
+template <real T>
+constexpr void dot_product_scores(std::span<const T> q, MatrixView<const T> notes, T f, std::span<T> out,
+                                  const T* ahead = nullptr, prefetch_lines lines = prefetch_lines::all) {
+  if (ahead != nullptr && !std::is_constant_evaluated())
+    dot_rows_prefetching(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data(),
+                         ahead, lines);
+  else
+    dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
+  if (f != T(1)) scale(out.data(), notes.rows(), f);
+}
 }  // namespace detail
 
 /// Fixed query and note lengths Q and H fit score S: equal for dot-like scores, and equal to
@@ -79,12 +164,17 @@ concept score_fits_extents =
     compatible_extents<Q, detail::score_query_extent<S>()> &&
     compatible_extents<H, detail::score_note_extent<S>()>;
 
-/// The dot product q·h — usable directly (`attn::dot(a, b)`) and as a score.
-struct dot_score {
+/// The members of a dot-product score s(q, h) = f·(q·h), f = Derived::scale<T>(d), for Derived
+/// to inherit (dot and scaled_dot do; so may yours). Derived gives `scale` and `name` (the
+/// function named in errors).
+template <class Derived>
+struct dot_product_family {
   /// q and h must have the same length.
   static constexpr bool same_size = true;
+  /// attn's dot-product fast paths take this score (dot_product_score).
+  static constexpr bool dot_product = true;
 
-  /// Returns Σ_i a_i b_i. Fixed sizes that differ do not compile; dynamic ones throw
+  /// Returns f·Σ_i a_i b_i. Fixed sizes that differ do not compile; dynamic ones throw
   /// dimension_error.
   template <vector_like A, vector_like B>
     requires std::same_as<scalar_of<A>, scalar_of<B>> && compatible_extents<extent_of<A>, extent_of<B>>
@@ -92,95 +182,70 @@ struct dot_score {
     const auto x = as_span(a);
     const auto y = as_span(b);
     check(x.size(), y.size());
-    return detail::dot(x.data(), y.data(), x.size());
+    const auto f = Derived::template scale<scalar_of<A>>(x.size());
+    const auto s = detail::dot(x.data(), y.data(), x.size());
+    return f == 1 ? s : s * f;
   }
   /// Throws dimension_error unless d_q == d_h.
   constexpr void check(std::size_t d_q, std::size_t d_h) const {
-    detail::check_equal("attn::dot", "query size", d_q, "note size", d_h);
+    detail::check_equal(Derived::name, "query size", d_q, "note size", d_h);
   }
-  /// out_j = q·h_j for every row h_j of notes (sizes checked by the caller).
+  /// out_j = f·(q·h_j) for every row h_j of notes (sizes checked by the caller).
   template <real T>
   constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
+    detail::dot_product_scores(q, notes, Derived::template scale<T>(q.size()), out);
   }
-  /// ∂(q·h)/∂h = q.
+  /// ∂s/∂h = f q.
   template <real T>
   constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+    scaled_copy(q, out);
   }
-  /// ∂(q·h)/∂q = h.
+  /// ∂s/∂q = f h.
   template <real T>
   constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+    scaled_copy(h, out);
   }
-  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += a_j q and
-  /// grad_q += Σ_j a_j h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN).
+  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j f) q and
+  /// grad_q += Σ_j (a_j f) h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN).
   /// Cost n·d; nothing allocated.
   template <real T>
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
                                       MatrixView<T> grad_keys) const {
+    const T f = Derived::template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
-      if (a[j] != T(0)) detail::axpy(a[j], q.data(), grad_keys.row(j).data(), q.size());
-    detail::accumulate_rows(a.data(), T(1), keys.data(), keys.row_stride(), keys.rows(), q.size(),
+      if (a[j] != T(0)) detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
+    detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
                             grad_q.data());
+  }
+
+private:
+  template <real T>
+  static constexpr void scaled_copy(std::span<const T> x, std::span<T> out) {
+    const T f = Derived::template scale<T>(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = f == T(1) ? x[i] : x[i] * f;
+  }
+};
+
+/// The dot product q·h: usable directly (`attn::dot(a, b)`) and as a score.
+struct dot_score : dot_product_family<dot_score> {
+  static constexpr const char* name = "attn::dot";
+  /// The scale of q·h: 1.
+  template <real T>
+  [[nodiscard]] static constexpr T scale(std::size_t /*d*/) noexcept {
+    return T(1);
   }
 };
 /// The dot score s = q·h (Luong, 2015), and the dot product of two vectors.
 inline constexpr dot_score dot{};
 
 /// The scaled dot product q·h/√d of the transformer (d = length of q and h).
-struct scaled_dot_score {
-  /// q and h must have the same length.
-  static constexpr bool same_size = true;
-
-  /// Returns q·h/√d; sizes as for dot.
-  template <vector_like A, vector_like B>
-    requires std::same_as<scalar_of<A>, scalar_of<B>> && compatible_extents<extent_of<A>, extent_of<B>>
-  [[nodiscard]] scalar_of<A> operator()(const A& a, const B& b) const {
-    const auto x = as_span(a);
-    const auto y = as_span(b);
-    check(x.size(), y.size());
-    return detail::dot(x.data(), y.data(), x.size()) * factor<scalar_of<A>>(x.size());
-  }
-  /// Throws dimension_error unless d_q == d_h.
-  constexpr void check(std::size_t d_q, std::size_t d_h) const {
-    detail::check_equal("attn::scaled_dot", "query size", d_q, "note size", d_h);
-  }
-  /// The factor 1/√d.
+struct scaled_dot_score : dot_product_family<scaled_dot_score> {
+  static constexpr const char* name = "attn::scaled_dot";
+  /// The scale 1/√d.
   template <real T>
-  [[nodiscard]] static T factor(std::size_t d) {
+  [[nodiscard]] static T scale(std::size_t d) {
     return T(1) / std::sqrt(static_cast<T>(d));
-  }
-  /// out_j = q·h_j/√d for every row h_j of notes.
-  template <real T>
-  void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    const T f = factor<T>(q.size());
-    detail::dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
-    for (std::size_t j = 0; j < notes.rows(); ++j) out[j] *= f;
-  }
-  /// ∂s/∂h = q/√d.
-  template <real T>
-  void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
-    const T f = factor<T>(q.size());
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i] * f;
-  }
-  /// ∂s/∂q = h/√d.
-  template <real T>
-  void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
-    const T f = factor<T>(h.size());
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i] * f;
-  }
-  /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j/√d) q and
-  /// grad_q += Σ_j (a_j/√d) h_j. Notes with a_j = 0 add nothing. Cost n·d; nothing allocated.
-  template <real T>
-  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                            std::span<T> grad_q, MatrixView<T> grad_keys) const {
-    const T f = factor<T>(q.size());
-    for (std::size_t j = 0; j < keys.rows(); ++j)
-      if (a[j] != T(0)) detail::axpy(a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
-    detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
-                            grad_q.data());
   }
 };
 /// The transformer's score s = q·h/√d.
@@ -523,11 +588,14 @@ template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2
 additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
     -> additive<std::remove_const_t<T>, K, DH, DQ>;
 
-/// Writes score(q, h_j) for every row h_j of `notes` into out, through the score's batched
-/// `scores` when it has one. Sizes must already be checked.
+/// Writes score(q, h_j) for every row h_j of `notes` into out: scale(d)·(q·h_j) for a
+/// dot_product_score, else through the batched `scores` when it has one, else note by note.
+/// Sizes must already be checked.
 template <real T, Score<T> S>
 constexpr void score_all(const S& score, std::span<const T> q, MatrixView<const T> notes, std::span<T> out) {
-  if constexpr (requires { score.scores(q, notes, out); }) {
+  if constexpr (dot_product_score<S, T>) {
+    detail::dot_product_scores(q, notes, S::template scale<T>(q.size()), out);
+  } else if constexpr (batched_score<S, T>) {
     score.scores(q, notes, out);
   } else {
     for (std::size_t j = 0; j < notes.rows(); ++j)

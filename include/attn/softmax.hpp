@@ -16,6 +16,8 @@
 /// row is computed as β·(x − x_p) for the kept x_p of largest β·x_p (so finite input never
 /// gives the +inf or all-masked answers).
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -23,7 +25,8 @@
 #include <string>
 
 #include "attn/detail/exp.hpp"
-#include "attn/detail/kernels.hpp"
+#include "attn/detail/reduce.hpp"
+#include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -176,11 +179,6 @@ constexpr T shifted_score(T xj, T p, T beta, bool kept) noexcept {
                      ": every entry is masked out or -inf and the policy is throw_error");
 }
 
-template <class T>
-constexpr void fill(T* out, std::size_t n, T value) noexcept {
-  for (std::size_t j = 0; j < n; ++j) out[j] = value;
-}
-
 /// softmax of β·x into out (out may alias x), by the rules of the file comment. Validates
 /// before writing anything.
 template <class T>
@@ -248,7 +246,7 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
 /// mask first tries softmax_short_row (its exps all in range: the same bits, in registers);
 /// everything else, and every check and throw, is softmax_rows'.
 template <class T>
-ATTN_ALWAYS_INLINE constexpr void softmax(const char* where, const T* x, T* out, std::size_t n,
+ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* out, std::size_t n,
                                           std::size_t out_n, const options& opt) {
   if (out_n == n && opt.mask.empty() && beta_fits<T>(opt.beta) &&
       softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
@@ -286,7 +284,7 @@ template <vector_like In, mutable_vector_like Out>
 constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const auto os = as_mutable_span(out);
-  detail::softmax("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
+  detail::softmax_row("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
 }
 
 /// Returns softmax(β·x) as a new Vector of the same extent.
@@ -294,7 +292,7 @@ template <vector_like In>
 [[nodiscard]] constexpr Vector<scalar_of<In>, extent_of<In>> softmax(const In& x,
                                                                        const options& opt = {}) {
   Vector<scalar_of<In>, extent_of<In>> out(as_span(x));
-  detail::softmax("attn::softmax", out.data(), out.data(), out.size(), out.size(), opt);
+  detail::softmax_row("attn::softmax", out.data(), out.data(), out.size(), out.size(), opt);
   return out;
 }
 
@@ -302,7 +300,7 @@ template <vector_like In>
 template <mutable_vector_like X>
 constexpr void softmax_inplace(X&& x, const options& opt = {}) {
   const auto xs = as_mutable_span(x);
-  detail::softmax("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
+  detail::softmax_row("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
 }
 
 /// Writes log softmax(β·x) into `out`, accurate for tiny probabilities (log1p of the sum of
@@ -465,7 +463,7 @@ void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
   detail::check_equal(where, "rows of the Jacobian", o.rows(), "input size", n);
   detail::check_equal(where, "columns of the Jacobian", o.cols(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
-  detail::softmax(where, xs.data(), o.row(0).data(), n, n, opt);  // α, in row 0 for now
+  detail::softmax_row(where, xs.data(), o.row(0).data(), n, n, opt);  // α, in row 0 for now
   if (!detail::weights_move(kind)) {
     const T fill = o(0, 0) == o(0, 0) ? T(0) : std::numeric_limits<T>::quiet_NaN();
     for (std::size_t i = 0; i < n; ++i) detail::fill(o.row(i).data(), n, fill);
@@ -522,7 +520,7 @@ void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
-  detail::softmax(where, xs.data(), os.data(), n, n, opt);  // α
+  detail::softmax_row(where, xs.data(), os.data(), n, n, opt);  // α
   if (!detail::weights_move(kind)) {
     detail::fill(os.data(), n, os[0] == os[0] ? T(0) : std::numeric_limits<T>::quiet_NaN());
     return;

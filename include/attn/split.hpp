@@ -36,6 +36,8 @@
 ///   auto b = attn::attend_partial(q, notes_k_to_n, attn::dot);      // thread 2
 ///   auto c = attn::finish(attn::merge(a, b));                       // = attend(q, notes).context
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 #include <limits>
 #include <span>
@@ -43,7 +45,10 @@
 #include <utility>
 
 #include "attn/attention.hpp"
-#include "attn/detail/kernels.hpp"
+#include "attn/detail/online.hpp"
+#include "attn/detail/reduce.hpp"
+#include "attn/detail/rows.hpp"
+#include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -74,18 +79,15 @@ namespace detail {
 template <real T, class S>
 void normalized_partial_context(const S& score, std::span<const T> q, MatrixView<const T> keys,
                                 MatrixView<const T> values, T beta, const bool* mask, T m, T inv, T* c) {
-  constexpr std::size_t B = online_block;
-  const std::size_t n = keys.rows(), dv = values.cols();
-  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
-  T s[B];
-  T w[B];
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+  const std::size_t dv = values.cols();
+  fill(c, dv, T(0));
+  for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
+    T w[online_block];
     exp_shifted(s, w, nb, beta, m, mask == nullptr ? nullptr : mask + j0, inv);
     for (std::size_t r = 0; r < nb; ++r)
       if (w[r] != T(0)) axpy(w[r], values.row(j0 + r).data(), c, dv);
-  }
+    return true;
+  });
 }
 
 /// The NaN partial result: max, sum and the d_v numbers of c NaN.
@@ -101,21 +103,16 @@ void nan_partial(T& max, T& sum, T* c, std::size_t dv) noexcept {
 template <real T, class S, class F>
 bool visit_infinite_scores(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
                            const bool* mask, F&& visit) {
-  constexpr std::size_t B = online_block;
   constexpr T inf = std::numeric_limits<T>::infinity();
-  const std::size_t n = keys.rows();
-  T s[B];
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+  return for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r) {
       if (mask != nullptr && !mask[j0 + r]) continue;
       const T y = beta * s[r];
       if (!(y == y)) return false;
       if (y == inf && (s[r] == inf || s[r] == -inf)) visit(j0 + r);
     }
-  }
-  return true;
+    return true;
+  });
 }
 
 /// The partial result of a chunk in which some kept β·s is +inf or NaN: NaN for a kept NaN;
@@ -145,18 +142,13 @@ template <real T, class S>
 bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
                                    const bool* mask) {
   if (!(beta > T(1) || beta < T(-1))) return false;
-  constexpr std::size_t B = online_block;
-  const std::size_t n = keys.rows();
-  T s[B];
-  for (std::size_t j0 = 0; j0 < n; j0 += B) {
-    const std::size_t nb = n - j0 < B ? n - j0 : B;
-    score_all(score, q, row_block(keys, j0, nb), std::span<T>(s, nb));
+  return !for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r)
       if ((mask == nullptr || mask[j0 + r]) && all_finite(s + r, 1) &&
           beta * s[r] == -std::numeric_limits<T>::infinity())
-        return true;
-  }
-  return false;
+        return false;
+    return true;
+  });
 }
 
 /// One pass over a chunk into p. Sizes and β are checked first; then, for dynamic D,
@@ -188,13 +180,15 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   T* c = p.context.data();
-  for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
-  T m = neg_inf;
-  sum_t<T> l = 0;
+  online_state<T> st{.c = c, .dv = dv};
+  fill(c, dv, T(0));
+  T& m = st.m;
+  sum_t<T>& l = st.l;
   if (keys.rows() != 0) {
-    if (online_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), c, m, l)) {
+    if (one_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), st, static_cast<T*>(nullptr),
+                 static_cast<T*>(nullptr))) {
       if (m != neg_inf) {
-        const T inv = static_cast<T>(sum_t<T>(1) / l);  // as attend_online
+        const T inv = online_reciprocal(st);  // as attend_online
         if (all_finite(c, dv)) {
           scale(c, dv, inv);
         } else {

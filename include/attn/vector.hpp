@@ -4,6 +4,8 @@
 /// rules by which any contiguous range — std::vector, std::array, std::span, C arrays,
 /// our own Vector — is borrowed as a `std::span` view without copying.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <array>
 #include <concepts>
 #include <cstddef>

@@ -15,16 +15,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "attn/detail/config.hpp"
 #include "attn/detail/simd.hpp"
 
-/// A loop of constant trip count unrolled whole (the vector kernels' blocks of V vectors).
-#if defined(__clang__)
-#define ATTN_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define ATTN_UNROLL _Pragma("GCC unroll 16")
-#else
-#define ATTN_UNROLL
-#endif
 
 namespace attn::detail {
 

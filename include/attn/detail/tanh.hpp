@@ -4,6 +4,8 @@
 /// vectorize, for the additive score s = vᵀ tanh(W1 h + W2 q), whose n·k tanh calls were
 /// scalar library calls (about 10 ns each): `tanh_array` is the vector loop.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <bit>
 #include <cmath>
 #include <concepts>

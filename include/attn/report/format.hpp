@@ -6,6 +6,8 @@
 /// and the terminal width of UTF-8 text (display_width("मैं") == 1), which tables use to line
 /// up columns. Non-finite numbers are written "nan", "inf" and "-inf".
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <array>
 #include <charconv>
 #include <cmath>

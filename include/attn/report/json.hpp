@@ -9,6 +9,8 @@
 ///   j.begin_object().key("weights").numbers(r.weights).end_object();
 ///   std::cout << j.str();   // {\n  "weights": [0.10032870532678914, ...]\n}\n
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cmath>
 #include <cstddef>
 #include <stdexcept>

@@ -10,6 +10,8 @@
 ///   std::ofstream("map.svg") << attn::report::alignment_map_svg(r.weights, {"मैं", "चाय"},
 ///                                                               {"I", "drink", "tea"});
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <algorithm>
 #include <array>
 #include <cmath>

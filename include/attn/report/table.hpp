@@ -12,6 +12,8 @@
 /// so that XeLaTeX and LuaLaTeX typeset the text and pdfLaTeX (which has no Devanagari)
 /// typesets the fallback instead of stopping with an error.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 #include <string>
 #include <string_view>

@@ -11,6 +11,8 @@
 ///   zero: category in (Mn, Me) or (category == Cf and cp != 0xAD) or 0x1160 <= cp <= 0x11FF
 ///   wide: east_asian_width in (W, F) and category != Cn
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstddef>
 
 namespace attn::report::detail {

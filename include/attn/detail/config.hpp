@@ -1,0 +1,40 @@
+#pragma once
+/// \file attn/detail/config.hpp
+/// Every macro of attn, in one place: the language check, the vector-extension switch and the
+/// inlining and unrolling hints the kernels use. Every header of attn includes this one first.
+
+#if defined(_MSVC_LANG) ? _MSVC_LANG < 202002L : __cplusplus < 202002L
+#error "attn needs C++20: compile with -std=c++20 (or /std:c++20)"
+// a missing header is fatal, so the #error above is the only message (not thousands of lines)
+#include "attn: stop here, C++20 is needed"
+#endif
+
+/// 1 where the kernels use GCC/Clang vector types (define ATTN_NO_VECTOR_EXTENSIONS to get the
+/// plain loops, which add in the same order).
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(ATTN_NO_VECTOR_EXTENSIONS)
+#define ATTN_VECTOR_EXTENSIONS 1
+#else
+#define ATTN_VECTOR_EXTENSIONS 0
+#endif
+
+/// ATTN_FLATTEN: inline every call in the function (the loops that call exp stay vectorized
+/// whatever their caller's size). ATTN_ALWAYS_INLINE / ATTN_NOINLINE: as they say, for the
+/// small-call paths and the cold ones (docs/performance.md, "How each kernel gets there").
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_FLATTEN [[gnu::flatten]]
+#define ATTN_ALWAYS_INLINE [[gnu::always_inline]] inline
+#define ATTN_NOINLINE [[gnu::noinline]]
+#else
+#define ATTN_FLATTEN
+#define ATTN_ALWAYS_INLINE inline
+#define ATTN_NOINLINE
+#endif
+
+/// A loop of constant trip count unrolled whole (the vector kernels' blocks of V vectors).
+#if defined(__clang__)
+#define ATTN_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define ATTN_UNROLL _Pragma("GCC unroll 16")
+#else
+#define ATTN_UNROLL
+#endif
