@@ -203,14 +203,22 @@ def tables(best, level=3):
     return "\n".join(out)
 
 
-def run_suite(build_dir, args, label):
+def find_binaries(build_dir, regex=None):
+    """The benchmark executables build_dir/bench/bench_* whose names match regex; exits when
+    there are none."""
     binaries = sorted(glob.glob(os.path.join(build_dir, "bench", "bench_*")))
-    binaries = [b for b in binaries if os.access(b, os.X_OK) and not b.endswith(".json")]
-    if args.filter:
-        binaries = [b for b in binaries if re.search(args.filter, os.path.basename(b))]
+    binaries = [b for b in binaries if os.path.isfile(b) and os.access(b, os.X_OK)
+                and not b.endswith(".json")]
+    if regex:
+        binaries = [b for b in binaries if re.search(regex, os.path.basename(b))]
     if not binaries:
         sys.exit("no benchmark binaries in %s/bench (build them: cmake --workflow --preset bench)"
                  % build_dir)
+    return binaries
+
+
+def run_suite(build_dir, args, label):
+    binaries = find_binaries(build_dir, args.filter)
     best = {}
     context = None
     for b in binaries:
