@@ -3,13 +3,14 @@
 //                    forward — attn::attend on the same notes, the pass backward is measured by,
 //                    naive   — the loops one writes first (std::exp),
 //                    eigen   — Eigen 3.4 matrix-vector products and outer products,
-//                    attn_weights — attn::backward_from_weights, given attend's weights;
-//   backward_w:      attn::backward_from_weights against forward (attend);
-//   backward_1p:     attn::backward_from_forward (one pass, given attend's weights and context)
+//                    attn_weights — attn::backward given attend's weights (saved_forward);
+//   backward_w:      attn::backward from attend's weights against forward (attend);
+//   backward_1p:     attn::backward given attend's weights and context (one pass)
 //                    against forward (attend);
 //   jacobian_query:  attn::jacobian_query (∂c/∂q, d×d) against fma_ref, a loop doing the
 //                    n·d² fused multiply-adds of Σ_j x_j h_jᵀ and nothing else;
 //   jacobian_note:   attn::jacobian_note (∂c/∂h_j for one j) against forward.
+#include <attn/backward.hpp>
 #include <attn/jacobian.hpp>
 
 #include <array>
@@ -53,7 +54,7 @@ void backward_attn(benchmark::State& state) {
   attn::Matrix<T> gn(p.n, p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
-    attn::backward(p.q, p.notes(), attn::dot, p.g, gs, gq, gn.view());
+    attn::backward(p.q, p.notes(), attn::dot, p.g, attn::notes_backward_views<T>{gs, gq, gn.view()});
     bench::touch(gn.data());
   }
   finish<T>(state, p.n, p.d);
@@ -69,7 +70,8 @@ void backward_attn_weights(benchmark::State& state) {
   attn::Matrix<T> gn(p.n, p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
-    attn::backward_from_weights(p.q, p.notes(), attn::dot, w, p.g, gs, gq, gn.view());
+    attn::backward(p.q, p.notes(), attn::dot, attn::saved_forward<T>{w}, p.g,
+                   attn::notes_backward_views<T>{gs, gq, gn.view()});
     bench::touch(gn.data());
   }
   finish<T>(state, p.n, p.d);
@@ -92,7 +94,8 @@ void backward_attn_forward(benchmark::State& state) {
   attn::Matrix<T> gn(p.n, p.d);
   for (auto _ : state) {
     bench::touch(p.H.data());
-    attn::backward_from_forward(p.q, p.notes(), attn::dot, w, c, p.g, gs, gq, gn.view());
+    attn::backward(p.q, p.notes(), attn::dot, attn::saved_forward<T>{w, c}, p.g,
+                   attn::notes_backward_views<T>{gs, gq, gn.view()});
     bench::touch(gn.data());
   }
   finish<T>(state, p.n, p.d);

@@ -88,10 +88,6 @@ template <class Q, class N, class Out>
 constexpr bool can_jacobian_note_into = requires(Q q, N n, Out o) { attn::jacobian_note(q, n, attn::dot, 0, o); };
 template <class Q, class N, class G>
 constexpr bool can_backward = requires(Q q, N n, G g) { attn::backward(q, n, attn::dot, g); };
-template <class Q, class N, class G, class GS, class GQ, class GN>
-constexpr bool can_backward_into = requires(Q q, N n, G g, GS gs, GQ gq, GN gn) {
-  attn::backward(q, n, attn::dot, g, gs, gq, gn);
-};
 
 static_assert(attn::Score<neg_sq_distance, double>);
 static_assert(attn::Score<weighted_dot<float>, float>);

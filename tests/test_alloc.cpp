@@ -174,35 +174,31 @@ TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
   std::vector<double> dscores(count), dq(d), dnotes(count * d), dW1(k * d), dW2(k * d), dv(k);
   const attn::additive<double>::gradient_view dtheta{attn::MatrixView<double>(dW1.data(), k, d),
                                                      attn::MatrixView<double>(dW2.data(), k, d), std::span<double>(dv)};
+  std::vector<double> dvalues(count * d);
+  const attn::MatrixView<double> DN(dnotes.data(), count, d), DV(dvalues.data(), count, d);
+  using additive_views = attn::notes_backward_views<double, attn::additive<double>::gradient_view>;
   const long n = count_allocations([&] {
-    attn::backward(q, H, attn::dot, g, dscores, dq, attn::MatrixView<double>(dnotes.data(), count, d));
-    attn::backward(q, H, score, g, dscores, dq, attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+    attn::backward(q, H, attn::dot, g, {dscores, dq, DN});
+    attn::backward(q, H, score, g, additive_views{dscores, dq, DN, dtheta});
   });
   REQUIRE(n == 0);
   REQUIRE(dv[0] != 0);
   // backward_from_weights, from the forward's weights: none either
-  std::vector<double> scores(count), weights(count), context(d), dvalues(count * d);
+  std::vector<double> scores(count), weights(count), context(d);
   attn::attend(q, H, attn::dot, scores, weights, context);
+  const attn::saved_forward<double> saved_weights{weights}, saved_both{weights, context};
   const long nw = count_allocations([&] {
-    attn::backward_from_weights(q, H, attn::dot, weights, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d));
-    attn::backward_from_weights(q, H, H, attn::scaled_dot, weights, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d),
-                                attn::MatrixView<double>(dvalues.data(), count, d));
-    attn::backward_from_weights(q, H, score, weights, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+    attn::backward(q, H, attn::dot, saved_weights, g, {dscores, dq, DN});
+    attn::backward(q, H, H, attn::scaled_dot, saved_weights, g, {dscores, dq, DN, DV});
+    attn::backward(q, H, score, saved_weights, g, additive_views{dscores, dq, DN, dtheta});
   });
   REQUIRE(nw == 0);
   // backward_from_forward, from the forward's weights and context (one pass, and the fallback
   // for a score with parameters): none either
   const long nf = count_allocations([&] {
-    attn::backward_from_forward(q, H, attn::dot, weights, context, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d));
-    attn::backward_from_forward(q, H, H, attn::scaled_dot, weights, context, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d),
-                                attn::MatrixView<double>(dvalues.data(), count, d));
-    attn::backward_from_forward(q, H, score, weights, context, g, dscores, dq,
-                                attn::MatrixView<double>(dnotes.data(), count, d), dtheta);
+    attn::backward(q, H, attn::dot, saved_both, g, {dscores, dq, DN});
+    attn::backward(q, H, H, attn::scaled_dot, saved_both, g, {dscores, dq, DN, DV});
+    attn::backward(q, H, score, saved_both, g, additive_views{dscores, dq, DN, dtheta});
   });
   REQUIRE(nf == 0);
 }
@@ -246,13 +242,14 @@ TEST_CASE("backward whose scratch cannot be allocated leaves every gradient unto
   };
   attn::MatrixView<double> DN(dn.data(), count, d);
   refuse = true;
-  CHECK_THROWS_AS(attn::backward(q, H, plain_dot{}, g, ds, dq, DN), std::bad_alloc);
-  CHECK_THROWS_AS(attn::backward_from_weights(q, H, plain_dot{}, weights, g, ds, dq, DN), std::bad_alloc);
-  CHECK_THROWS_AS(attn::backward_from_forward(q, H, plain_dot{}, weights, context, g, ds, dq, DN), std::bad_alloc);
+  const attn::saved_forward<double> saved_weights{weights}, saved_both{weights, context};
+  CHECK_THROWS_AS(attn::backward(q, H, plain_dot{}, g, {ds, dq, DN}), std::bad_alloc);
+  CHECK_THROWS_AS(attn::backward(q, H, plain_dot{}, saved_weights, g, {ds, dq, DN}), std::bad_alloc);
+  CHECK_THROWS_AS(attn::backward(q, H, plain_dot{}, saved_both, g, {ds, dq, DN}), std::bad_alloc);
   CHECK_THROWS_AS(attn::align_backward(attn::MatrixView<const double>(qs.data(), 2, d), H, plain_dot{},
                                        attn::MatrixView<const double>(gs.data(), 2, d),
-                                       attn::MatrixView<double>(dss.data(), 2, count),
-                                       attn::MatrixView<double>(dqs.data(), 2, d), DN),
+                                       {attn::MatrixView<double>(dss.data(), 2, count),
+                                        attn::MatrixView<double>(dqs.data(), 2, d), DN}),
                   std::bad_alloc);
   refuse = false;
   CHECK(untouched(ds));
@@ -261,6 +258,6 @@ TEST_CASE("backward whose scratch cannot be allocated leaves every gradient unto
   CHECK(untouched(dss));
   CHECK(untouched(dqs));
   // and with memory, the same calls work
-  attn::backward(q, H, plain_dot{}, g, ds, dq, DN);
+  attn::backward(q, H, plain_dot{}, g, {ds, dq, DN});
   CHECK(dq[1] != 7.0);
 }

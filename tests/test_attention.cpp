@@ -483,8 +483,8 @@ void check_row_kernels(std::mt19937_64& rng) {
       attn::detail::dot_rows(q.data(), H.data(), stride, n, d, plain.data());
       std::vector<T> by_row(n), by_row2(n);
       for (std::size_t j = 0; j < n; ++j) {
-        by_row[j] = attn::detail::dot(q.data(), H.data() + j * stride, d);
-        by_row2[j] = attn::detail::dot(q2.data(), H.data() + j * stride, d);
+        by_row[j] = attn::detail::sum_of_products(q.data(), H.data() + j * stride, d);
+        by_row2[j] = attn::detail::sum_of_products(q2.data(), H.data() + j * stride, d);
       }
       INFO("d=" << d << " n=" << n);
       REQUIRE(plain == by_row);

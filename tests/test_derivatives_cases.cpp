@@ -50,10 +50,11 @@ TEST_CASE("fixed sizes give fixed-size Jacobians and gradients equal to the dyna
     std::array<double, 2> gq{};
     Matrix<double, 4, 3> gn;
     Matrix<double, 2, 3> gW;  // parameter gradients accumulate: start from 0
-    attn::backward(q2, N, gen, g, gs, gq, gn.view(), attn::general<double, 2, 3>::gradient_view{gW.view()}, opt);
+    using views = attn::notes_backward_views<double, attn::general<double, 2, 3>::gradient_view>;
+    attn::backward(q2, N, gen, g, views{gs, gq, gn.view(), {gW.view()}}, opt);
     REQUIRE(gn == b.notes);
     REQUIRE(gW == b.parameters.W);
-    attn::backward(q2, N, gen, g, gs, gq, gn.view(), attn::general<double, 2, 3>::gradient_view{gW.view()}, opt);
+    attn::backward(q2, N, gen, g, views{gs, gq, gn.view(), {gW.view()}}, opt);
     REQUIRE_THAT(gW(1, 2), Catch::Matchers::WithinRel(2 * b.parameters.W(1, 2), 1e-15));
   }
   SECTION("fixed shapes that disagree do not compile") {
@@ -63,9 +64,17 @@ TEST_CASE("fixed sizes give fixed-size Jacobians and gradients equal to the dyna
     STATIC_REQUIRE_FALSE(can_jacobian_note_into<Q3, N43, attn::MatrixView<double, 2, 3>>);
     STATIC_REQUIRE(can_backward<Q3, N43, Vector<double, 3>>);
     STATIC_REQUIRE_FALSE(can_backward<Q3, N43, Vector<double, 2>>);  // ∂L/∂c must have d_v numbers
-    STATIC_REQUIRE(can_backward_into<Q3, N43, Q3, std::array<double, 4>, Q3, attn::MatrixView<double, 4, 3>>);
-    STATIC_REQUIRE_FALSE(can_backward_into<Q3, N43, Q3, std::array<double, 3>, Q3, attn::MatrixView<double, 4, 3>>);
-    STATIC_REQUIRE_FALSE(can_backward_into<Q3, N43, Q3, std::array<double, 4>, Q3, attn::MatrixView<double, 4, 2>>);
+  }
+  SECTION("views of fixed-size buffers that disagree throw (the views are dynamic)") {
+    const Vector<double, 3> q3{0.1, 0.2, 0.3}, g3{1, 0, 0};
+    const Matrix<double, 4, 3> N43{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
+    std::array<double, 4> gs4{};
+    std::array<double, 3> gs3{}, gq3{};
+    Matrix<double, 4, 3> gn43;
+    Matrix<double, 4, 2> gn42;
+    REQUIRE_NOTHROW(attn::backward(q3, N43, attn::dot, g3, {gs4, gq3, gn43.view()}));
+    REQUIRE_THROWS_AS(attn::backward(q3, N43, attn::dot, g3, {gs3, gq3, gn43.view()}), attn::dimension_error);
+    REQUIRE_THROWS_AS(attn::backward(q3, N43, attn::dot, g3, {gs4, gq3, gn42.view()}), attn::dimension_error);
   }
 }
 
@@ -74,17 +83,17 @@ TEST_CASE("dynamic sizes that disagree throw and leave the outputs untouched", "
   const Matrix<double> N{{1, 0}, {0, 1}, {1, 1}};
   std::vector<double> g3{1, 2, 3}, gs(3, 7.0), gq(2, 7.0);
   Matrix<double> gn(3, 2, 7.0);
-  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g3, gs, gq, gn), attn::dimension_error);
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g3, {gs, gq, gn}), attn::dimension_error);
   REQUIRE(gs[0] == 7.0);
   REQUIRE(gn(2, 1) == 7.0);
   const std::vector<double> g2{1, 2};
   Matrix<double> bad(2, 2, 7.0);
-  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, gs, gq, bad), attn::dimension_error);
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, {gs, gq, bad}), attn::dimension_error);
   REQUIRE(gs[0] == 7.0);
   REQUIRE_THROWS_AS(attn::jacobian_note(q, N, attn::dot, 3), attn::dimension_error);
   REQUIRE_THROWS_AS(attn::jacobian_key(q, N, N, attn::dot, 5), attn::dimension_error);
   const bool keep_none[3] = {false, false, false};
-  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, gs, gq, gn,
+  REQUIRE_THROWS_AS(attn::backward(q, N, attn::dot, g2, {gs, gq, gn},
                                    {.mask = keep_none, .if_all_masked = attn::all_masked_policy::throw_error}),
                     attn::domain_error);
   REQUIRE(gn(0, 0) == 7.0);
@@ -578,9 +587,9 @@ TEST_CASE("docs/derivatives.md: backward into caller buffers", "[derivatives][do
   std::vector<double> dscores(3), dq(2);
   attn::Matrix<double> dnotes(3, 2), dW1(2, 2), dW2(2, 2);
   attn::Vector<double> dv(2);
-  const attn::additive<double>::gradient_view dtheta{dW1.view(), dW2.view(), dv};
-  for (std::size_t t = 0; t < batch.rows(); ++t)
-    attn::backward(batch.row(t), notes, score, g, dscores, dq, dnotes.view(), dtheta);
+  const attn::notes_backward_views<double, attn::additive<double>::gradient_view> out{
+      dscores, dq, dnotes.view(), {dW1.view(), dW2.view(), dv}};
+  for (std::size_t t = 0; t < batch.rows(); ++t) attn::backward(batch.row(t), notes, score, g, out);
   // dW1, dW2, dv now hold the sum over the batch; dq and dnotes the last query's
   const auto one = attn::backward(batch.row(0), notes, score, g);
   const auto two = attn::backward(batch.row(1), notes, score, g);
@@ -595,7 +604,8 @@ TEST_CASE("docs/derivatives.md: backward from the forward's weights", "[derivati
   const auto fwd = attn::attend(q, notes, attn::dot, {.beta = 2});
   std::vector<double> dscores(4), dq(3);
   attn::Matrix<double> dnotes(4, 3);
-  attn::backward_from_weights(q, notes, attn::dot, fwd.weights, g, dscores, dq, dnotes.view(), {.beta = 2});
+  attn::backward(q, notes, attn::dot, attn::saved_forward<double>{fwd.weights}, g, {dscores, dq, dnotes.view()},
+                 {.beta = 2});
   // backward recomputes α; from the same weights the two agree (to the bit when α is the softmax
   // backward forms, attn::softmax of fwd.scores)
   const auto b = attn::backward(q, notes, attn::dot, g, {.beta = 2});

@@ -194,18 +194,20 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::jacobian_note: the Jacobian is 2x3 but should be 3x3");
   Matrix<double> gk(3, 3);
   std::vector<double> gq(3);
-  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, s2, gq, gk.view()); }) ==
+  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, {s2, gq, gk.view()}); }) ==
         "attn::backward: dL/dnotes is 3x3 but should be 2x3");
   CHECK(message_of([&] { (void)attn::softmax_vjp(q3, q2); }) ==
         "attn::softmax_vjp: size of dL/dalpha is 2 but input size is 3");
   CHECK(message_of([&] { (void)attn::backward_from_weights(q3, notes, attn::dot, q3, q3); }) ==
         "attn::backward_from_weights: size of the weights is 3 but number of notes is 2");
-  CHECK(message_of([&] { attn::backward_from_weights(q3, notes, attn::dot, w2, q3, s2, gq, gk.view()); }) ==
-        "attn::backward_from_weights: dL/dnotes is 3x3 but should be 2x3");
+  const attn::saved_forward<double> saved_w2{w2};
+  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, saved_w2, q3, {s2, gq, gk.view()}); }) ==
+        "attn::backward: dL/dnotes is 3x3 but should be 2x3");
   CHECK(message_of([&] { (void)attn::backward_from_forward(q3, notes, attn::dot, w2, q2, q3); }) ==
         "attn::backward_from_forward: size of the forward's context is 2 but columns of values is 3");
-  CHECK(message_of([&] { attn::backward_from_forward(q3, notes, attn::dot, w2, q3, q3, s2, gq, gk.view()); }) ==
-        "attn::backward_from_forward: dL/dnotes is 3x3 but should be 2x3");
+  CHECK(message_of([&] {
+          attn::backward(q3, notes, attn::dot, attn::saved_forward<double>{w2, q3}, q3, {s2, gq, gk.view()});
+        }) == "attn::backward: dL/dnotes is 3x3 but should be 2x3");
   // a fixed-size Vector from a range of another size
   CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
 }
@@ -707,7 +709,7 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     const auto call = [&](std::span<const double> q_, std::span<const double> g_, std::span<double> s_,
                           std::span<double> q_out, MatrixView<double> k_, MatrixView<double> v_,
                           const attn::options& o = {}) {
-      attn::backward(q_, keys, values, attn::dot, g_, s_, q_out, k_, v_, o);
+      attn::backward(q_, keys, values, attn::dot, g_, {s_, q_out, k_, v_}, o);
     };
     require_throws_untouched<attn::dimension_error>(
         [&] { call(q, g2, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
@@ -732,20 +734,22 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     const attn::general<double> gen(W);
     guarded<double> dW(4, 8), dW_wrong(6, 9);
     const auto call = [&](MatrixView<double> dw, const attn::options& o) {
-      attn::backward(q, keys, gen, g2, gs.span(), gq.span(), gk.view(3, 2),
-                     attn::general<double>::gradient_view{dw}, o);
+      attn::backward(q, keys, gen, g2,
+                     attn::notes_backward_views<double, attn::general<double>::gradient_view>{
+                         gs.span(), gq.span(), gk.view(3, 2), {dw}},
+                     o);
     };
     require_throws_untouched<attn::dimension_error>([&] { call(dW_wrong.view(3, 2), {}); }, gs, gq, gk, dW_wrong);
     require_throws_untouched<attn::domain_error>([&] { call(dW.view(2, 2), throws); }, gs, gq, gk, dW);
     require_throws_untouched<attn::dimension_error>(
-        [&] { attn::backward(q, keys, attn::dot, g3, gs.span(), gq.span(), gk.view(3, 2)); }, gs, gq, gk);
+        [&] { attn::backward(q, keys, attn::dot, g3, {gs.span(), gq.span(), gk.view(3, 2)}); }, gs, gq, gk);
   }
-  SECTION("backward_from_weights") {
+  SECTION("backward from the weights") {
     const std::vector<double> a3{0.2, 0.3, 0.5}, a2{0.5, 0.5};
     const auto call = [&](std::span<const double> a_, std::span<const double> g_, std::span<double> s_,
                           std::span<double> q_out, MatrixView<double> k_, MatrixView<double> v_,
                           const attn::options& o = {}) {
-      attn::backward_from_weights(q, keys, values, attn::dot, a_, g_, s_, q_out, k_, v_, o);
+      attn::backward(q, keys, values, attn::dot, attn::saved_forward<double>{a_}, g_, {s_, q_out, k_, v_}, o);
     };
     require_throws_untouched<attn::dimension_error>(
         [&] { call(a2, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
@@ -771,20 +775,24 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     guarded<double> dW_wrong(6, 9);
     require_throws_untouched<attn::dimension_error>(
         [&] {
-          attn::backward_from_weights(q, keys, gen, a3, g2, gs.span(), gq.span(), gk.view(3, 2),
-                                      attn::general<double>::gradient_view{dW_wrong.view(3, 2)});
+          attn::backward(q, keys, gen, attn::saved_forward<double>{a3}, g2,
+                         attn::notes_backward_views<double, attn::general<double>::gradient_view>{
+                             gs.span(), gq.span(), gk.view(3, 2), {dW_wrong.view(3, 2)}});
         },
         gs, gq, gk, dW_wrong);
     require_throws_untouched<attn::dimension_error>(
-        [&] { attn::backward_from_weights(q, keys, attn::dot, a3, g3, gs.span(), gq.span(), gk.view(3, 2)); }, gs,
-        gq, gk);
+        [&] {
+          attn::backward(q, keys, attn::dot, attn::saved_forward<double>{a3}, g3,
+                         {gs.span(), gq.span(), gk.view(3, 2)});
+        },
+        gs, gq, gk);
   }
-  SECTION("backward_from_forward") {
+  SECTION("backward from the weights and the context") {
     const std::vector<double> a3{0.2, 0.3, 0.5}, a2{0.5, 0.5}, c3{0.1, 0.2, 0.3}, c2{0.1, 0.2};
     const auto call = [&](std::span<const double> a_, std::span<const double> c_, std::span<const double> g_,
                           std::span<double> s_, std::span<double> q_out, MatrixView<double> k_,
                           MatrixView<double> v_, const attn::options& o = {}) {
-      attn::backward_from_forward(q, keys, values, attn::dot, a_, c_, g_, s_, q_out, k_, v_, o);
+      attn::backward(q, keys, values, attn::dot, attn::saved_forward<double>{a_, c_}, g_, {s_, q_out, k_, v_}, o);
     };
     require_throws_untouched<attn::dimension_error>(
         [&] { call(a3, c2, g3, gs.span(), gq.span(), gk.view(3, 2), gv.view(3, 3)); }, gs, gq, gk, gv);
@@ -809,7 +817,10 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
         gq, gk, gv);
     // notes that are keys and values: the context has d = 2 numbers
     require_throws_untouched<attn::dimension_error>(
-        [&] { attn::backward_from_forward(q, keys, attn::dot, a3, c3, g2, gs.span(), gq.span(), gk.view(3, 2)); },
+        [&] {
+          attn::backward(q, keys, attn::dot, attn::saved_forward<double>{a3, c3}, g2,
+                         {gs.span(), gq.span(), gk.view(3, 2)});
+        },
         gs, gq, gk);
   }
   SECTION("align_backward") {
@@ -818,7 +829,7 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     guarded<double> gss(6, 1), gqs(4, 2), gss_wrong(9, 3);
     const auto call = [&](MatrixView<const double> gc_, MatrixView<double> s_, MatrixView<double> q_,
                           MatrixView<double> k_, MatrixView<double> v_, const attn::options& o = {}) {
-      attn::align_backward(queries, keys, values, attn::dot, gc_, s_, q_, k_, v_, o);
+      attn::align_backward(queries, keys, values, attn::dot, gc_, {s_, q_, k_, v_}, o);
     };
     const Matrix<double> gc_wrong(3, 3);
     require_throws_untouched<attn::dimension_error>(
@@ -835,8 +846,9 @@ TEST_CASE("errors: backward and align_backward that throw leave every gradient u
     const Matrix<double> far{{1e308, 0}, {1e308, 0}, {1e308, 0}};
     require_throws_untouched<attn::domain_error>(
         [&] {
-          attn::align_backward(qs2, far, values, attn::dot, gc.view(), gss.view(2, 3), gqs.view(2, 2), gk.view(3, 2),
-                               gv.view(3, 3), {.if_all_masked = all_masked_policy::throw_error});
+          attn::align_backward(qs2, far, values, attn::dot, gc.view(),
+                               {gss.view(2, 3), gqs.view(2, 2), gk.view(3, 2), gv.view(3, 3)},
+                               {.if_all_masked = all_masked_policy::throw_error});
         },
         gss, gqs, gk, gv);
   }

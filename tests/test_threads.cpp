@@ -70,7 +70,7 @@ struct problem {
     attn::MatrixView<T> gn(out.grad_notes.data(), n, d);
     const auto both = [&](const auto& score) {
       attn::attend(q, notes, score, out.scores, out.weights, out.context, opt);
-      attn::backward(q, notes, score, g, out.grad_scores, out.grad_query, gn, opt);
+      attn::backward(q, notes, score, g, {out.grad_scores, out.grad_query, gn}, opt);
     };
     switch (k) {
       case 0: both(attn::dot); break;

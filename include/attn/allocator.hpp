@@ -1,7 +1,8 @@
 #pragma once
 /// \file attn/allocator.hpp
 /// Where attn's dynamic Vector and Matrix keep their numbers: std::allocator's memory, aligned
-/// to a cache line. Also for your own buffers: `std::vector<float, attn::aligned_allocator<float>>`.
+/// to a cache line. Also for your own buffers: `std::vector<float,
+/// attn::aligned_allocator<float>>`.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
@@ -15,9 +16,8 @@ namespace attn {
 
 /// Bytes the storage of a dynamic Vector or Matrix is aligned to: one cache line (and one
 /// AVX-512 register). Rows of a multiple of 64 bytes (16 floats, 8 doubles) then each start on
-/// a line, and no vector load of attn's kernels straddles two lines. malloc (std::allocator)
-/// guarantees 16: there dot_rows over 64 rows of 64 floats measured 125–130 ns against 90
-/// aligned (docs/performance.md, "Alignment").
+/// a line, and no vector load of attn's kernels straddles two lines (malloc guarantees 16:
+/// docs/performance.md, "Alignment", measures the difference).
 inline constexpr std::size_t storage_alignment = 64;
 
 /// std::allocator with memory aligned to Align bytes (a power of two, at least alignof(T)),
@@ -37,14 +37,15 @@ struct aligned_allocator {
   constexpr aligned_allocator() noexcept = default;
   /// From the allocator of another type (what containers do when they rebind).
   template <class U>
-  constexpr aligned_allocator(const aligned_allocator<U, Align>& /*other*/) noexcept {}  // NOLINT: as std::allocator
+  constexpr aligned_allocator(const aligned_allocator<U, Align>& /*other*/) noexcept {
+  }  // NOLINT: as std::allocator
 
   /// Memory for n T's, aligned to Align; throws std::bad_array_new_length when n·sizeof(T)
   /// overflows, std::bad_alloc when there is none.
   [[nodiscard]] constexpr T* allocate(std::size_t n) {
     if (std::is_constant_evaluated()) return std::allocator<T>{}.allocate(n);
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{Align}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{Align}));
   }
   /// Frees what allocate(n) returned.
   constexpr void deallocate(T* p, std::size_t n) noexcept {
@@ -52,14 +53,14 @@ struct aligned_allocator {
       std::allocator<T>{}.deallocate(p, n);
       return;
     }
-    // (not the sized form: clang 14 declares it only under -fsized-deallocation)
-    ::operator delete(p, std::align_val_t{Align});
+    // (not the sized form: clang declares it only under -fsized-deallocation)
+    ::operator delete (p, std::align_val_t{Align});
   }
 
   /// Any two allocate and free the same way.
   template <class U>
-  [[nodiscard]] friend constexpr bool operator==(const aligned_allocator& /*a*/,
-                                                 const aligned_allocator<U, Align>& /*b*/) noexcept {
+  [[nodiscard]] friend constexpr bool
+  operator==(const aligned_allocator& /*a*/, const aligned_allocator<U, Align>& /*b*/) noexcept {
     return true;
   }
 };

@@ -74,13 +74,15 @@ template <real T, class S>
 constexpr void check_something_kept(const char* where, std::span<const T> q,
                                     MatrixView<const T> keys, const S& score, const options& opt) {
   const T beta = static_cast<T>(opt.beta);
-  const bool none = for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
-    for (std::size_t r = 0; r < nb; ++r) {
-      if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
-      if (!(beta * s[r] == -std::numeric_limits<T>::infinity()) || s[r] - s[r] == T(0)) return false;
-    }
-    return true;
-  });
+  const bool none =
+      for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
+        for (std::size_t r = 0; r < nb; ++r) {
+          if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
+          if (!(beta * s[r] == -std::numeric_limits<T>::infinity()) || s[r] - s[r] == T(0))
+            return false;
+        }
+        return true;
+      });
   if (none) throw_all_masked(where);
 }
 
@@ -112,24 +114,29 @@ constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std
 /// score the `lines` of the key rows from `ahead` on (null: none) are prefetched meanwhile.
 template <real T, class S>
 constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                            [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines, T* out) {
+                            [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines,
+                            T* out) {
   if constexpr (dot_product_score<S, T>)
-    dot_product_scores(q, keys, S::template scale<T>(q.size()), std::span<T>(out, keys.rows()), ahead, lines);
+    dot_product_scores(q, keys, S::template scale<T>(q.size()), std::span<T>(out, keys.rows()),
+                       ahead, lines);
   else
     score_all(score, q, keys, std::span<T>(out, keys.rows()));
 }
 
 /// The one pass over all notes (online_pass), scoring them a block at a time.
 template <real T, class S>
-constexpr bool one_pass(const S& score, std::span<const T> q, MatrixView<const T> keys, MatrixView<const T> values,
-                        T beta, const bool* mask, T* scores, online_state<T>& st, T* exps, T* block_max) {
+constexpr bool one_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                        MatrixView<const T> values, T beta, const bool* mask, T* scores,
+                        online_state<T>& st, T* exps, T* block_max) {
   const bool shared = values.data() == keys.data();
   const std::size_t numbers = keys.cols() + (shared ? 0 : values.cols());
-  const auto next_block = [&](std::size_t j0, std::size_t nb, T* out, bool ahead, prefetch_lines lines) {
-    block_scores(score, q, row_block(keys, j0, nb), ahead ? keys.row(j0 + nb).data() : nullptr, lines, out);
+  const auto next_block = [&](std::size_t j0, std::size_t nb, T* out, bool ahead,
+                              prefetch_lines lines) {
+    block_scores(score, q, row_block(keys, j0, nb), ahead ? keys.row(j0 + nb).data() : nullptr,
+                 lines, out);
   };
-  return online_pass(next_block, keys.rows(), numbers, shared, values.data(), values.row_stride(), beta, mask,
-                     scores, st, exps, block_max);
+  return online_pass(next_block, keys.rows(), numbers, shared, values.data(), values.row_stride(),
+                     beta, mask, scores, st, exps, block_max);
 }
 
 /// attend in one pass over the notes; false when it leaves the row to the two-pass path:
@@ -138,9 +145,10 @@ constexpr bool one_pass(const S& score, std::span<const T> q, MatrixView<const T
 /// pass's exps rescaled per block (up to 64 blocks; past that exp(β s_j − m)/l from the scores):
 /// l is summed in blocks, so they may differ from the two-pass weights in the last bits.
 template <real T, class S>
-constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
-                             MatrixView<const T> values, const S& score, std::span<T> scores,
-                             std::span<T> weights, std::span<T> context, const options& opt) {
+ATTN_NOINLINE constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
+                                           MatrixView<const T> values, const S& score,
+                                           std::span<T> scores, std::span<T> weights,
+                                           std::span<T> context, const options& opt) {
   constexpr std::size_t max_blocks = 64;
   const std::size_t n = keys.rows(), dv = values.cols();
   const std::size_t numbers = keys.cols() + (values.data() != keys.data() ? dv : 0);  // per note
@@ -154,14 +162,15 @@ constexpr bool attend_online(std::span<const T> q, MatrixView<const T> keys,
   const bool keep_exps = blocks <= max_blocks;
   if (n <= B && mask == nullptr && n * numbers * sizeof(T) < online_prefetch_bytes) {
     // one block: the step alone, without the pass's bookkeeping (docs/performance.md)
-    block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all, scores.data());
+    block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all,
+                 scores.data());
     if (!online_step(st, scores.data(), n, beta, static_cast<const bool*>(nullptr), weights.data(),
                      values.data(), values.row_stride(), static_cast<const T*>(nullptr)) ||
         !(st.l == st.l))
       return false;
     block_max[0] = st.m;
-  } else if (!one_pass(score, q, keys, values, beta, mask, scores.data(), st, keep_exps ? weights.data() : nullptr,
-                       keep_exps ? block_max : nullptr)) {
+  } else if (!one_pass(score, q, keys, values, beta, mask, scores.data(), st,
+                       keep_exps ? weights.data() : nullptr, keep_exps ? block_max : nullptr)) {
     return false;
   }
   if (st.m == -std::numeric_limits<T>::infinity()) return false;  // nothing kept: the policy
@@ -181,10 +190,10 @@ inline constexpr std::size_t online_min_notes = 32;
 /// the public overloads (called, its views were read back from the stack on a small call's
 /// critical path).
 template <real T, class S>
-ATTN_ALWAYS_INLINE constexpr void attend_views(const char* where, std::span<const T> q,
-                                               MatrixView<const T> keys, MatrixView<const T> values,
-                                               const S& score, std::span<T> scores, std::span<T> weights,
-                                               std::span<T> context, const options& opt) {
+ATTN_ALWAYS_INLINE constexpr void
+attend_views(const char* where, std::span<const T> q, MatrixView<const T> keys,
+             MatrixView<const T> values, const S& score, std::span<T> scores, std::span<T> weights,
+             std::span<T> context, const options& opt) {
   check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
   if constexpr (dot_product_score<S, T>) {
     if (!std::is_constant_evaluated() && keys.rows() >= online_min_notes &&
@@ -217,12 +226,12 @@ inline constexpr std::size_t small_notes = online_min_notes - 1;
 /// not plainly finite (a kept NaN or +inf, nothing kept) and the throw_error policy take the
 /// general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
-ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                  MatrixView<const T> values, const S& score, T* s, T* w, T* c, const options& opt) {
-  if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N || keys.cols() != DK ||
-      values.rows() != N || values.cols() != DV || q.size() != DK ||
-      (!opt.mask.empty() && opt.mask.size() != N) ||
-      !beta_fits<T>(opt.beta)) {
+ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
+                                     MatrixView<const T> keys, MatrixView<const T> values,
+                                     const S& score, T* s, T* w, T* c, const options& opt) {
+  if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N ||
+      keys.cols() != DK || values.rows() != N || values.cols() != DV || q.size() != DK ||
+      (!opt.mask.empty() && opt.mask.size() != N) || !beta_fits<T>(opt.beta)) {
     // the general path checks everything and throws what there is to throw
     attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
                      std::span<T>(c, DV), opt);
@@ -230,9 +239,10 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
   }
   if constexpr (dot_product_score<S, T>) {
     T sr[N];  // the scores in registers (read back from s, they would wait on its stores)
-    for (std::size_t j = 0; j < N; ++j)  // dot's numbers (short keys: without its add to 0)
+    for (std::size_t j = 0; j < N;
+         ++j)  // sum_of_products' numbers (short keys: without its add to 0)
       sr[j] = DK < simd_lanes<T> ? dot_in_order(q.data(), keys.row(j).data(), DK)
-                                 : dot(q.data(), keys.row(j).data(), DK);
+                                 : sum_of_products(q.data(), keys.row(j).data(), DK);
     const T f = S::template scale<T>(DK);
     if (f != T(1))
       for (std::size_t j = 0; j < N; ++j) sr[j] *= f;
@@ -257,61 +267,65 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q, Ma
   const T beta = static_cast<T>(opt.beta);
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   std::size_t kept = N;
-  const T m = mask == nullptr ? scaled_max_of(s, N, beta) : masked_scaled_max_of(s, N, beta, mask, kept);
-  if (!(kept != 0 && m > -std::numeric_limits<T>::infinity() && m < std::numeric_limits<T>::infinity())) {
-    // the rare rows, by the general rules: softmax_rows, not softmax, whose short-row attempt
-    // cannot succeed for them (a mask, or a max that is not finite) and, inlined here, made
-    // the fixed (3, 3) case in double 6 % slower with g++
+  const T m =
+      mask == nullptr ? scaled_max_of(s, N, beta) : masked_scaled_max_of(s, N, beta, mask, kept);
+  if (!(kept != 0 && m > -std::numeric_limits<T>::infinity() &&
+        m < std::numeric_limits<T>::infinity())) {
+    // the rare rows by the general rules (softmax_rows: the short-row attempt cannot succeed)
     softmax_rows(where, s, w, N, N, opt);
   } else {
-    // as exp_shifted_sum and softmax's scaling; the exps of all N at once, in whole vectors
-    exp_small_shifted<N>(s, beta, m, w);
-    if (mask != nullptr)
-      for (std::size_t j = 0; j < N; ++j) w[j] = keep_or_zero(mask[j], w[j]);
-    T sum = 0;  // sum_of's order: below four vectors' worth it adds in order
-    if constexpr (N < 4 * simd_lanes<T>) {
-      for (std::size_t j = 0; j < N; ++j) sum += w[j];
-    } else {
-      sum = sum_of(w, N);
-    }
-    const T inv = reciprocal_of_sum(sum);  // 1/sum as the general path forms it
-    for (std::size_t j = 0; j < N; ++j) w[j] *= inv;
+    softmax_finite_row<N>(s, w, N, beta, m, mask, false);
   }
-  // blend's sums; zeroed here rather than through weighted_sum_rows, with which g++ made the
-  // fixed (3, 3) float case 1.04-1.15x slower (-march=native, alternating A/B)
+  // blend's sums, zeroed here rather than by weighted_sum_rows (docs/performance.md, "Small calls")
   for (std::size_t i = 0; i < DV; ++i) c[i] = T(0);
   accumulate_rows(w, T(1), values.data(), values.row_stride(), N, DV, c);
 }
 
 /// attend's result for N notes of DK and DV numbers (fixed, N small): attend_small into a
-/// result built here, with one return, inlined into the caller as Eigen's fixed sizes are. In
-/// attend itself, clang 14 gave up the named return value optimization and copied the result
-/// out through a store-forwarding stall (a third of a (3, 3) attend); called out of line, the
-/// views passed by value stalled the same way. In constant evaluation, the general path.
+/// result built here, with one return, inlined into the caller as Eigen's fixed sizes are
+/// (docs/performance.md, "Small calls": why here and not in attend). In constant evaluation,
+/// the general path.
 template <std::size_t N, std::size_t DK, std::size_t DV, real T, class S>
-ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV> attend_small_result(
-    std::span<const T> q, MatrixView<const T, N, DK> keys, MatrixView<const T, N, DV> values, const S& score,
-    const options& opt) {
+ATTN_ALWAYS_INLINE constexpr attention_result<T, N, DV>
+attend_small_result(std::span<const T> q, MatrixView<const T, N, DK> keys,
+                    MatrixView<const T, N, DV> values, const S& score, const options& opt) {
   attention_result<T, N, DV> r{};
   if (std::is_constant_evaluated()) {
-    attend_views<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores), std::span<T>(r.weights),
-              std::span<T>(r.context), opt);
+    attend_views<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores),
+                    std::span<T>(r.weights), std::span<T>(r.context), opt);
   } else {
-    attend_small<N, DK, DV, T>("attn::attend", q, keys, values, score, r.scores.data(), r.weights.data(),
-                               r.context.data(), opt);
+    attend_small<N, DK, DV, T>("attn::attend", q, keys, values, score, r.scores.data(),
+                               r.weights.data(), r.context.data(), opt);
   }
   return r;
 }
 
+/// attend's returned result for sizes the small fixed path does not take: sized (dynamic
+/// extents allocate), then filled by attend_views.
+template <real T, std::size_t N, std::size_t DV, class S>
+constexpr attention_result<T, N, DV> attend_result(std::span<const T> q, MatrixView<const T> keys,
+                                                   MatrixView<const T> values, const S& score,
+                                                   const options& opt) {
+  attention_result<T, N, DV> r{};
+  if constexpr (N == dynamic) {
+    r.scores = Vector<T>(keys.rows());
+    r.weights = Vector<T>(keys.rows());
+  }
+  if constexpr (DV == dynamic) r.context = Vector<T>(values.cols());
+  attend_views<T>("attn::attend", q, keys, values, score, std::span<T>(r.scores),
+                  std::span<T>(r.weights), std::span<T>(r.context), opt);
+  return r;
+}
+
 template <class Q, class K, class V, class S>
-concept attend_inputs =
-    vector_like<Q> && matrix_like<K> && matrix_like<V> && Score<S, scalar_of<Q>> &&
-    std::same_as<matrix_scalar_of<K>, scalar_of<Q>> && std::same_as<matrix_scalar_of<V>, scalar_of<Q>> &&
+concept attend_inputs = vector_like<Q> && matrix_like<K> && matrix_like<V> &&
+    Score<S, scalar_of<Q>> && std::same_as<matrix_scalar_of<K>, scalar_of<Q>> &&
+    std::same_as<matrix_scalar_of<V>, scalar_of<Q>> &&
     score_fits_extents<S, extent_of<Q>, cols_of<K>> && compatible_extents<rows_of<K>, rows_of<V>>;
 
 template <class Out, class T, std::size_t N>
 concept output_for = mutable_vector_like<Out> && std::same_as<scalar_of<Out>, T> &&
-                     compatible_extents<extent_of<Out>, N>;
+    compatible_extents<extent_of<Out>, N>;
 
 }  // namespace detail
 
@@ -321,58 +335,52 @@ concept output_for = mutable_vector_like<Out> && std::same_as<scalar_of<Out>, T>
 /// dimension_error when dynamic, leaving every output untouched.
 template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<Q, K, V, S> &&
-           detail::output_for<SOut, scalar_of<Q>, rows_of<K>> &&
-           detail::output_for<WOut, scalar_of<Q>, rows_of<K>> &&
-           detail::output_for<COut, scalar_of<Q>, cols_of<V>>
+      detail::output_for<SOut, scalar_of<Q>, rows_of<K>> &&
+      detail::output_for<WOut, scalar_of<Q>, rows_of<K>> &&
+      detail::output_for<COut, scalar_of<Q>, cols_of<V>>
 constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
                       WOut&& weights, COut&& context, const options& opt = {}) {
   using T = scalar_of<Q>;
   detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
-                    as_mutable_span(scores), as_mutable_span(weights), as_mutable_span(context), opt);
+                          as_mutable_span(scores), as_mutable_span(weights),
+                          as_mutable_span(context), opt);
 }
 
 /// Attention where the notes are both keys and values, into the caller's buffers.
 template <vector_like Q, matrix_like N, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<Q, N, N, S> &&
-           detail::output_for<SOut, scalar_of<Q>, rows_of<N>> &&
-           detail::output_for<WOut, scalar_of<Q>, rows_of<N>> &&
-           detail::output_for<COut, scalar_of<Q>, cols_of<N>>
+      detail::output_for<SOut, scalar_of<Q>, rows_of<N>> &&
+      detail::output_for<WOut, scalar_of<Q>, rows_of<N>> &&
+      detail::output_for<COut, scalar_of<Q>, cols_of<N>>
 constexpr void attend(const Q& q, const N& notes, const S& score, SOut&& scores, WOut&& weights,
                       COut&& context, const options& opt = {}) {
   attend(q, notes, notes, score, scores, weights, context, opt);
 }
 
 /// Attention over keys and values that differ; returns scores, weights and context.
-/// Fixed sizes give a result that lives inline (no allocation, usable in constexpr).
+/// Fixed sizes give a result that lives inline (no allocation, usable in constexpr), computed
+/// inline in the caller as Eigen's fixed sizes are.
 template <vector_like Q, matrix_like K, matrix_like V, class S>
   requires detail::attend_inputs<Q, K, V, S>
-[[nodiscard]] constexpr auto attend(const Q& q, const K& keys, const V& values, const S& score,
-                                    const options& opt = {}) {
+[[nodiscard]] ATTN_ALWAYS_INLINE constexpr auto attend(const Q& q, const K& keys, const V& values,
+                                                       const S& score, const options& opt = {}) {
   using T = scalar_of<Q>;
   constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
-  if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic && cols_of<V> != dynamic) {
+  if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic &&
+                cols_of<V> != dynamic)
     return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys),
-                                                                    as_view(values), score, opt);
-  } else {
-    const auto kv = as_view(keys);
-    const auto vv = as_view(values);
-    attention_result<T, N, cols_of<V>> r{};
-    if constexpr (N == dynamic) {
-      r.scores = Vector<T>(kv.rows());
-      r.weights = Vector<T>(kv.rows());
-    }
-    if constexpr (cols_of<V> == dynamic) r.context = Vector<T>(vv.cols());
-    detail::attend_views<T>("attn::attend", as_span(q), kv, vv, score, std::span<T>(r.scores),
-                      std::span<T>(r.weights), std::span<T>(r.context), opt);
-    return r;
-  }
+                                                                     as_view(values), score, opt);
+  else
+    return detail::attend_result<T, N, cols_of<V>>(as_span(q), as_view(keys), as_view(values),
+                                                   score, opt);
 }
 
 /// Attention where the notes are both keys and values: s_j = score(q, h_j),
 /// α = softmax(β·s, mask), c = Σ_j α_j h_j. Returns scores, weights and context.
 template <vector_like Q, matrix_like N, class S>
   requires detail::attend_inputs<Q, N, N, S>
-[[nodiscard]] constexpr auto attend(const Q& q, const N& notes, const S& score, const options& opt = {}) {
+[[nodiscard]] ATTN_ALWAYS_INLINE constexpr auto attend(const Q& q, const N& notes, const S& score,
+                                                       const options& opt = {}) {
   return attend(q, notes, notes, score, opt);
 }
 
@@ -381,7 +389,7 @@ template <vector_like Q, matrix_like N, class S>
 /// `opt` applies to every row. All sizes are checked before anything is written.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
-           mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
+      mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
 void align(const Qs& queries, const K& keys, const V& values, const S& score, SOut&& scores,
            WOut&& weights, COut&& contexts, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
@@ -406,7 +414,7 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
 /// caller's buffers; allocates nothing.
 template <matrix_like Qs, matrix_like N, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
-           mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
+      mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
 void align(const Qs& queries, const N& notes, const S& score, SOut&& scores, WOut&& weights,
            COut&& contexts, const options& opt = {}) {
   align(queries, notes, notes, score, scores, weights, contexts, opt);
@@ -436,7 +444,8 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S>
 /// The alignment map of T queries over notes that are both keys and values.
 template <matrix_like Qs, matrix_like N, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S>
-[[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score, const options& opt = {}) {
+[[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score,
+                         const options& opt = {}) {
   return align(queries, notes, notes, score, opt);
 }
 

@@ -6,6 +6,7 @@
 
 #include "attn/allocator.hpp"  // IWYU pragma: export
 #include "attn/attention.hpp"  // IWYU pragma: export
+#include "attn/backward.hpp"   // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
 #include "attn/gradcheck.hpp"  // IWYU pragma: export

@@ -50,5 +50,32 @@ constexpr void check_nonempty(const char* where, const char* what, std::size_t n
   if (n == 0) throw_empty(where, what);
 }
 
+/// Throws `dimension_error` "<where>: <what> is RxC but should be R'xC'" (check_shape's throw).
+[[noreturn]] inline void throw_shape_error(const char* where, const char* what, std::size_t rows,
+                                           std::size_t cols, std::size_t want_rows,
+                                           std::size_t want_cols) {
+  throw dimension_error(std::string(where) + ": " + what + " is " + std::to_string(rows) + "x" +
+                        std::to_string(cols) + " but should be " + std::to_string(want_rows) + "x" +
+                        std::to_string(want_cols));
+}
+
+/// Throws dimension_error unless `what` is want_rows × want_cols.
+constexpr void check_shape(const char* where, const char* what, std::size_t rows, std::size_t cols,
+                           std::size_t want_rows, std::size_t want_cols) {
+  if (rows != want_rows || cols != want_cols)
+    throw_shape_error(where, what, rows, cols, want_rows, want_cols);
+}
+
+/// Throws `dimension_error` "<where>: note index j is out of range for n notes" unless j < n.
+[[noreturn]] inline void throw_index_error(const char* where, std::size_t j, std::size_t n) {
+  throw dimension_error(std::string(where) + ": note index " + std::to_string(j) +
+                        " is out of range for " + std::to_string(n) + " notes");
+}
+
+/// Throws dimension_error unless j < n (a note's index).
+constexpr void check_index(const char* where, std::size_t j, std::size_t n) {
+  if (j >= n) throw_index_error(where, j, n);
+}
+
 }  // namespace detail
 }  // namespace attn

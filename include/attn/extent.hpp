@@ -25,6 +25,6 @@ inline constexpr std::size_t common_extent = N == dynamic ? M : N;
 
 /// `N * M` when both are fixed, else `dynamic`.
 template <std::size_t N, std::size_t M>
-inline constexpr std::size_t product_extent = (N == dynamic || M == dynamic) ? dynamic : N * M;
+inline constexpr std::size_t product_extent = (N == dynamic || M == dynamic) ? dynamic : N* M;
 
 }  // namespace attn

@@ -3,20 +3,13 @@
 /// The derivative checker: central finite differences, compared with any analytic Jacobian or
 /// vector-Jacobian product (backward), for any function from a vector to a vector.
 ///
-///   numeric column k:  (f(x + h_k e_k) − f(x − h_k e_k)) / (x_k⁺ − x_k⁻),  h_k = ε^{1/3} max(1, |x_k|)
+///   numeric column k:  (f(x + h_k e_k) − f(x − h_k e_k)) / (x_k⁺ − x_k⁻),  h_k = ε^{1/3} max(1,
+///   |x_k|)
 ///
-/// Why this step: the central difference errs by h²|f'''|/6 (truncation) plus about ε|f|/h
-/// (rounding of the two values of f); their sum is least at h ∝ ε^{1/3}, and both parts are
-/// then of order ε^{2/3} (3.7e-11 in double). max(1, |x_k|) makes h relative for large x_k (a
-/// step below |x_k|·ε would vanish) and absolute near 0. The denominator is the step actually
-/// taken, x_k⁺ − x_k⁻, which is exact.
-///
-/// Error measures (docs/derivatives.md): the absolute error |A − N| and a relative error
-/// |A − N| / max(|A|, |N|, floor), where the floor is the scale below which a finite difference
-/// carries absolute, not relative, error: the largest |N| of the Jacobian and ‖f(x)‖∞/max(1,|x_k|)
-/// (the rounding part's scale divided by ε^{2/3}). Both errors scale as ε^{2/3}, so a tolerance
-/// stated for double carries to another type as tol·(ε_T/ε_double)^{2/3}: gradcheck_tolerance.
-/// This header allocates (it copies x and forms numeric Jacobians); it is a test tool.
+/// Errors are measured absolute and relative to max(|A|, |N|, floor); both scale as ε^{2/3},
+/// so a tolerance stated for double carries to other types (gradcheck_tolerance). Why this step,
+/// this floor and these tolerances: docs/derivatives.md, "7. The checker". This header
+/// allocates (it copies x and forms numeric Jacobians); it is a test tool.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
@@ -57,7 +50,9 @@ struct gradcheck_report {
   std::size_t evaluations = 0;     ///< calls of f
 
   /// True when max_rel_error ≤ tolerance (false if it is NaN).
-  [[nodiscard]] constexpr bool passed(T tolerance) const noexcept { return max_rel_error <= tolerance; }
+  [[nodiscard]] constexpr bool passed(T tolerance) const noexcept {
+    return max_rel_error <= tolerance;
+  }
 
   /// Takes in one entry's errors (NaN sticks).
   constexpr void record(T abs_error, T rel_error, std::string_view input, std::size_t output,
@@ -179,12 +174,13 @@ template <vector_like X, class F, matrix_like J>
   const auto A = as_view(analytic);
   const Vector<T> f0(as_span(f(std::span<const T>(xs))));
   const Matrix<T> N = numeric_jacobian(f, x);
-  detail::check_equal("attn::check_jacobian", "rows of the analytic Jacobian", A.rows(), "size of f(x)",
-                      f0.size());
-  detail::check_equal("attn::check_jacobian", "columns of the analytic Jacobian", A.cols(), "size of x",
-                      xs.size());
+  detail::check_equal("attn::check_jacobian", "rows of the analytic Jacobian", A.rows(),
+                      "size of f(x)", f0.size());
+  detail::check_equal("attn::check_jacobian", "columns of the analytic Jacobian", A.cols(),
+                      "size of x", xs.size());
   T nmax = 0;
-  for (std::size_t i = 0; i < N.rows(); ++i) nmax = std::max(nmax, detail::gradcheck_inf_norm<T>(N.row(i)));
+  for (std::size_t i = 0; i < N.rows(); ++i)
+    nmax = std::max(nmax, detail::gradcheck_inf_norm<T>(N.row(i)));
   const T fnorm = detail::gradcheck_inf_norm<T>(f0);
   gradcheck_report<T> r;
   r.evaluations = 2 * xs.size() + 2;
@@ -204,8 +200,8 @@ template <vector_like X, class F, matrix_like J>
 /// Relative errors are taken against max(|v_k|, |N_k|, max|N|, (|g|ᵀ|f(x)|)/max(1, |x_k|)).
 template <vector_like X, vector_like G, vector_like V, class F>
   requires std::same_as<scalar_of<X>, scalar_of<G>> && std::same_as<scalar_of<X>, scalar_of<V>>
-[[nodiscard]] gradcheck_report<scalar_of<X>> check_vjp(F&& f, const X& x, const G& g, const V& analytic,
-                                                       std::string_view input = "x") {
+[[nodiscard]] gradcheck_report<scalar_of<X>>
+check_vjp(F&& f, const X& x, const G& g, const V& analytic, std::string_view input = "x") {
   using T = scalar_of<X>;
   const auto xs = as_span(x);
   const auto gs = as_span(g);
@@ -246,15 +242,17 @@ template <vector_like X, vector_like G, vector_like V, class F>
 /// scale of Jᵀg's rounding error (Higham's bound for a dot product); where that scale is 0 the
 /// entries must agree exactly. Throws dimension_error on shapes that disagree.
 template <matrix_like J, vector_like G, vector_like V>
-  requires std::same_as<matrix_scalar_of<J>, scalar_of<G>> && std::same_as<scalar_of<G>, scalar_of<V>>
-[[nodiscard]] gradcheck_report<scalar_of<G>> compare_vjp(const J& jacobian, const G& g, const V& vjp,
-                                                         std::string_view input = "x") {
+  requires std::same_as<matrix_scalar_of<J>, scalar_of<G>> &&
+      std::same_as<scalar_of<G>, scalar_of<V>>
+[[nodiscard]] gradcheck_report<scalar_of<G>>
+compare_vjp(const J& jacobian, const G& g, const V& vjp, std::string_view input = "x") {
   using T = scalar_of<G>;
   const auto A = as_view(jacobian);
   const auto gs = as_span(g);
   const auto vs = as_span(vjp);
   detail::check_equal("attn::compare_vjp", "rows of J", A.rows(), "size of g", gs.size());
-  detail::check_equal("attn::compare_vjp", "columns of J", A.cols(), "size of the product", vs.size());
+  detail::check_equal("attn::compare_vjp", "columns of J", A.cols(), "size of the product",
+                      vs.size());
   gradcheck_report<T> r;
   for (std::size_t k = 0; k < A.cols(); ++k) {
     T jtg = 0, scale = 0;
@@ -263,7 +261,8 @@ template <matrix_like J, vector_like G, vector_like V>
       scale += std::fabs(A(i, k)) * std::fabs(gs[i]);
     }
     const T e = std::fabs(jtg - vs[k]);
-    const T rel = e == T(0) ? T(0) : (scale > T(0) ? e / scale : std::numeric_limits<T>::infinity());
+    const T rel =
+        e == T(0) ? T(0) : (scale > T(0) ? e / scale : std::numeric_limits<T>::infinity());
     r.record(e, rel, input, 0, k);
   }
   return r;

@@ -27,7 +27,8 @@ namespace attn {
 /// `T` may be const. Fixed R or C are checked against the run-time sizes on construction.
 template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class MatrixView {
-  static_assert(real<std::remove_const_t<T>>, "attn::MatrixView holds float, double or long double");
+  static_assert(real<std::remove_const_t<T>>,
+                "attn::MatrixView holds float, double or long double");
   T* data_ = nullptr;
   std::size_t rows_ = R == dynamic ? 0 : R;
   std::size_t cols_ = C == dynamic ? 0 : C;
@@ -36,8 +37,8 @@ class MatrixView {
   template <class, std::size_t, std::size_t>
   friend class Matrix;
   struct packed_by_construction {};
-  /// Matrix's own packed buffer, whose shape holds by construction: not checked again (the
-  /// checks, out of line, were most of a small fixed attend's overhead with clang).
+  /// Matrix's own packed buffer, whose shape holds by construction: not checked again (on a
+  /// small fixed attend the checks would be most of the call).
   constexpr MatrixView(T* data, std::size_t rows, std::size_t cols, packed_by_construction) noexcept
       : data_(data), rows_(rows), cols_(cols), stride_(cols) {}
 
@@ -78,8 +79,7 @@ public:
   constexpr MatrixView(T* data, std::size_t rows, std::size_t cols)
       : MatrixView(data, rows, cols, cols) {}
   /// Views a packed buffer whose extents are both fixed.
-  constexpr explicit MatrixView(T* data)
-    requires(R != dynamic && C != dynamic)
+  constexpr explicit MatrixView(T* data) requires(R != dynamic && C != dynamic)
       : MatrixView(data, R, C, C) {}
 
   /// A view with fewer fixed extents, or of const elements, from a compatible view.
@@ -87,7 +87,8 @@ public:
     requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
              (C == dynamic || C == C2) && !(std::is_same_v<U, T> && R == R2 && C == C2))
   constexpr MatrixView(const MatrixView<U, R2, C2>& other) noexcept  // NOLINT: implicit widening
-      : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.row_stride()) {}
+      : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.row_stride()) {
+  }
 
   [[nodiscard]] constexpr std::size_t rows() const noexcept {
     if constexpr (R == dynamic)
@@ -154,8 +155,7 @@ public:
   /// `rows × cols` copies of `value`; a fixed extent that disagrees throws dimension_error, and
   /// a rows·cols beyond what std::size_t counts throws std::length_error (as std::vector does
   /// for a size beyond its max_size).
-  constexpr Matrix(std::size_t rows, std::size_t cols, T value = T(0))
-    requires(!fixed)
+  constexpr Matrix(std::size_t rows, std::size_t cols, T value = T(0)) requires(!fixed)
       : rows_(rows), cols_(cols) {
     if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", rows, "fixed rows", R);
     if constexpr (C != dynamic)
@@ -172,7 +172,8 @@ public:
     const std::size_t r = rows.size();
     const std::size_t c = r == 0 ? 0 : rows.begin()->size();
     if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", r, "fixed rows", R);
-    if constexpr (C != dynamic) detail::check_equal("attn::Matrix", "columns", c, "fixed columns", C);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::Matrix", "columns", c, "fixed columns", C);
     for (const auto& row : rows)
       detail::check_equal("attn::Matrix", "row length", row.size(), "first row length", c);
     rows_ = r;
@@ -187,7 +188,8 @@ public:
   template <class U, std::size_t R2, std::size_t C2>
     requires compatible_extents<R, R2> && compatible_extents<C, C2>
   constexpr explicit Matrix(const MatrixView<U, R2, C2>& v) {
-    if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", v.rows(), "fixed rows", R);
+    if constexpr (R != dynamic)
+      detail::check_equal("attn::Matrix", "rows", v.rows(), "fixed rows", R);
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", v.cols(), "fixed columns", C);
     rows_ = v.rows();
@@ -236,7 +238,8 @@ public:
   }
   /// Borrows the matrix (packed rows).
   [[nodiscard]] constexpr MatrixView<T, R, C> view() noexcept {
-    return MatrixView<T, R, C>(data(), rows(), cols(), typename MatrixView<T, R, C>::packed_by_construction{});
+    return MatrixView<T, R, C>(data(), rows(), cols(),
+                               typename MatrixView<T, R, C>::packed_by_construction{});
   }
   [[nodiscard]] constexpr MatrixView<const T, R, C> view() const noexcept {
     return MatrixView<const T, R, C>(data(), rows(), cols(),
@@ -255,6 +258,15 @@ public:
 };
 
 namespace detail {
+/// A zero r × c Matrix (fixed extents: inline, no allocation).
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
+  if constexpr (R == dynamic || C == dynamic)
+    return Matrix<T, R, C>(r, c);
+  else
+    return Matrix<T, R, C>{};
+}
+
 template <class M>
 struct matrix_traits {
   static constexpr bool is_matrix = false;

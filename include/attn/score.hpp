@@ -47,8 +47,8 @@ concept Score = real<T> && requires(const S& s, std::span<const T> q, std::span<
 /// A score that scores all n notes at once, `s.scores(q, notes, out)` (out_j = s(q, h_j); sizes
 /// checked by the caller). attn uses it wherever it is present, else scores note by note.
 template <class S, class T>
-concept batched_score = Score<S, T> && requires(const S& s, std::span<const T> q,
-                                                MatrixView<const T> notes, std::span<T> out) {
+concept batched_score = Score<S, T> &&
+    requires(const S& s, std::span<const T> q, MatrixView<const T> notes, std::span<T> out) {
   s.scores(q, notes, out);
 };
 
@@ -56,11 +56,11 @@ concept batched_score = Score<S, T> && requires(const S& s, std::span<const T> q
 /// adds Σ_j a_j ∂s_j/∂q to grad_q and a_j ∂s_j/∂k_j to row j of grad_keys (a_j = ∂L/∂s_j; a
 /// note with a_j = 0 adds nothing). Else backward goes note by note through the gradients.
 template <class S, class T>
-concept batched_gradient_score =
-    Score<S, T> && requires(const S& s, std::span<const T> q, MatrixView<const T> keys,
-                            std::span<const T> a, std::span<T> grad_q, MatrixView<T> grad_keys) {
-      s.accumulate_gradients(q, keys, a, grad_q, grad_keys);
-    };
+concept batched_gradient_score = Score<S, T> &&
+    requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+             std::span<T> grad_q, MatrixView<T> grad_keys) {
+  s.accumulate_gradients(q, keys, a, grad_q, grad_keys);
+};
 
 /// A score linear in the note with a scale, s(q, h) = scale(d)·(q·h), d = |q| = |h|: it declares
 /// `static constexpr bool dot_product = true` and `template <real T> static T scale(std::size_t
@@ -78,7 +78,9 @@ struct no_parameters {};
 /// A score with parameters θ: `s.zero_parameter_gradient()` returns ∂L/∂θ = 0 shaped like them,
 /// a type that converts to the view backward adds into (general: {W}; additive: {W1, W2, v}).
 template <class S>
-concept parameterized_score = requires(const S& s) { s.zero_parameter_gradient(); };
+concept parameterized_score = requires(const S& s) {
+  s.zero_parameter_gradient();
+};
 
 namespace detail {
 template <class S>
@@ -110,13 +112,17 @@ template <class S>
 template <class P, class S, class T>
 concept parameter_gradient_for =
     real<T> && !std::same_as<std::remove_cvref_t<P>, no_parameters> &&
-    (requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-              std::span<T> gq, MatrixView<T> gk, std::remove_reference_t<P>& p) {
-      s.accumulate_gradients(q, keys, a, gq, gk, p);
-    } || requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                  std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, keys, a, p); } ||
-     requires(const S& s, std::span<const T> q, std::span<const T> h, T a,
-              std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, h, a, p); });
+    (
+        requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                 std::span<T> gq, MatrixView<T> gk, std::remove_reference_t<P>& p) {
+          s.accumulate_gradients(q, keys, a, gq, gk, p);
+        } ||
+        requires(const S& s, std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                 std::remove_reference_t<P>& p) {
+          s.accumulate_parameter_gradient(q, keys, a, p);
+        } ||
+        requires(const S& s, std::span<const T> q, std::span<const T> h, T a,
+                 std::remove_reference_t<P>& p) { s.accumulate_parameter_gradient(q, h, a, p); });
 
 namespace detail {
 template <class S>
@@ -144,11 +150,12 @@ consteval std::size_t score_note_extent() {
 /// out_j = f·(q·h_j) for the rows of notes (f = 1 adds no product), the dot-product scores;
 /// with `ahead` (null: none), the `lines` of as many rows of `ahead` are prefetched meanwhile.
 template <real T>
-constexpr void dot_product_scores(std::span<const T> q, MatrixView<const T> notes, T f, std::span<T> out,
-                                  const T* ahead = nullptr, prefetch_lines lines = prefetch_lines::all) {
+constexpr void dot_product_scores(std::span<const T> q, MatrixView<const T> notes, T f,
+                                  std::span<T> out, const T* ahead = nullptr,
+                                  prefetch_lines lines = prefetch_lines::all) {
   if (ahead != nullptr && !std::is_constant_evaluated())
-    dot_rows_prefetching(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data(),
-                         ahead, lines);
+    dot_rows_prefetching(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(),
+                         out.data(), ahead, lines);
   else
     dot_rows(q.data(), notes.data(), notes.row_stride(), notes.rows(), q.size(), out.data());
   if (f != T(1)) scale(out.data(), notes.rows(), f);
@@ -160,9 +167,8 @@ constexpr void dot_product_scores(std::span<const T> q, MatrixView<const T> note
 /// `compatible_extents`.
 template <class S, std::size_t Q, std::size_t H>
 concept score_fits_extents =
-    (!detail::same_size_score<S>() || compatible_extents<Q, H>) &&
-    compatible_extents<Q, detail::score_query_extent<S>()> &&
-    compatible_extents<H, detail::score_note_extent<S>()>;
+    (!detail::same_size_score<S>() || compatible_extents<Q, H>)&&compatible_extents<
+        Q, detail::score_query_extent<S>()>&& compatible_extents<H, detail::score_note_extent<S>()>;
 
 /// The members of a dot-product score s(q, h) = f·(q·h), f = Derived::scale<T>(d), for Derived
 /// to inherit (dot and scaled_dot do; so may yours). Derived gives `scale` and `name` (the
@@ -177,13 +183,14 @@ struct dot_product_family {
   /// Returns f·Σ_i a_i b_i. Fixed sizes that differ do not compile; dynamic ones throw
   /// dimension_error.
   template <vector_like A, vector_like B>
-    requires std::same_as<scalar_of<A>, scalar_of<B>> && compatible_extents<extent_of<A>, extent_of<B>>
+    requires std::same_as<scalar_of<A>, scalar_of<B>> &&
+        compatible_extents<extent_of<A>, extent_of<B>>
   [[nodiscard]] constexpr scalar_of<A> operator()(const A& a, const B& b) const {
     const auto x = as_span(a);
     const auto y = as_span(b);
     check(x.size(), y.size());
     const auto f = Derived::template scale<scalar_of<A>>(x.size());
-    const auto s = detail::dot(x.data(), y.data(), x.size());
+    const auto s = detail::sum_of_products(x.data(), y.data(), x.size());
     return f == 1 ? s : s * f;
   }
   /// Throws dimension_error unless d_q == d_h.
@@ -214,7 +221,8 @@ struct dot_product_family {
                                       MatrixView<T> grad_keys) const {
     const T f = Derived::template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
-      if (a[j] != T(0)) detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
+      if (a[j] != T(0))
+        detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
     detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
                             grad_q.data());
   }
@@ -293,7 +301,8 @@ public:
     const auto hs = as_span(h);
     check(qs.size(), hs.size());
     T s = 0;
-    for (std::size_t a = 0; a < qs.size(); ++a) s += qs[a] * detail::dot(W_.row(a).data(), hs.data(), hs.size());
+    for (std::size_t a = 0; a < qs.size(); ++a)
+      s += qs[a] * detail::sum_of_products(W_.row(a).data(), hs.data(), hs.size());
     return s;
   }
   /// out_j = (Wᵀq)·h_j for every note: Wᵀq is formed once per block of columns, so the cost
@@ -305,18 +314,23 @@ public:
     for (std::size_t c0 = 0; c0 < dh; c0 += u.size()) {
       const std::size_t w = dh - c0 < u.size() ? dh - c0 : u.size();
       for (std::size_t c = 0; c < w; ++c) u[c] = T(0);
-      for (std::size_t a = 0; a < q.size(); ++a) detail::axpy(q[a], W_.row(a).data() + c0, u.data(), w);
-      for (std::size_t j = 0; j < n; ++j) out[j] += detail::dot(u.data(), notes.row(j).data() + c0, w);
+      for (std::size_t a = 0; a < q.size(); ++a)
+        detail::axpy(q[a], W_.row(a).data() + c0, u.data(), w);
+      for (std::size_t j = 0; j < n; ++j)
+        out[j] += detail::sum_of_products(u.data(), notes.row(j).data() + c0, w);
     }
   }
   /// ∂s/∂h = Wᵀ q.
   constexpr void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
     for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
-    for (std::size_t a = 0; a < q.size(); ++a) detail::axpy(q[a], W_.row(a).data(), out.data(), h.size());
+    for (std::size_t a = 0; a < q.size(); ++a)
+      detail::axpy(q[a], W_.row(a).data(), out.data(), h.size());
   }
   /// ∂s/∂q = W h.
-  constexpr void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
-    for (std::size_t a = 0; a < q.size(); ++a) out[a] = detail::dot(W_.row(a).data(), h.data(), h.size());
+  constexpr void gradient_query(std::span<const T> q, std::span<const T> h,
+                                std::span<T> out) const {
+    for (std::size_t a = 0; a < q.size(); ++a)
+      out[a] = detail::sum_of_products(W_.row(a).data(), h.data(), h.size());
   }
 
   /// Where backward adds ∂L/∂W: a writable d_q × d_h view.
@@ -369,14 +383,15 @@ private:
     for (std::size_t c0 = 0; c0 < dh; c0 += u.size()) {
       const std::size_t w = dh - c0 < u.size() ? dh - c0 : u.size();
       for (std::size_t c = 0; c < w; ++c) u[c] = r[c] = T(0);
-      for (std::size_t i = 0; i < q.size(); ++i) detail::axpy(q[i], W_.row(i).data() + c0, u.data(), w);
+      for (std::size_t i = 0; i < q.size(); ++i)
+        detail::axpy(q[i], W_.row(i).data() + c0, u.data(), w);
       for (std::size_t j = 0; j < n; ++j) {
         if (a[j] == T(0)) continue;
         detail::axpy(a[j], u.data(), grad_keys.row(j).data() + c0, w);
         detail::axpy(a[j], keys.row(j).data() + c0, r.data(), w);
       }
       for (std::size_t i = 0; i < q.size(); ++i) {
-        grad_q[i] += detail::dot(W_.row(i).data() + c0, r.data(), w);
+        grad_q[i] += detail::sum_of_products(W_.row(i).data() + c0, r.data(), w);
         if (gW != nullptr) detail::axpy(q[i], r.data(), gW->row(i).data() + c0, w);
       }
     }
@@ -404,7 +419,8 @@ public:
 
   /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k); throws dimension_error unless W1, W2 and
   /// v agree on k.
-  constexpr additive(MatrixView<const T, K, DH> W1, MatrixView<const T, K, DQ> W2, std::span<const T, K> v)
+  constexpr additive(MatrixView<const T, K, DH> W1, MatrixView<const T, K, DQ> W2,
+                     std::span<const T, K> v)
       : W1_(W1), W2_(W2), v_(v) {
     detail::check_equal("attn::additive", "rows of W2", W2.rows(), "rows of W1", W1.rows());
     detail::check_equal("attn::additive", "size of v", v.size(), "rows of W1", W1.rows());
@@ -415,175 +431,182 @@ public:
   /// Refused: a temporary W1, W2 or v would dangle (keep the parameters alive, pass them by name).
   template <class A, class B, class C>
     requires std::same_as<std::remove_cvref_t<A>, Matrix<T, K, DH>> &&
-             std::same_as<std::remove_cvref_t<B>, Matrix<T, K, DQ>> &&
-             std::same_as<std::remove_cvref_t<C>, Vector<T, K>> &&
-             (!std::is_lvalue_reference_v<A> || !std::is_lvalue_reference_v<B> || !std::is_lvalue_reference_v<C>)
-  additive(A&&, B&&, C&&) = delete;
+        std::same_as<std::remove_cvref_t<B>, Matrix<T, K, DQ>> &&
+        std::same_as<std::remove_cvref_t<C>, Vector<T, K>> &&
+        (!std::is_lvalue_reference_v<A> || !std::is_lvalue_reference_v<B> ||
+         !std::is_lvalue_reference_v<C>)additive(A&&, B&&, C&&) = delete;
 
-  [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
-  [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
-  [[nodiscard]] constexpr std::span<const T, K> v() const noexcept { return v_; }
-  /// The number of hidden units k.
-  [[nodiscard]] constexpr std::size_t hidden() const noexcept { return v_.size(); }
+    [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
+    [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
+    [[nodiscard]] constexpr std::span<const T, K> v() const noexcept { return v_; }
+    /// The number of hidden units k.
+    [[nodiscard]] constexpr std::size_t hidden() const noexcept { return v_.size(); }
 
-  /// Throws dimension_error unless W1 has d_h columns and W2 has d_q columns.
-  constexpr void check(std::size_t d_q, std::size_t d_h) const {
-    detail::check_equal("attn::additive", "note size", d_h, "columns of W1", W1_.cols());
-    detail::check_equal("attn::additive", "query size", d_q, "columns of W2", W2_.cols());
-  }
-  /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
-  template <vector_like Q, vector_like H>
-    requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
-  [[nodiscard]] T operator()(const Q& q, const H& h) const {
-    const auto qs = as_span(q);
-    const auto hs = as_span(h);
-    check(qs.size(), hs.size());
-    T s = 0;  // scores() on h alone: the batched scores' numbers, to the bit
-    scores(qs, MatrixView<const T>(hs.data(), 1, hs.size()), std::span<T>(&s, 1));
-    return s;
-  }
-  /// W1_i·h + W2_i·q, the input of hidden unit i.
-  [[nodiscard]] T pre_activation(std::size_t i, std::span<const T> q, std::span<const T> h) const {
-    return detail::dot(W1_.row(i).data(), h.data(), h.size()) +
-           detail::dot(W2_.row(i).data(), q.data(), q.size());
-  }
-  /// out_j = Σ_i v_i tanh(W1_i·h_j + p_i) with p = W2 q formed once per block of hidden
-  /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
-  /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
-  /// the same numbers as s(q, h_j), to the bit.
-  void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    const std::size_t n = notes.rows(), k = hidden();
-    for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
-    detail::block_buffer<T, K> p{};
-    detail::block_buffer<T, K> t{};
-    for (std::size_t i0 = 0; i0 < k; i0 += t.size()) {
-      const std::size_t w = k - i0 < t.size() ? k - i0 : t.size();
-      W2_products(i0, w, q.data(), p.data());
-      for (std::size_t j = 0; j < n; ++j) out[j] += hidden_block(i0, w, notes.row(j).data(), p.data(), t.data());
+    /// Throws dimension_error unless W1 has d_h columns and W2 has d_q columns.
+    constexpr void check(std::size_t d_q, std::size_t d_h) const {
+      detail::check_equal("attn::additive", "note size", d_h, "columns of W1", W1_.cols());
+      detail::check_equal("attn::additive", "query size", d_q, "columns of W2", W2_.cols());
     }
-  }
-  /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-  void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
-    for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
-    for (std::size_t i = 0; i < hidden(); ++i) {
-      const T t = detail::tanh(pre_activation(i, q, h));
-      detail::axpy(v_[i] * (T(1) - t * t), W1_.row(i).data(), out.data(), h.size());
+    /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
+    template <vector_like Q, vector_like H>
+      requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
+    [[nodiscard]] T operator()(const Q& q, const H& h) const {
+      const auto qs = as_span(q);
+      const auto hs = as_span(h);
+      check(qs.size(), hs.size());
+      T s = 0;  // scores() on h alone: the batched scores' numbers, to the bit
+      scores(qs, MatrixView<const T>(hs.data(), 1, hs.size()), std::span<T>(&s, 1));
+      return s;
     }
-  }
-  /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-  void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
-    for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
-    for (std::size_t i = 0; i < hidden(); ++i) {
-      const T t = detail::tanh(pre_activation(i, q, h));
-      detail::axpy(v_[i] * (T(1) - t * t), W2_.row(i).data(), out.data(), q.size());
+    /// W1_i·h + W2_i·q, the input of hidden unit i.
+    [[nodiscard]] T pre_activation(std::size_t i, std::span<const T> q,
+                                   std::span<const T> h) const {
+      return detail::sum_of_products(W1_.row(i).data(), h.data(), h.size()) +
+             detail::sum_of_products(W2_.row(i).data(), q.data(), q.size());
     }
-  }
-
-  /// Where backward adds ∂L/∂W1, ∂L/∂W2 and ∂L/∂v: writable views shaped like W1, W2 and v.
-  struct gradient_view {
-    MatrixView<T, K, DH> W1;  ///< ∂L/∂W1 = Σ_j δ_j h_jᵀ,  δ_j = a_j v ⊙ (1 − t_j²)
-    MatrixView<T, K, DQ> W2;  ///< ∂L/∂W2 = (Σ_j δ_j) qᵀ
-    std::span<T, K> v;        ///< ∂L/∂v  = Σ_j a_j t_j,   t_j = tanh(W1 h_j + W2 q)
-  };
-  /// Owned ∂L/∂W1, ∂L/∂W2 and ∂L/∂v (what the returning `backward` gives); converts to
-  /// gradient_view.
-  struct gradient {
-    Matrix<T, K, DH> W1;  ///< ∂L/∂W1
-    Matrix<T, K, DQ> W2;  ///< ∂L/∂W2
-    Vector<T, K> v;       ///< ∂L/∂v
-    /// Borrows the gradients for writing.
-    [[nodiscard]] constexpr gradient_view view() noexcept {
-      return {W1.view(), W2.view(), std::span<T, K>(v)};
+    /// out_j = Σ_i v_i tanh(W1_i·h_j + p_i) with p = W2 q formed once per block of hidden
+    /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
+    /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
+    /// the same numbers as s(q, h_j), to the bit.
+    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+      const std::size_t n = notes.rows(), k = hidden();
+      for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
+      detail::block_buffer<T, K> p{};
+      detail::block_buffer<T, K> t{};
+      for (std::size_t i0 = 0; i0 < k; i0 += t.size()) {
+        const std::size_t w = k - i0 < t.size() ? k - i0 : t.size();
+        W2_products(i0, w, q.data(), p.data());
+        for (std::size_t j = 0; j < n; ++j)
+          out[j] += hidden_block(i0, w, notes.row(j).data(), p.data(), t.data());
+      }
     }
-    /// Converts to gradient_view, so an owned gradient goes wherever a view is taken.
-    constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
-  };
-  /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
-  [[nodiscard]] gradient zero_parameter_gradient() const {
-    gradient g{};
-    if constexpr (K == dynamic || DH == dynamic) g.W1 = Matrix<T, K, DH>(W1_.rows(), W1_.cols());
-    if constexpr (K == dynamic || DQ == dynamic) g.W2 = Matrix<T, K, DQ>(W2_.rows(), W2_.cols());
-    if constexpr (K == dynamic) g.v = Vector<T, K>(v_.size());
-    return g;
-  }
-  /// Throws dimension_error unless the views are shaped like W1, W2 and v.
-  constexpr void check_gradient(const gradient_view& g) const {
-    detail::check_equal("attn::additive", "rows of dL/dW1", g.W1.rows(), "rows of W1", W1_.rows());
-    detail::check_equal("attn::additive", "columns of dL/dW1", g.W1.cols(), "columns of W1", W1_.cols());
-    detail::check_equal("attn::additive", "rows of dL/dW2", g.W2.rows(), "rows of W2", W2_.rows());
-    detail::check_equal("attn::additive", "columns of dL/dW2", g.W2.cols(), "columns of W2", W2_.cols());
-    detail::check_equal("attn::additive", "size of dL/dv", g.v.size(), "size of v", v_.size());
-  }
-  /// Backward over all notes, given a_j = ∂L/∂s_j: with t_j = tanh(W1 h_j + W2 q) and
-  /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
-  /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
-  /// Notes with a_j = 0 add nothing.
-  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                            std::span<T> grad_q, MatrixView<T> grad_keys) const {
-    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
-  }
-  /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
-  void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                            std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
-    accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
-  }
+    /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
+    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+      for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
+      for (std::size_t i = 0; i < hidden(); ++i) {
+        const T t = detail::tanh(pre_activation(i, q, h));
+        detail::axpy(v_[i] * (T(1) - t * t), W1_.row(i).data(), out.data(), h.size());
+      }
+    }
+    /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
+    void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+      for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
+      for (std::size_t i = 0; i < hidden(); ++i) {
+        const T t = detail::tanh(pre_activation(i, q, h));
+        detail::axpy(v_[i] * (T(1) - t * t), W2_.row(i).data(), out.data(), q.size());
+      }
+    }
 
-private:
-  /// p_i = W2_{i0+i}·q for the 1 <= w hidden units of one block (dot's order: the numbers
-  /// pre_activation adds).
-  void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
-    detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
-  }
-  /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
-  /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
-  void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
-    detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
-    for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
-    detail::tanh_array(t, t, w);
-  }
-  /// hidden_tanh, then Σ_i v_{i0+i} t_i as `dot` adds it: the block's share of the score.
-  T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
-    hidden_tanh(i0, w, h, p, t);
-    return detail::dot(v_.data() + i0, t, w);
-  }
+    /// Where backward adds ∂L/∂W1, ∂L/∂W2 and ∂L/∂v: writable views shaped like W1, W2 and v.
+    struct gradient_view {
+      MatrixView<T, K, DH> W1;  ///< ∂L/∂W1 = Σ_j δ_j h_jᵀ,  δ_j = a_j v ⊙ (1 − t_j²)
+      MatrixView<T, K, DQ> W2;  ///< ∂L/∂W2 = (Σ_j δ_j) qᵀ
+      std::span<T, K> v;        ///< ∂L/∂v  = Σ_j a_j t_j,   t_j = tanh(W1 h_j + W2 q)
+    };
+    /// Owned ∂L/∂W1, ∂L/∂W2 and ∂L/∂v (what the returning `backward` gives); converts to
+    /// gradient_view.
+    struct gradient {
+      Matrix<T, K, DH> W1;  ///< ∂L/∂W1
+      Matrix<T, K, DQ> W2;  ///< ∂L/∂W2
+      Vector<T, K> v;       ///< ∂L/∂v
+      /// Borrows the gradients for writing.
+      [[nodiscard]] constexpr gradient_view view() noexcept {
+        return {W1.view(), W2.view(), std::span<T, K>(v)};
+      }
+      /// Converts to gradient_view, so an owned gradient goes wherever a view is taken.
+      constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
+    };
+    /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
+    [[nodiscard]] gradient zero_parameter_gradient() const {
+      gradient g{};
+      if constexpr (K == dynamic || DH == dynamic) g.W1 = Matrix<T, K, DH>(W1_.rows(), W1_.cols());
+      if constexpr (K == dynamic || DQ == dynamic) g.W2 = Matrix<T, K, DQ>(W2_.rows(), W2_.cols());
+      if constexpr (K == dynamic) g.v = Vector<T, K>(v_.size());
+      return g;
+    }
+    /// Throws dimension_error unless the views are shaped like W1, W2 and v.
+    constexpr void check_gradient(const gradient_view& g) const {
+      detail::check_equal("attn::additive", "rows of dL/dW1", g.W1.rows(), "rows of W1",
+                          W1_.rows());
+      detail::check_equal("attn::additive", "columns of dL/dW1", g.W1.cols(), "columns of W1",
+                          W1_.cols());
+      detail::check_equal("attn::additive", "rows of dL/dW2", g.W2.rows(), "rows of W2",
+                          W2_.rows());
+      detail::check_equal("attn::additive", "columns of dL/dW2", g.W2.cols(), "columns of W2",
+                          W2_.cols());
+      detail::check_equal("attn::additive", "size of dL/dv", g.v.size(), "size of v", v_.size());
+    }
+    /// Backward over all notes, given a_j = ∂L/∂s_j: with t_j = tanh(W1 h_j + W2 q) and
+    /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
+    /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
+    /// Notes with a_j = 0 add nothing.
+    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                              std::span<T> grad_q, MatrixView<T> grad_keys) const {
+      accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
+    }
+    /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
+    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
+                              std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
+      accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
+    }
 
-  void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                                 std::span<T> grad_q, MatrixView<T> grad_keys,
-                                 const gradient_view* g) const {
-    const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
-    detail::block_buffer<T, K> p{};  // W2 q on this block of hidden units
-    detail::block_buffer<T, K> e{};  // Σ_j δ_j on this block
-    detail::block_buffer<T, K> tb{};  // t_j on this block
-    for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
-      const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
-      W2_products(i0, w, q.data(), p.data());
-      for (std::size_t i = 0; i < w; ++i) e[i] = T(0);
-      for (std::size_t j = 0; j < n; ++j) {
-        if (a[j] == T(0)) continue;
-        const T* h = keys.row(j).data();
-        hidden_tanh(i0, w, h, p.data(), tb.data());
-        for (std::size_t i = 0; i < w; ++i) {
-          const T t = tb[i];
-          const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
-          detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
-          e[i] += delta;
-          if (g != nullptr) {
-            detail::axpy(delta, h, g->W1.row(i0 + i).data(), dh);
-            g->v[i0 + i] += a[j] * t;
+  private:
+    /// p_i = W2_{i0+i}·q for the 1 <= w hidden units of one block (sum_of_products' order: the
+    /// numbers pre_activation adds).
+    void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
+      detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
+    }
+    /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
+    /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
+    void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+      detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
+      for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
+      detail::tanh_array(t, t, w);
+    }
+    /// hidden_tanh, then Σ_i v_{i0+i} t_i as `dot` adds it: the block's share of the score.
+    T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+      hidden_tanh(i0, w, h, p, t);
+      return detail::sum_of_products(v_.data() + i0, t, w);
+    }
+
+    void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
+                                   std::span<const T> a, std::span<T> grad_q,
+                                   MatrixView<T> grad_keys, const gradient_view* g) const {
+      const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
+      detail::block_buffer<T, K> p{};   // W2 q on this block of hidden units
+      detail::block_buffer<T, K> e{};   // Σ_j δ_j on this block
+      detail::block_buffer<T, K> tb{};  // t_j on this block
+      for (std::size_t i0 = 0; i0 < k; i0 += p.size()) {
+        const std::size_t w = k - i0 < p.size() ? k - i0 : p.size();
+        W2_products(i0, w, q.data(), p.data());
+        for (std::size_t i = 0; i < w; ++i) e[i] = T(0);
+        for (std::size_t j = 0; j < n; ++j) {
+          if (a[j] == T(0)) continue;
+          const T* h = keys.row(j).data();
+          hidden_tanh(i0, w, h, p.data(), tb.data());
+          for (std::size_t i = 0; i < w; ++i) {
+            const T t = tb[i];
+            const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
+            detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
+            e[i] += delta;
+            if (g != nullptr) {
+              detail::axpy(delta, h, g->W1.row(i0 + i).data(), dh);
+              g->v[i0 + i] += a[j] * t;
+            }
           }
         }
-      }
-      for (std::size_t i = 0; i < w; ++i) {
-        detail::axpy(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
-        if (g != nullptr) detail::axpy(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
+        for (std::size_t i = 0; i < w; ++i) {
+          detail::axpy(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
+          if (g != nullptr) detail::axpy(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
+        }
       }
     }
-  }
 
-public:
+  public:
 };
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ>
-additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&) -> additive<T, K, DH, DQ>;
+additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
+    -> additive<T, K, DH, DQ>;
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
 additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
     -> additive<std::remove_const_t<T>, K, DH, DQ>;
@@ -592,7 +615,8 @@ additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
 /// dot_product_score, else through the batched `scores` when it has one, else note by note.
 /// Sizes must already be checked.
 template <real T, Score<T> S>
-constexpr void score_all(const S& score, std::span<const T> q, MatrixView<const T> notes, std::span<T> out) {
+constexpr void score_all(const S& score, std::span<const T> q, MatrixView<const T> notes,
+                         std::span<T> out) {
   if constexpr (dot_product_score<S, T>) {
     detail::dot_product_scores(q, notes, S::template scale<T>(q.size()), out);
   } else if constexpr (batched_score<S, T>) {

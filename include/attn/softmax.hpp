@@ -45,8 +45,8 @@ enum class all_masked_policy {
 /// Options shared by softmax and attention: sharpness β ("how sure"; temperature is 1/β),
 /// a mask (empty, or one bool per entry, true = keep), and the all-masked policy.
 struct options {
-  double beta = 1.0;                                        ///< scores are multiplied by β
-  std::span<const bool> mask{};                             ///< empty: keep everything
+  double beta = 1.0;                                           ///< scores are multiplied by β
+  std::span<const bool> mask{};                                ///< empty: keep everything
   all_masked_policy if_all_masked = all_masked_policy::zeros;  ///< see all_masked_policy
 };
 
@@ -54,11 +54,11 @@ namespace detail {
 
 /// The largest |β| that is finite both as a double (where options keeps it) and as a T.
 template <class T>
-inline constexpr double beta_limit =
-    static_cast<long double>(std::numeric_limits<T>::max()) <
-            static_cast<long double>(std::numeric_limits<double>::max())
-        ? static_cast<double>(std::numeric_limits<T>::max())
-        : std::numeric_limits<double>::max();
+inline constexpr double
+    beta_limit = static_cast<long double>(std::numeric_limits<T>::max()) <
+                         static_cast<long double>(std::numeric_limits<double>::max())
+                     ? static_cast<double>(std::numeric_limits<T>::max())
+                     : std::numeric_limits<double>::max();
 
 /// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN).
 template <class T>
@@ -77,7 +77,8 @@ template <class T>
 /// ±inf in float, and 0·inf is NaN).
 template <class T = double>
 constexpr void check_beta(const char* where, const options& opt) {
-  if (!beta_fits<T>(opt.beta)) throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+  if (!beta_fits<T>(opt.beta))
+    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
 }
 
 /// Throws unless the row is non-empty, the output fits, the mask fits and β is finite as a T
@@ -199,46 +200,45 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
     s = scan_row(x, n, beta, mask);
   }
   switch (classify(x, n, s, mask, beta)) {
-    case row_kind::finite: {
-      const bool in_range = exps_in_range(least, s.max);
-      if (n <= exp_block) {  // one block: its sum is the total, and a T
-        scale(out, n, reciprocal_of_sum(exp_shifted_sum_of(x, out, n, beta, s.max, mask, in_range)));
-        return;
-      }
-      const sum_t<T> sum = exp_shifted_sum(x, out, n, beta, s.max, mask, in_range);
-      // 1/sum rounded once from the wide sum; a NaN anywhere made sum NaN, so the row is NaN
-      scale(out, n, static_cast<T>(sum_t<T>(1) / sum));
-      return;
+  case row_kind::finite:
+    softmax_finite_row(x, out, n, beta, s.max, mask, exps_in_range(least, s.max));
+    return;
+  case row_kind::nan:
+    fill(out, n, std::numeric_limits<T>::quiet_NaN());
+    return;
+  case row_kind::pos_inf: {  // the +inf entries share the weight: the limit of softmax
+    std::size_t count = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      count += ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? 1u : 0u;
+    const T share = T(1) / static_cast<T>(count);
+    for (std::size_t j = 0; j < n; ++j)
+      out[j] = ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? share : T(0);
+    return;
+  }
+  case row_kind::overflow: {  // β·x overflowed T for finite x: shift by x_p, then scale
+    const T p = overflow_pivot(x, n, beta, mask);
+    sum_t<T> sum = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      out[j] = attn::detail::exp(shifted_score(x[j], p, beta, mask == nullptr || mask[j]));
+      sum += static_cast<sum_t<T>>(out[j]);
     }
-    case row_kind::nan:
+    scale(out, n, static_cast<T>(sum_t<T>(1) / sum));  // sum ≥ 1: the pivot's e^0
+    return;
+  }
+  case row_kind::none_kept:
+    switch (opt.if_all_masked) {
+    case all_masked_policy::zeros:
+      fill(out, n, T(0));
+      return;
+    case all_masked_policy::uniform:
+      fill(out, n, T(1) / static_cast<T>(n));
+      return;
+    case all_masked_policy::nan:
       fill(out, n, std::numeric_limits<T>::quiet_NaN());
       return;
-    case row_kind::pos_inf: {  // the +inf entries share the weight: the limit of softmax
-      std::size_t count = 0;
-      for (std::size_t j = 0; j < n; ++j)
-        count += ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? 1u : 0u;
-      const T share = T(1) / static_cast<T>(count);
-      for (std::size_t j = 0; j < n; ++j)
-        out[j] = ((mask == nullptr || mask[j]) && infinite_score(x[j], beta)) ? share : T(0);
-      return;
+    case all_masked_policy::throw_error:
+      throw_all_masked(where);
     }
-    case row_kind::overflow: {  // β·x overflowed T for finite x: shift by x_p, then scale
-      const T p = overflow_pivot(x, n, beta, mask);
-      sum_t<T> sum = 0;
-      for (std::size_t j = 0; j < n; ++j) {
-        out[j] = attn::detail::exp(shifted_score(x[j], p, beta, mask == nullptr || mask[j]));
-        sum += static_cast<sum_t<T>>(out[j]);
-      }
-      scale(out, n, static_cast<T>(sum_t<T>(1) / sum));  // sum ≥ 1: the pivot's e^0
-      return;
-    }
-    case row_kind::none_kept:
-      switch (opt.if_all_masked) {
-        case all_masked_policy::zeros: fill(out, n, T(0)); return;
-        case all_masked_policy::uniform: fill(out, n, T(1) / static_cast<T>(n)); return;
-        case all_masked_policy::nan: fill(out, n, std::numeric_limits<T>::quiet_NaN()); return;
-        case all_masked_policy::throw_error: throw_all_masked(where);
-      }
   }
 }
 
@@ -247,7 +247,7 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
 /// everything else, and every check and throw, is softmax_rows'.
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* out, std::size_t n,
-                                          std::size_t out_n, const options& opt) {
+                                              std::size_t out_n, const options& opt) {
   if (out_n == n && opt.mask.empty() && beta_fits<T>(opt.beta) &&
       softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
     return;
@@ -280,7 +280,7 @@ T sum_below_max(const T* x, std::size_t n, T beta, T m, const bool* mask) {
 /// size mismatch, domain_error on non-finite β or (policy throw_error) an all-masked row.
 template <vector_like In, mutable_vector_like Out>
   requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
-           compatible_extents<extent_of<In>, extent_of<Out>>
+      compatible_extents<extent_of<In>, extent_of<Out>>
 constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const auto os = as_mutable_span(out);
@@ -290,7 +290,7 @@ constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
 /// Returns softmax(β·x) as a new Vector of the same extent.
 template <vector_like In>
 [[nodiscard]] constexpr Vector<scalar_of<In>, extent_of<In>> softmax(const In& x,
-                                                                       const options& opt = {}) {
+                                                                     const options& opt = {}) {
   Vector<scalar_of<In>, extent_of<In>> out(as_span(x));
   detail::softmax_row("attn::softmax", out.data(), out.data(), out.size(), out.size(), opt);
   return out;
@@ -308,7 +308,7 @@ constexpr void softmax_inplace(X&& x, const options& opt = {}) {
 /// −log n (uniform), NaN (nan) or throws (throw_error). Errors as for softmax.
 template <vector_like In, mutable_vector_like Out>
   requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
-           compatible_extents<extent_of<In>, extent_of<Out>>
+      compatible_extents<extent_of<In>, extent_of<Out>>
 void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   using T = scalar_of<In>;
   constexpr T inf = std::numeric_limits<T>::infinity();
@@ -324,62 +324,71 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   const T* in = xs.data();
   T* o = os.data();
   switch (detail::classify(in, n, s, mask, beta)) {
-    case detail::row_kind::finite: {
-      const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
-      if (!(lse == lse)) {  // a kept NaN
-        detail::fill(o, n, nan);
-        return;
-      }
-      // A kept finite x_j whose β·x_j overflows T (to −inf: the max is finite) still has the
-      // log-weight β x_j − m − lse of exact arithmetic, finite where that is within T's range:
-      // β·(x_j − x_p) from the entry x_p of the max, as the overflow rows take it.
-      bool pivot_found = false;
-      T p = 0;
-      for (std::size_t j = 0; j < n; ++j) {
-        const bool kept = mask == nullptr || mask[j];
-        T t = kept ? detail::scaled_minus(beta, in[j], s.max) : -inf;
-        if (kept && t == -inf && detail::is_finite(in[j])) {
-          if (!pivot_found) p = detail::overflow_pivot(in, n, beta, mask);
-          pivot_found = true;
-          t = detail::shifted_score(in[j], p, beta, true);
-        }
-        o[j] = t - lse;
-      }
+  case detail::row_kind::finite: {
+    const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
+    if (!(lse == lse)) {  // a kept NaN
+      detail::fill(o, n, nan);
       return;
     }
-    case detail::row_kind::nan: detail::fill(o, n, nan); return;
-    case detail::row_kind::pos_inf: {
-      std::size_t count = 0;
-      for (std::size_t j = 0; j < n; ++j)
-        count += ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? 1u : 0u;
-      const T share = -std::log(static_cast<T>(count));
-      for (std::size_t j = 0; j < n; ++j)
-        o[j] = ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? share : -inf;
-      return;
-    }
-    case detail::row_kind::overflow: {  // β·x overflowed T for finite x: shift, then scale
-      const T p = detail::overflow_pivot(in, n, beta, mask);
-      T acc = 0;
-      std::size_t at_max = 0;
-      for (std::size_t j = 0; j < n; ++j) {
-        const T y = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]);
-        if (y < T(0))
-          acc += attn::detail::exp(y);
-        else
-          ++at_max;  // the pivot, and its ties
+    // A kept finite x_j whose β·x_j overflows T (to −inf: the max is finite) still has the
+    // log-weight β x_j − m − lse of exact arithmetic, finite where that is within T's range:
+    // β·(x_j − x_p) from the entry x_p of the max, as the overflow rows take it.
+    bool pivot_found = false;
+    T p = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const bool kept = mask == nullptr || mask[j];
+      T t = kept ? detail::scaled_minus(beta, in[j], s.max) : -inf;
+      if (kept && t == -inf && detail::is_finite(in[j])) {
+        if (!pivot_found) p = detail::overflow_pivot(in, n, beta, mask);
+        pivot_found = true;
+        t = detail::shifted_score(in[j], p, beta, true);
       }
-      const T lse = std::log1p(acc + static_cast<T>(at_max - 1));
-      for (std::size_t j = 0; j < n; ++j)
-        o[j] = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]) - lse;
-      return;
+      o[j] = t - lse;
     }
-    case detail::row_kind::none_kept:
-      switch (opt.if_all_masked) {
-        case all_masked_policy::zeros: detail::fill(o, n, -inf); return;
-        case all_masked_policy::uniform: detail::fill(o, n, -std::log(static_cast<T>(n))); return;
-        case all_masked_policy::nan: detail::fill(o, n, nan); return;
-        case all_masked_policy::throw_error: detail::throw_all_masked(where);
-      }
+    return;
+  }
+  case detail::row_kind::nan:
+    detail::fill(o, n, nan);
+    return;
+  case detail::row_kind::pos_inf: {
+    std::size_t count = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      count += ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? 1u : 0u;
+    const T share = -std::log(static_cast<T>(count));
+    for (std::size_t j = 0; j < n; ++j)
+      o[j] = ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? share : -inf;
+    return;
+  }
+  case detail::row_kind::overflow: {  // β·x overflowed T for finite x: shift, then scale
+    const T p = detail::overflow_pivot(in, n, beta, mask);
+    T acc = 0;
+    std::size_t at_max = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const T y = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]);
+      if (y < T(0))
+        acc += attn::detail::exp(y);
+      else
+        ++at_max;  // the pivot, and its ties
+    }
+    const T lse = std::log1p(acc + static_cast<T>(at_max - 1));
+    for (std::size_t j = 0; j < n; ++j)
+      o[j] = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]) - lse;
+    return;
+  }
+  case detail::row_kind::none_kept:
+    switch (opt.if_all_masked) {
+    case all_masked_policy::zeros:
+      detail::fill(o, n, -inf);
+      return;
+    case all_masked_policy::uniform:
+      detail::fill(o, n, -std::log(static_cast<T>(n)));
+      return;
+    case all_masked_policy::nan:
+      detail::fill(o, n, nan);
+      return;
+    case all_masked_policy::throw_error:
+      detail::throw_all_masked(where);
+    }
   }
 }
 
@@ -402,13 +411,16 @@ template <vector_like In>
   const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
   const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
   switch (detail::classify(xs.data(), xs.size(), s, mask, beta)) {
-    case detail::row_kind::finite:
-      return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
-    case detail::row_kind::nan: return std::numeric_limits<T>::quiet_NaN();
-    case detail::row_kind::pos_inf: return std::numeric_limits<T>::infinity();
-    case detail::row_kind::overflow:  // β·x_p overflowed, and so does the log of the sum: ±inf
-      return beta * detail::overflow_pivot(xs.data(), xs.size(), beta, mask);
-    case detail::row_kind::none_kept: break;
+  case detail::row_kind::finite:
+    return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
+  case detail::row_kind::nan:
+    return std::numeric_limits<T>::quiet_NaN();
+  case detail::row_kind::pos_inf:
+    return std::numeric_limits<T>::infinity();
+  case detail::row_kind::overflow:  // β·x_p overflowed, and so does the log of the sum: ±inf
+    return beta * detail::overflow_pivot(xs.data(), xs.size(), beta, mask);
+  case detail::row_kind::none_kept:
+    break;
   }
   if (opt.if_all_masked == all_masked_policy::nan) return std::numeric_limits<T>::quiet_NaN();
   if (opt.if_all_masked == all_masked_policy::throw_error) detail::throw_all_masked(where);
@@ -432,13 +444,66 @@ constexpr row_kind softmax_row_kind(const T* x, std::size_t n, const options& op
 }
 
 /// The index of the weight above 1/2, or n if there is none. For that entry 1 − α_m and
-/// g_m − ⟨g, α⟩ are formed from the other weights (Σ_{k≠m} α_k …), which keeps their relative
+/// u_m − ⟨u, α⟩ are formed from the other weights (Σ_{k≠m} α_k …), which keeps their relative
 /// accuracy when α_m is close to 1; for every other entry the direct form is already accurate.
 template <class T>
 constexpr std::size_t dominant_weight(const T* alpha, std::size_t n) noexcept {
   for (std::size_t j = 0; j < n; ++j)
     if (alpha[j] > T(0.5)) return j;
   return n;
+}
+
+/// What the softmax-backward step needs of a whole row before any entry: ū = Σ_k α_k u_k over
+/// the weights that are not 0, the weight above 1/2 (`dominant`, n if none) and for it
+/// u_m − ū = Σ_{k≠m} α_k (u_m − u_k), which does not cancel.
+template <class T>
+struct softmax_backward_terms {
+  T mean = 0;
+  std::size_t dominant = 0;
+  T dominant_minus_mean = 0;
+};
+
+/// softmax_backward_terms of the n weights α and u_k = u(k) (read any number of times).
+template <class T, class U>
+constexpr softmax_backward_terms<T> softmax_backward_terms_of(const T* alpha, U&& u,
+                                                              std::size_t n) {
+  T mean = 0;  // (locals, not the result's members: those live in memory the weights might alias)
+  for (std::size_t k = 0; k < n; ++k)
+    if (alpha[k] != T(0)) mean += alpha[k] * u(k);
+  const std::size_t m = dominant_weight(alpha, n);
+  T dm = 0;
+  if (m < n) {
+    const T u_m = u(m);
+    for (std::size_t k = 0; k < n; ++k)
+      if (k != m && alpha[k] != T(0)) dm += alpha[k] * (u_m - u(k));
+  }
+  return {mean, m, dm};
+}
+
+/// One entry of the softmax-backward step, ∂L/∂x_j = β α_j (u_j − ū) with δ = u_j − ū (or, for
+/// the dominant weight, softmax_backward_terms' u_m − ū): exactly 0 for a weight of 0 (a masked
+/// entry), whatever u_j holds.
+template <class T>
+[[nodiscard]] constexpr T softmax_backward_entry(T alpha, T delta, T beta) noexcept {
+  return alpha == T(0) ? T(0) : beta * alpha * delta;
+}
+
+/// The softmax-backward step: ∂L/∂x from u = ∂L/∂α for α = softmax(β·x), out_j = β α_j (u_j − ū)
+/// (the dominant weight's from Σ_{k≠m} α_k (u_m − u_k)); 0 for a weight of 0. A row whose
+/// weights do not move with x (flows false: all masked, a kept +inf, the nan policy) gives 0,
+/// and NaN where α_j is NaN. out_j is written after α_j and u(j) are read for the last time, so
+/// out may be α's storage or u's.
+template <class T, class U>
+constexpr void softmax_backward_row(const T* alpha, U&& u, std::size_t n, T beta, bool flows,
+                                    T* out) {
+  if (!flows) {
+    for (std::size_t j = 0; j < n; ++j) out[j] = alpha[j] == alpha[j] ? T(0) : alpha[j];
+    return;
+  }
+  const softmax_backward_terms<T> t = softmax_backward_terms_of(alpha, u, n);
+  for (std::size_t j = 0; j < n; ++j)
+    out[j] = softmax_backward_entry(alpha[j],
+                                    j == t.dominant ? t.dominant_minus_mean : u(j) - t.mean, beta);
 }
 
 }  // namespace detail
@@ -451,8 +516,8 @@ constexpr std::size_t dominant_weight(const T* alpha, std::size_t n) noexcept {
 /// dimension_error unless out is n×n; nothing is written on a throw.
 template <vector_like In, mutable_matrix_like Out>
   requires std::same_as<scalar_of<In>, matrix_scalar_of<Out>> &&
-           compatible_extents<extent_of<In>, rows_of<Out>> &&
-           compatible_extents<extent_of<In>, cols_of<Out>>
+      compatible_extents<extent_of<In>, rows_of<Out>> &&
+      compatible_extents<extent_of<In>, cols_of<Out>>
 void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
   using T = scalar_of<In>;
   const char* where = "attn::softmax_jacobian";
@@ -488,8 +553,8 @@ void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
 /// Returns the softmax Jacobian β (diag α − α αᵀ) as an n×n Matrix (fixed n: no allocation).
 /// Rules as for the overload that writes into a view.
 template <vector_like In>
-[[nodiscard]] Matrix<scalar_of<In>, extent_of<In>, extent_of<In>> softmax_jacobian(
-    const In& x, const options& opt = {}) {
+[[nodiscard]] Matrix<scalar_of<In>, extent_of<In>, extent_of<In>>
+softmax_jacobian(const In& x, const options& opt = {}) {
   using T = scalar_of<In>;
   constexpr std::size_t N = extent_of<In>;
   Matrix<T, N, N> out;
@@ -507,9 +572,10 @@ template <vector_like In>
 /// weights do not move with x (see softmax_jacobian) gets zeros; a NaN row gets NaN. Errors
 /// as for softmax, and dimension_error unless g and out have n entries.
 template <vector_like In, vector_like G, mutable_vector_like Out>
-  requires std::same_as<scalar_of<In>, scalar_of<G>> && std::same_as<scalar_of<In>, scalar_of<Out>> &&
-           compatible_extents<extent_of<In>, extent_of<G>> &&
-           compatible_extents<extent_of<In>, extent_of<Out>>
+  requires std::same_as<scalar_of<In>, scalar_of<G>> &&
+      std::same_as<scalar_of<In>, scalar_of<Out>> &&
+      compatible_extents<extent_of<In>, extent_of<G>> &&
+      compatible_extents<extent_of<In>, extent_of<Out>>
 void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   using T = scalar_of<In>;
   const char* where = "attn::softmax_vjp";
@@ -521,28 +587,17 @@ void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);
   detail::softmax_row(where, xs.data(), os.data(), n, n, opt);  // α
-  if (!detail::weights_move(kind)) {
-    detail::fill(os.data(), n, os[0] == os[0] ? T(0) : std::numeric_limits<T>::quiet_NaN());
-    return;
-  }
-  const T beta = static_cast<T>(opt.beta);
-  T mean = 0;  // ⟨g, α⟩ over the entries with weight
-  for (std::size_t k = 0; k < n; ++k)
-    if (os[k] != T(0)) mean += os[k] * gs[k];
-  const std::size_t m = detail::dominant_weight(os.data(), n);
-  T dm = 0;  // g_m − ⟨g, α⟩ = Σ_{k≠m} α_k (g_m − g_k)
-  if (m < n)
-    for (std::size_t k = 0; k < n; ++k)
-      if (k != m && os[k] != T(0)) dm += os[k] * (gs[m] - gs[k]);
-  for (std::size_t j = 0; j < n; ++j)
-    if (os[j] != T(0)) os[j] = beta * os[j] * (j == m ? dm : gs[j] - mean);
+  detail::softmax_backward_row(
+      os.data(), [&](std::size_t k) { return gs[k]; }, n, static_cast<T>(opt.beta),
+      detail::weights_move(kind), os.data());
 }
 
 /// Returns the softmax vector-Jacobian product β α ⊙ (g − ⟨g, α⟩) as a Vector of x's extent.
 template <vector_like In, vector_like G>
-  requires std::same_as<scalar_of<In>, scalar_of<G>> && compatible_extents<extent_of<In>, extent_of<G>>
+  requires std::same_as<scalar_of<In>, scalar_of<G>> &&
+      compatible_extents<extent_of<In>, extent_of<G>>
 [[nodiscard]] Vector<scalar_of<In>, extent_of<In>> softmax_vjp(const In& x, const G& g,
-                                                              const options& opt = {}) {
+                                                               const options& opt = {}) {
   Vector<scalar_of<In>, extent_of<In>> out(as_span(x));
   softmax_vjp(as_span(x), g, out, opt);
   return out;

@@ -1,36 +1,11 @@
 #pragma once
 /// \file attn/split.hpp
-/// Split attention (flash-decoding): cut a long list of notes into chunks, run one pass over
-/// each chunk (on as many threads as you like), merge the partial results in any grouping,
-/// and finish. With m = max_j β s_j over the kept notes of a chunk, a chunk's partial result is
-///
-///   max = m,   sum = Σ_j exp(β s_j − m),   context = Σ_j exp(β s_j − m) v_j / sum,
-///
-/// its context being attend's context over the chunk's notes alone (to the bit: the same pass
-/// and the same division). Two of them merge into the partial result of both chunks read in
-/// one pass, the contexts as a convex combination weighted by each chunk's share of the sum:
-///
-///   m = max(m_a, m_b),  w_a = exp(m_a − m) sum_a,  w_b = exp(m_b − m) sum_b,  sum = w_a + w_b,
-///   context = (w_a / sum) context_a + (w_b / sum) context_b.
-///
-/// `finish` hands out the context — attend's context, up to rounding, with the same rules
-/// (docs/attention.md): a chunk with nothing kept (empty, all masked, every score −inf) has
-/// max = −inf, sum = 0 and merges as nothing; a kept +inf score makes max = +inf, sum the
-/// number of such notes and context the mean of their values (they share the weight); a kept
-/// NaN score makes max NaN and the context NaN. A note whose weight is exactly 0 never
-/// contributes, even if its value holds inf or NaN. When no note is kept anywhere, `finish`
-/// applies `options::if_all_masked`; for `uniform` every chunk must have been read under the
-/// uniform policy too (the partial result then also carries the mean of all its values).
-/// Every context is a weighted mean of values, never a sum of them, so values whose sum
-/// overflows T still give attend's finite context.
-///
-/// Two limits of this form, where attend itself gives the number: m must be a number of T, so
-/// a chunk whose max comes from a finite score whose β·s overflows T (|β| > 1, |s| beyond
-/// max/|β|: the rising β·s to +inf, or every kept one to −inf) gets the NaN partial result
-/// (max, sum and context NaN), and the finished context is NaN — loud, where softmax takes
-/// such scores as in exact arithmetic (docs/softmax.md); and a chunk's context must be a
-/// number of T, so values within a few rounding errors of T's largest number, whose weighted
-/// mean over the chunk may round past it (as attend's over that chunk would), give ±inf.
+/// Split attention (flash-decoding): one pass over each chunk of the notes (on as many threads
+/// as you like), partial results merged in any grouping, then finished. A chunk's partial result
+/// is m = max_j β s_j (kept), sum = Σ_j exp(β s_j − m) and context = attend's context over the
+/// chunk; two merge as m = max(m_a, m_b), w = exp(m_· − m) sum_·, context = Σ (w_·/Σw) context_·.
+/// `finish` gives attend's context up to rounding, with attend's rules and two limits: the
+/// formulas, the rules and the limits are in docs/attention.md.
 ///
 ///   auto a = attn::attend_partial(q, notes_0_to_k, attn::dot);      // thread 1
 ///   auto b = attn::attend_partial(q, notes_k_to_n, attn::dot);      // thread 2
@@ -64,9 +39,9 @@ template <real T, std::size_t D = dynamic>
 struct partial_attention {
   T max = -std::numeric_limits<T>::infinity();  ///< m: max of β·s over kept notes
   T sum = 0;                                    ///< Σ_j exp(β s_j − m) over kept notes
-  Vector<T, D> context{};   ///< Σ_j exp(β s_j − m) v_j / sum: the chunk's context (0 if none kept)
-  std::size_t notes = 0;    ///< how many notes the chunk had, kept or not
-  Vector<T, D> values_mean{};    ///< (1/notes) Σ_j v_j over all the chunk's notes, if has_values_mean
+  Vector<T, D> context{};  ///< Σ_j exp(β s_j − m) v_j / sum: the chunk's context (0 if none kept)
+  std::size_t notes = 0;       ///< how many notes the chunk had, kept or not
+  Vector<T, D> values_mean{};  ///< (1/notes) Σ_j v_j over all the chunk's notes, if has_values_mean
   bool has_values_mean = false;  ///< read under `uniform` (every merged chunk was)
 };
 
@@ -78,7 +53,8 @@ namespace detail {
 /// finite (a value holding inf or NaN, or values whose sum overflows T).
 template <real T, class S>
 void normalized_partial_context(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                                MatrixView<const T> values, T beta, const bool* mask, T m, T inv, T* c) {
+                                MatrixView<const T> values, T beta, const bool* mask, T m, T inv,
+                                T* c) {
   const std::size_t dv = values.cols();
   fill(c, dv, T(0));
   for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
@@ -124,8 +100,10 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
                      MatrixView<const T> values, T beta, const bool* mask, T& max, T& sum, T* c) {
   const std::size_t dv = values.cols();
   std::size_t count = 0;
-  if (!visit_infinite_scores(score, q, keys, beta, mask, [&](std::size_t) { ++count; }) || count == 0) {
-    nan_partial(max, sum, c, dv);  // a kept NaN, or the max is a finite score's β·s beyond T's range
+  if (!visit_infinite_scores(score, q, keys, beta, mask, [&](std::size_t) { ++count; }) ||
+      count == 0) {
+    nan_partial(max, sum, c,
+                dv);  // a kept NaN, or the max is a finite score's β·s beyond T's range
     return;
   }
   for (std::size_t i = 0; i < dv; ++i) c[i] = T(0);
@@ -139,8 +117,8 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
 /// Whether a kept finite score's β·s overflows T to −inf (for a chunk whose kept β·s are all
 /// −inf: then its max is not a number of T). Only |β| > 1 can overflow a finite score.
 template <real T, class S>
-bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
-                                   const bool* mask) {
+bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixView<const T> keys,
+                                  T beta, const bool* mask) {
   if (!(beta > T(1) || beta < T(-1))) return false;
   return !for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r)
@@ -157,14 +135,15 @@ bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixVi
 /// untouched on a throw. The context is the one-pass sum divided as attend_online divides it,
 /// so that it is attend's context to the bit wherever attend takes one pass.
 template <real T, std::size_t D, class S>
-void attend_partial(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                    MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
-                    const options& opt) {
+void attend_partial_into(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                         MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
+                         const options& opt) {
   score.check(q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   if constexpr (D != dynamic)
     check_equal(where, "context size", D, "columns of values", values.cols());
-  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
+  if (!opt.mask.empty())
+    check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   check_beta<T>(where, opt);  // as attend: finite as a T
   const std::size_t dv = values.cols();
   const bool uniform = opt.if_all_masked == all_masked_policy::uniform;
@@ -185,8 +164,8 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   T& m = st.m;
   sum_t<T>& l = st.l;
   if (keys.rows() != 0) {
-    if (one_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), st, static_cast<T*>(nullptr),
-                 static_cast<T*>(nullptr))) {
+    if (one_pass(score, q, keys, values, beta, mask, static_cast<T*>(nullptr), st,
+                 static_cast<T*>(nullptr), static_cast<T*>(nullptr))) {
       if (m != neg_inf) {
         const T inv = online_reciprocal(st);  // as attend_online
         if (all_finite(c, dv)) {
@@ -212,7 +191,8 @@ void attend_partial(const char* where, std::span<const T> q, MatrixView<const T>
   if (uniform) {  // each value weighed 1/n, as softmax's uniform weights
     for (std::size_t i = 0; i < dv; ++i) p.values_mean[i] = T(0);
     const T w = keys.rows() == 0 ? T(0) : T(1) / static_cast<T>(keys.rows());
-    for (std::size_t j = 0; j < keys.rows(); ++j) axpy(w, values.row(j).data(), p.values_mean.data(), dv);
+    for (std::size_t j = 0; j < keys.rows(); ++j)
+      axpy(w, values.row(j).data(), p.values_mean.data(), dv);
   }
 }
 
@@ -243,21 +223,21 @@ T merge_factor(T from, T to) {
 template <vector_like Q, matrix_like K, matrix_like V, class S>
   requires detail::attend_inputs<Q, K, V, S>
 [[nodiscard]] partial_attention<scalar_of<Q>, cols_of<V>> attend_partial(const Q& q, const K& keys,
-                                                                         const V& values, const S& score,
+                                                                         const V& values,
+                                                                         const S& score,
                                                                          const options& opt = {}) {
   using T = scalar_of<Q>;
   partial_attention<T, cols_of<V>> p{};
-  detail::attend_partial<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
-                            score, p, opt);
+  detail::attend_partial_into<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
+                                 score, p, opt);
   return p;
 }
 
 /// One pass over a chunk of notes that are both keys and values.
 template <vector_like Q, matrix_like N, class S>
   requires detail::attend_inputs<Q, N, N, S>
-[[nodiscard]] partial_attention<scalar_of<Q>, cols_of<N>> attend_partial(const Q& q, const N& notes,
-                                                                         const S& score,
-                                                                         const options& opt = {}) {
+[[nodiscard]] partial_attention<scalar_of<Q>, cols_of<N>>
+attend_partial(const Q& q, const N& notes, const S& score, const options& opt = {}) {
   return attend_partial(q, notes, notes, score, opt);
 }
 
@@ -271,8 +251,8 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, real T, std::siz
       compatible_extents<D, cols_of<V>>
 void attend_partial(const Q& q, const K& keys, const V& values, const S& score,
                     partial_attention<T, D>& part, const options& opt = {}) {
-  detail::attend_partial<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
-                            score, part, opt);
+  detail::attend_partial_into<T>("attn::attend_partial", as_span(q), as_view(keys), as_view(values),
+                                 score, part, opt);
 }
 
 /// One pass over a chunk of notes that are both keys and values, into `part` (see above).
@@ -289,13 +269,14 @@ void attend_partial(const Q& q, const N& notes, const S& score, partial_attentio
 /// Merging is commutative and associative up to rounding.
 template <real T, std::size_t D>
 void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
-  detail::check_equal("attn::merge", "context size", b.context.size(), "context size", a.context.size());
+  detail::check_equal("attn::merge", "context size", b.context.size(), "context size",
+                      a.context.size());
   const std::size_t d = a.context.size();
   a.has_values_mean = a.has_values_mean && b.has_values_mean;
   if (a.has_values_mean && b.notes != 0) {  // each mean weighed by its share of the notes
     const T total = static_cast<T>(a.notes + b.notes);
-    detail::convex_combine(a.values_mean.data(), static_cast<T>(a.notes) / total, b.values_mean.data(),
-                           static_cast<T>(b.notes) / total, d);
+    detail::convex_combine(a.values_mean.data(), static_cast<T>(a.notes) / total,
+                           b.values_mean.data(), static_cast<T>(b.notes) / total, d);
   }
   a.notes += b.notes;
   if (a.max != a.max || b.max != b.max) {
@@ -307,14 +288,16 @@ void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
   const T wa = fa == T(0) ? T(0) : fa * a.sum;  // (a chunk with nothing kept: sum 0, fa 0 or 1)
   const T wb = fb == T(0) ? T(0) : fb * b.sum;
   const T sum = wa + wb;
-  if (sum != T(0)) detail::convex_combine(a.context.data(), wa / sum, b.context.data(), wb / sum, d);
+  if (sum != T(0))
+    detail::convex_combine(a.context.data(), wa / sum, b.context.data(), wb / sum, d);
   a.sum = sum;  // (0 only when neither kept a note: a's context is then its zeros)
   a.max = m;
 }
 
 /// The partial result of a's notes and b's notes together (see merge_into).
 template <real T, std::size_t D>
-[[nodiscard]] partial_attention<T, D> merge(partial_attention<T, D> a, const partial_attention<T, D>& b) {
+[[nodiscard]] partial_attention<T, D> merge(partial_attention<T, D> a,
+                                            const partial_attention<T, D>& b) {
   merge_into(a, b);
   return a;
 }
@@ -333,19 +316,20 @@ void finish(const partial_attention<T, D>& p, COut&& context, const options& opt
   const T* from = p.context.data();  // (a NaN max: the context is NaN already)
   if (p.max == -std::numeric_limits<T>::infinity()) {
     switch (opt.if_all_masked) {
-      case all_masked_policy::zeros:
-        for (std::size_t i = 0; i < d; ++i) out[i] = T(0);
-        return;
-      case all_masked_policy::uniform:
-        if (!p.has_values_mean)
-          throw domain_error("attn::finish: the uniform policy needs every chunk read under it");
-        detail::check_nonempty(where, "the notes", p.notes);
-        from = p.values_mean.data();
-        break;
-      case all_masked_policy::nan:
-        for (std::size_t i = 0; i < d; ++i) out[i] = std::numeric_limits<T>::quiet_NaN();
-        return;
-      case all_masked_policy::throw_error: detail::throw_all_masked(where);
+    case all_masked_policy::zeros:
+      for (std::size_t i = 0; i < d; ++i) out[i] = T(0);
+      return;
+    case all_masked_policy::uniform:
+      if (!p.has_values_mean)
+        throw domain_error("attn::finish: the uniform policy needs every chunk read under it");
+      detail::check_nonempty(where, "the notes", p.notes);
+      from = p.values_mean.data();
+      break;
+    case all_masked_policy::nan:
+      for (std::size_t i = 0; i < d; ++i) out[i] = std::numeric_limits<T>::quiet_NaN();
+      return;
+    case all_masked_policy::throw_error:
+      detail::throw_all_masked(where);
     }
   }
   for (std::size_t i = 0; i < d; ++i) out[i] = from[i];

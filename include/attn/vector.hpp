@@ -49,7 +49,7 @@ inline constexpr std::size_t extent_of = detail::static_extent_of<R>();
 /// A contiguous, sized range of `real` numbers: what every attn algorithm takes as a vector.
 template <class R>
 concept vector_like = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                      real<std::remove_cv_t<std::ranges::range_value_t<R>>>;
+    real<std::remove_cv_t<std::ranges::range_value_t<R>>>;
 
 /// A `vector_like` range whose elements may be written.
 template <class R>
@@ -94,8 +94,7 @@ public:
   constexpr Vector() = default;
 
   /// Dynamic only: `n` copies of `value`.
-  constexpr explicit Vector(std::size_t n, T value = T(0))
-    requires(N == dynamic)
+  constexpr explicit Vector(std::size_t n, T value = T(0)) requires(N == dynamic)
       : data_(n, value) {}
 
   /// Fixed only: exactly N values, `Vector<double, 3>{0, 0.5, 2}`; a wrong count does not compile.
@@ -104,9 +103,7 @@ public:
   constexpr Vector(U... values) noexcept : data_{static_cast<T>(values)...} {}  // NOLINT
 
   /// Dynamic only: the listed values, `Vector<double>{0, 0.5, 2}`.
-  constexpr Vector(std::initializer_list<T> values)
-    requires(N == dynamic)
-      : data_(values) {}
+  constexpr Vector(std::initializer_list<T> values) requires(N == dynamic) : data_(values) {}
 
   /// Copies any vector_like range; a size that disagrees with a fixed N throws dimension_error.
   template <vector_like R>
@@ -139,17 +136,13 @@ public:
   [[nodiscard]] constexpr const T* end() const noexcept { return data() + size(); }
 
   /// Fixed N: borrows the numbers as a `std::span<T, N>`. (A dynamic Vector needs no
-  /// operator: std::span's implicit range constructor takes it, and a second path would make
-  /// g++ warn under -Wconversion.)
-  constexpr operator std::span<T, N>() noexcept
-    requires(N != dynamic)
-  {
+  /// operator: std::span's implicit range constructor takes it, and a second path would draw
+  /// -Wconversion warnings.)
+  constexpr operator std::span<T, N>() noexcept requires(N != dynamic) {
     return std::span<T, N>(data(), size());
   }
   /// Fixed N: borrows the numbers read-only.
-  constexpr operator std::span<const T, N>() const noexcept
-    requires(N != dynamic)
-  {
+  constexpr operator std::span<const T, N>() const noexcept requires(N != dynamic) {
     return std::span<const T, N>(data(), size());
   }
 
@@ -161,5 +154,16 @@ public:
     return true;
   }
 };
+
+namespace detail {
+/// A zero Vector of n numbers (fixed N: inline, no allocation).
+template <class T, std::size_t N>
+[[nodiscard]] Vector<T, N> zero_vector(std::size_t n) {
+  if constexpr (N == dynamic)
+    return Vector<T>(n);
+  else
+    return Vector<T, N>{};
+}
+}  // namespace detail
 
 }  // namespace attn

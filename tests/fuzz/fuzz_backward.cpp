@@ -133,9 +133,9 @@ void check_backward(const look<T>& in, const std::vector<T>& g, const attn::opti
     in.with_score([&](const auto& score) {
       if (in.separate) {
         attn::MatrixView<T> gvv(gv.data.data(), n, dv);
-        attn::backward(in.q, in.key_view(), in.value_view(), score, g, gs.data, gq.data, gkv, gvv, opt);
+        attn::backward(in.q, in.key_view(), in.value_view(), score, g, {gs.data, gq.data, gkv, gvv}, opt);
       } else {
-        attn::backward(in.q, in.key_view(), score, g, gs.data, gq.data, gkv, opt);
+        attn::backward(in.q, in.key_view(), score, g, {gs.data, gq.data, gkv}, opt);
       }
     });
   });
@@ -231,6 +231,7 @@ void check_from_forward(const look<T>& in, const std::vector<T>& g, const attn::
   dump<T>("attend's context", c);
   guarded<T> ws(n + (in.broken == 1 ? 1 : 0)), wq(dq), wk(n * dk), wv(in.separate ? n * dv : 0);
   guarded<T> fs(n + (in.broken == 1 ? 1 : 0)), fq(dq), fk(n * dk), fv(in.separate ? n * dv : 0);
+  const attn::saved_forward<T> saved_weights{alpha}, saved_both{alpha, c};
   const auto call = [&](bool from_forward, guarded<T>& gs, guarded<T>& gq, guarded<T>& gk, guarded<T>& gv) {
     return thrown([&] {
       attn::MatrixView<T> gkv(gk.data.data(), n, dk);
@@ -238,15 +239,15 @@ void check_from_forward(const look<T>& in, const std::vector<T>& g, const attn::
         if (in.separate) {
           attn::MatrixView<T> gvv(gv.data.data(), n, dv);
           if (from_forward)
-            attn::backward_from_forward(in.q, in.key_view(), in.value_view(), score, alpha, c, g, gs.data, gq.data,
-                                        gkv, gvv, opt);
+            attn::backward(in.q, in.key_view(), in.value_view(), score, saved_both, g, {gs.data, gq.data, gkv, gvv},
+                           opt);
           else
-            attn::backward_from_weights(in.q, in.key_view(), in.value_view(), score, alpha, g, gs.data, gq.data,
-                                        gkv, gvv, opt);
+            attn::backward(in.q, in.key_view(), in.value_view(), score, saved_weights, g,
+                           {gs.data, gq.data, gkv, gvv}, opt);
         } else if (from_forward) {
-          attn::backward_from_forward(in.q, in.key_view(), score, alpha, c, g, gs.data, gq.data, gkv, opt);
+          attn::backward(in.q, in.key_view(), score, saved_both, g, {gs.data, gq.data, gkv}, opt);
         } else {
-          attn::backward_from_weights(in.q, in.key_view(), score, alpha, g, gs.data, gq.data, gkv, opt);
+          attn::backward(in.q, in.key_view(), score, saved_weights, g, {gs.data, gq.data, gkv}, opt);
         }
       });
     });

@@ -332,7 +332,7 @@ struct look {
   }
 
   /// 1/√d as scaled_dot forms it (in T), else 1.
-  [[nodiscard]] T factor() const { return score == 1 ? attn::scaled_dot_score::factor<T>(dk) : T(1); }
+  [[nodiscard]] T factor() const { return score == 1 ? attn::scaled_dot_score::scale<T>(dk) : T(1); }
 
   /// Score j in long double (d_q + d_h products: exact to far below T's rounding), and in
   /// `mag` the sum of the magnitudes of its terms, Σ|q_a W_ab k_b| or Σ|q_i k_i| (times 1/√d).

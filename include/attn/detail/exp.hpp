@@ -18,7 +18,6 @@
 #include "attn/detail/config.hpp"
 #include "attn/detail/simd.hpp"
 
-
 namespace attn::detail {
 
 /// The constants of the vectorizable float/double exponential (binary32 / binary64 only).
@@ -157,8 +156,8 @@ template <class T>
   // below min_nonzero_x (incl. -inf, -NaN: on negative floats the signed order of the bits is
   // the order of |x|) to that. No compare: scalar code gets sar/cmov, not setcc, whose write
   // to the low byte of a register still holding the previous call's result would chain the
-  // calls of a scalar loop into one long dependency (~4x slower); and the bound is not a
-  // constant, so GCC cannot specialize the clamped path into constants and branches.
+  // calls of a scalar loop into one long dependency; and the bound is not a constant, so
+  // the compiler cannot specialize the clamped path into constants and branches.
   const U sign = static_cast<U>(static_cast<S>(ix) >> top);  // all ones for x < 0
   const auto bound =
       static_cast<S>(C::max_finite_x + (sign & (C::min_nonzero_x - C::max_finite_x)));
@@ -210,8 +209,8 @@ template <class T>
 /// Sets the top bit of a lane of `bad` where |t| > in_range_x, t = ±inf or NaN (on the bits, so
 /// that -ffinite-math-only cannot fold it): the top bit of in_range_x − |t|'s bits.
 template <class T, std::size_t W>
-[[gnu::always_inline]] inline void exp_range_check(vec<T, W> t,
-                                                   vec<typename exp_consts<T>::uint, W>& bad) noexcept {
+[[gnu::always_inline]] inline void
+exp_range_check(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
   using C = exp_consts<T>;
   bad |= C::in_range_x - (std::bit_cast<vec<typename C::uint, W>>(t) & C::abs_mask);
 }
@@ -225,8 +224,8 @@ template <class T, std::size_t W>
 /// caller knows every lane in range (softmax rows whose least β x − m is within it), and `bad`
 /// is left as it is.
 template <class T, std::size_t W, bool Check = true>
-[[gnu::always_inline]] inline vec<T, W> exp_in_range(
-    vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
+[[gnu::always_inline]] inline vec<T, W>
+exp_in_range(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
 #if defined(__clang__)
   // Under -fassociative-math (which clang announces by no macro) clang could merge k*ln2_hi
   // and k*ln2_lo into k*ln2: not here.
@@ -270,7 +269,8 @@ template <class T, std::size_t W, bool Check = true>
 }
 
 template <class U, std::size_t W, std::size_t... I>
-[[gnu::always_inline]] inline vec<U, W / 2> or_halves(vec<U, W> v, std::index_sequence<I...>) noexcept {
+[[gnu::always_inline]] inline vec<U, W / 2> or_halves(vec<U, W> v,
+                                                      std::index_sequence<I...>) noexcept {
   return __builtin_shufflevector(v, v, static_cast<int>(I)...) |
          __builtin_shufflevector(v, v, static_cast<int>(I + W / 2)...);
 }
@@ -366,9 +366,9 @@ inline constexpr std::array<T, static_cast<std::size_t>(exp_taylor_degree<T> - 1
 }();
 
 /// exp(x) for any other floating type (x87 long double, binary128, ...): a scalar, constexpr
-/// path. x87 long double: < 1 ulp (max 0.85 against libquadmath's expq; 0.93 with g++ and 1.6
-/// with clang under -ffast-math); subnormal results rounded once; specials exact (also under
-/// -ffast-math, for x87 and binary128).
+/// path. x87 long double: < 1 ulp (tests/test_exp.cpp; under -ffast-math within 2,
+/// docs/softmax.md); subnormal results rounded once; specials exact (also under -ffast-math,
+/// for x87 and binary128).
 template <class T>
 [[nodiscard]] constexpr T exp_generic(T x) noexcept {
   // Same scheme as exp_ieee, in scalar form: k = round(x/ln2); r = x - k*ln2 with
@@ -467,13 +467,14 @@ template <exp_shift Shift, class V, class T>
 /// range is checked first, so that no input is overwritten before the check. Without Checked
 /// every number is known in range: no check, and always true.
 template <std::size_t V, exp_shift Shift, bool Scaled, bool Checked, class T>
-[[gnu::always_inline]] inline bool exp_block_in_range(const T* x, T* out, T beta, T m, T f,
-                                                      vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
+[[gnu::always_inline]] inline bool
+exp_block_in_range(const T* x, T* out, T beta, T m, T f,
+                   vec<T, simd_lanes<T>>* sums = nullptr) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   using VU = vec<typename exp_consts<T>::uint, L>;
-  // (plain loops, unrolled by pragma: clang 14 kept a lambda folded over an index sequence out
-  // of line, with the partial sums in memory, and the softmax 1.2-1.35x slower)
+  // (plain loops, unrolled by pragma: a lambda folded over an index sequence was kept out of
+  // line, with the partial sums in memory: docs/performance.md, "How each kernel gets there")
   VU bad = {};
   const bool in_place = Checked && x == out;
   if (in_place) {
@@ -562,7 +563,8 @@ template <exp_shift Shift, bool Scaled, bool Checked, class T>
 /// order, as sum_of's tail. One pass instead of two, with no horizontal sum per block. Checked
 /// as for exp_shifted_vec.
 template <exp_shift Shift, bool Checked, class T>
-[[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta, T m) noexcept {
+[[gnu::flatten]] inline T exp_shifted_sum_vec(const T* x, T* out, std::size_t n, T beta,
+                                              T m) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   const std::size_t whole = n / (4 * L) * (4 * L);
   T head = 0;
@@ -582,8 +584,7 @@ template <exp_shift Shift, bool Checked, class T>
 /// x[i] = exp(x[i]) for i < n, as a plain loop that compilers vectorize (exp_array's path in
 /// constant evaluation and without vector extensions). The bulk runs over whole blocks of 64
 /// bytes, the tail on its own: GCC at -O2 (its "very cheap" vectorizer cost model) vectorizes
-/// only loops that need no epilogue and no alias check, which this loop shape gives it; at
-/// -O3, and with clang, a plain `y[i] = exp(x[i])` loop vectorizes as well.
+/// only loops that need no epilogue and no alias check, which this loop shape gives it.
 template <class T>
   requires std::is_floating_point_v<T>
 constexpr void exp_inplace_plain(T* x, std::size_t n) noexcept {
@@ -614,8 +615,6 @@ constexpr void exp_array(const T* x, T* y, std::size_t n) noexcept {
 /// x[i] = exp(x[i]) for i < n (exp_array in place).
 template <class T>
   requires std::is_floating_point_v<T>
-constexpr void exp_inplace(T* x, std::size_t n) noexcept {
-  exp_array(x, x, n);
-}
+constexpr void exp_inplace(T* x, std::size_t n) noexcept { exp_array(x, x, n); }
 
 }  // namespace attn::detail

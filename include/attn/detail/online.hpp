@@ -31,7 +31,8 @@ inline constexpr std::size_t online_block = 64;
 /// least 8.
 template <class T>
 constexpr std::size_t online_rows(std::size_t numbers) noexcept {
-  const std::size_t fit = numbers == 0 ? online_block : (std::size_t{32} << 10) / (numbers * sizeof(T));
+  const std::size_t fit =
+      numbers == 0 ? online_block : (std::size_t{32} << 10) / (numbers * sizeof(T));
   const std::size_t rows = fit >= online_block ? online_block : fit / 8 * 8;
   return rows < 8 ? 8 : rows;
 }
@@ -54,9 +55,9 @@ struct online_state {
 /// leaves to the caller (the state is then meaningless). Notes of weight 0 are not skipped: a
 /// non-finite value anywhere can make c non-finite (callers check).
 template <class T>
-ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb, T beta,
-                                              const bool* mask, T* e, const T* v, std::size_t vs,
-                                              const T* ahead) {
+ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb,
+                                              T beta, const bool* mask, T* e, const T* v,
+                                              std::size_t vs, const T* ahead) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   std::size_t kept = nb;
   T least = std::numeric_limits<T>::quiet_NaN();  // the block's least β·s, without a mask
@@ -85,7 +86,8 @@ ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, s
       st.m = bm;
     }
   }
-  st.l += static_cast<sum_t<T>>(exp_shifted_sum_of(s, e, nb, beta, st.m, mask, exps_in_range(least, st.m)));
+  st.l += static_cast<sum_t<T>>(
+      exp_shifted_sum_of(s, e, nb, beta, st.m, mask, exps_in_range(least, st.m)));
   if (ahead != nullptr) {
     add_weighted_rows_prefetching(e, v, vs, nb, st.dv, st.c, ahead);
   } else {
@@ -103,9 +105,9 @@ ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, s
 /// and exps to `exps` when not null; the m each block's exps were taken at to block_max[b]
 /// when not null. Returns false as online_step does, or when a kept NaN made l NaN.
 template <class T, class ScoreBlock>
-constexpr bool online_pass(ScoreBlock&& score_block, std::size_t n, std::size_t numbers, bool shared,
-                           const T* v, std::size_t vs, T beta, const bool* mask, T* scores,
-                           online_state<T>& st, T* exps, T* block_max) {
+constexpr bool online_pass(ScoreBlock&& score_block, std::size_t n, std::size_t numbers,
+                           bool shared, const T* v, std::size_t vs, T beta, const bool* mask,
+                           T* scores, online_state<T>& st, T* exps, T* block_max) {
   const std::size_t B = online_rows<T>(numbers);
   const bool prefetch = n * numbers * sizeof(T) >= online_prefetch_bytes;
   T sbuf[online_block];
@@ -133,12 +135,13 @@ template <class T>
 /// The weights from the pass's exps, in place: block b's exps (taken at block_max[b]) times
 /// exp(block_max[b] − m)/l, for the n notes in blocks of B.
 template <class T>
-constexpr void online_weights(const online_state<T>& st, const T* block_max, std::size_t n, std::size_t B,
-                              T* weights) {
+constexpr void online_weights(const online_state<T>& st, const T* block_max, std::size_t n,
+                              std::size_t B, T* weights) {
   const T inv = online_reciprocal(st);
   for (std::size_t j0 = 0, b = 0; j0 < n; j0 += B, ++b) {
     const std::size_t nb = n - j0 < B ? n - j0 : B;
-    scale(weights + j0, nb, block_max[b] == st.m ? inv : attn::detail::exp(block_max[b] - st.m) * inv);
+    scale(weights + j0, nb,
+          block_max[b] == st.m ? inv : attn::detail::exp(block_max[b] - st.m) * inv);
   }
 }
 

@@ -18,7 +18,6 @@ namespace attn::detail {
 template <class T>
 inline constexpr std::size_t lanes = 64 / sizeof(T) > 16 ? 16 : 64 / sizeof(T);
 
-
 /// The signed integer as wide as T, for float and double (IEEE); void otherwise.
 template <class T>
 using ordered_int_t = std::conditional_t<
@@ -27,7 +26,7 @@ using ordered_int_t = std::conditional_t<
 
 /// x's bits as a signed integer that orders like x (−0 just below +0, NaNs beyond ±inf): the
 /// max of a row becomes an integer max, which GCC and Clang vectorize as a plain reduction
-/// (a float `x > m ? x : m` is not vectorized by GCC 12 without -ffast-math).
+/// (GCC does not vectorize a float `x > m ? x : m` without -ffast-math).
 template <class T>
 [[nodiscard]] constexpr ordered_int_t<T> ordered_bits(T x) noexcept {
   using S = ordered_int_t<T>;

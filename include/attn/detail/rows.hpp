@@ -25,6 +25,13 @@ constexpr void fill(T* x, std::size_t n, T value) noexcept {
   for (std::size_t i = 0; i < n; ++i) x[i] = value;
 }
 
+/// Row i of the rows × cols numbers at x (row stride `stride`) set to value, for every row.
+template <class T>
+constexpr void fill_rows(T* x, std::size_t rows, std::size_t cols, std::size_t stride,
+                         T value) noexcept {
+  for (std::size_t i = 0; i < rows; ++i) fill(x + i * stride, cols, value);
+}
+
 /// x *= a.
 template <class T>
 constexpr void scale(T* x, std::size_t n, T a) noexcept {
@@ -70,9 +77,9 @@ ATTN_ALWAYS_INLINE constexpr void add_weighted_columns(const T* w, const T* V, s
 /// starts a line of its rows' columns, or as far into one as the rows themselves: a multiple
 /// of 8 vectors in).
 template <std::size_t NV, bool Prefetch, class T>
-[[gnu::always_inline]] inline void add_weighted_rows_regs(const T* w, const T* V, std::size_t stride,
-                                                          std::size_t rows, T* c,
-                                                          [[maybe_unused]] const T* ahead) noexcept {
+[[gnu::always_inline]] inline void
+add_weighted_rows_regs(const T* w, const T* V, std::size_t stride, std::size_t rows, T* c,
+                       [[maybe_unused]] const T* ahead) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   using VT = vec<T, L>;
   const auto at = [](const T* p) { return load<T, L>(p); };
@@ -97,10 +104,9 @@ template <std::size_t NV, bool Prefetch, class T>
 
 /// add_weighted_rows' vector part: returns how many columns it did (whole vectors of them).
 template <bool Prefetch, class T>
-[[gnu::always_inline]] inline std::size_t add_weighted_rows_vec(const T* w, const T* V,
-                                                                std::size_t stride, std::size_t rows,
-                                                                std::size_t d, T* c,
-                                                                const T* ahead) noexcept {
+[[gnu::always_inline]] inline std::size_t
+add_weighted_rows_vec(const T* w, const T* V, std::size_t stride, std::size_t rows, std::size_t d,
+                      T* c, const T* ahead) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   const auto at = [&](std::size_t i) { return Prefetch ? ahead + i : nullptr; };
   std::size_t i = 0;
@@ -109,14 +115,29 @@ template <bool Prefetch, class T>
     add_weighted_rows_regs<8, Prefetch>(w, V + i, stride, rows, c + i, at(i));
   const std::size_t last = (d - i) / L;
   switch (last) {
-    case 1: add_weighted_rows_regs<1, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 2: add_weighted_rows_regs<2, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 3: add_weighted_rows_regs<3, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 4: add_weighted_rows_regs<4, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 5: add_weighted_rows_regs<5, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 6: add_weighted_rows_regs<6, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    case 7: add_weighted_rows_regs<7, Prefetch>(w, V + i, stride, rows, c + i, at(i)); break;
-    default: break;
+  case 1:
+    add_weighted_rows_regs<1, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 2:
+    add_weighted_rows_regs<2, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 3:
+    add_weighted_rows_regs<3, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 4:
+    add_weighted_rows_regs<4, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 5:
+    add_weighted_rows_regs<5, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 6:
+    add_weighted_rows_regs<6, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  case 7:
+    add_weighted_rows_regs<7, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    break;
+  default:
+    break;
   }
   if constexpr (Prefetch) {
     const std::size_t groups = rows / 8 * 8;  // the rows past them were not prefetched above
@@ -236,6 +257,55 @@ constexpr void weighted_sum_rows(const T* a, const T* X, std::size_t stride, std
   }
   for (std::size_t i = 0; i < d; ++i) y[i] = T(0);
   accumulate_rows(a, T(1), X, stride, rows, d, y);
+}
+
+/// For the eight rows r of a group: y += Σ_r af_r k_r (summed over r in order, then added to
+/// y) and, when kg is null, row r of gn = al_r g + af_r q, else row r of kg = af_r q. Column by
+/// column, whole vectors of columns at a time (vector types, so that the writes stay vectorized
+/// whatever the caller's size), each column vector of g and q read once for the eight rows.
+template <class T>
+void combine_rows_group(const T* al, const T* af, const T* k0, std::size_t ks, const T* g,
+                        const T* qd, std::size_t d, T* y, T* gn, std::size_t gns, T* kg,
+                        std::size_t kgs) noexcept {
+  std::size_t i = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    constexpr std::size_t L = simd_lanes<T>;
+    using VT = vec<T, L>;
+    for (; i + L <= d; i += L) {
+      VT acc = {};
+      const VT qi = load<T, L>(qd + i);
+      if (kg == nullptr) {
+        // g_i and q_i read once for the eight rows (row by row, each would be read per row)
+        const VT gi = load<T, L>(g + i);
+        for (std::size_t r = 0; r < 8; ++r) {
+          acc += af[r] * load<T, L>(k0 + r * ks + i);
+          const VT x = al[r] * gi + af[r] * qi;
+          std::memcpy(gn + r * gns + i, &x, sizeof x);
+        }
+      } else {
+        for (std::size_t r = 0; r < 8; ++r) {
+          acc += af[r] * load<T, L>(k0 + r * ks + i);
+          const VT o = af[r] * qi;
+          std::memcpy(kg + r * kgs + i, &o, sizeof o);
+        }
+      }
+      const VT yi = load<T, L>(y + i) + acc;
+      std::memcpy(y + i, &yi, sizeof yi);
+    }
+  }
+#endif
+  for (; i < d; ++i) {
+    T acc = T(0);
+    for (std::size_t r = 0; r < 8; ++r) {
+      acc += af[r] * k0[r * ks + i];
+      if (kg == nullptr)
+        gn[r * gns + i] = al[r] * g[i] + af[r] * qd[i];
+      else
+        kg[r * kgs + i] = af[r] * qd[i];
+    }
+    y[i] += acc;
+  }
 }
 
 }  // namespace attn::detail

@@ -1,7 +1,7 @@
 #pragma once
 /// \file attn/detail/simd.hpp
 /// Dot products and sums written with GCC/Clang vector types, for the one thing plain loops
-/// do not get right: the horizontal sum at the end of a reduction. GCC 12 vectorizes the
+/// do not get right: the horizontal sum at the end of a reduction. GCC vectorizes the
 /// loop of `acc[k] += a[i + k] * b[i + k]` and then takes the partial sums apart into scalars
 /// to add them up (dozens of instructions per dot product, which is most of the work for
 /// notes of 64 numbers); with vector types the partial sums stay in one register and the
@@ -22,7 +22,6 @@
 #include "attn/detail/config.hpp"
 #include "attn/detail/prefetch.hpp"
 
-
 namespace attn::detail {
 
 /// Bytes in one vector register of the target (what the compiler was told it may use).
@@ -36,7 +35,8 @@ inline constexpr std::size_t simd_bytes = 16;
 
 /// Whether T gets the vector path (float and double).
 template <class T>
-inline constexpr bool simd_type = ATTN_VECTOR_EXTENSIONS != 0 && std::numeric_limits<T>::is_iec559 &&
+inline constexpr bool simd_type = ATTN_VECTOR_EXTENSIONS != 0 &&
+                                  std::numeric_limits<T>::is_iec559 &&
                                   (sizeof(T) == 4 || sizeof(T) == 8);
 
 /// Partial sums per dot product or sum: the lanes of one register for float and double
@@ -103,7 +103,7 @@ template <class T, std::size_t W>
 using vec = typename vector_of<T, W * sizeof(T)>::type;
 
 /// W numbers from p (any alignment).
-// GCC 12 -Warray-bounds: once a kernel is inlined into a caller whose buffer it can size (a
+// GCC -Warray-bounds: once a kernel is inlined into a caller whose buffer it can size (a
 // std::vector of 3 doubles, a fixed-size result), GCC reports the vector loads of loop
 // iterations that the row length rules out but that it could not fold away (each kernel loads
 // whole vectors only below n / lanes · lanes). Which callers it reports moves with every
@@ -126,12 +126,12 @@ template <class T, std::size_t W>
 /// Lane of fold's first operand for output lane O: x and y (y's lanes count from W) hold rows
 /// of G lanes, the output rows of G/2, x's rows first.
 template <std::size_t O, std::size_t W, std::size_t G>
-inline constexpr int fold_lane =
-    static_cast<int>((O / (G / 2) < W / G ? 0 : W - (W / G) * G) + (O / (G / 2)) * G + O % (G / 2));
+inline constexpr int fold_lane = static_cast<int>((O / (G / 2) < W / G ? 0 : W - (W / G) * G) +
+                                                  (O / (G / 2)) * G + O % (G / 2));
 
 template <class T, std::size_t W, std::size_t G, std::size_t... O>
 [[gnu::always_inline]] inline vec<T, sizeof...(O)> fold_impl(vec<T, W> x, vec<T, W> y,
-                                                            std::index_sequence<O...>) noexcept {
+                                                             std::index_sequence<O...>) noexcept {
   return __builtin_shufflevector(x, y, fold_lane<O, W, G>...) +
          __builtin_shufflevector(x, y, (fold_lane<O, W, G> + static_cast<int>(G / 2))...);
 }
@@ -151,7 +151,8 @@ template <class T, std::size_t W, std::size_t G>
 }
 
 template <class T, std::size_t W, std::size_t G, std::size_t... K>
-[[gnu::always_inline]] inline vec<T, W> fold_rows_impl(vec<T, W> x, std::index_sequence<K...>) noexcept {
+[[gnu::always_inline]] inline vec<T, W> fold_rows_impl(vec<T, W> x,
+                                                       std::index_sequence<K...>) noexcept {
   return x + __builtin_shufflevector(x, x, static_cast<int>(K ^ (G / 2))...);
 }
 
@@ -205,10 +206,10 @@ template <class T, std::size_t W>
 }
 #endif
 
-/// dot's plain form (constant evaluation, other compilers, long double): the same order as
-/// the vector form below.
+/// sum_of_products' plain form (constant evaluation, other compilers, long double): the same order
+/// as the vector form below.
 template <class T>
-[[nodiscard]] constexpr T dot_plain(const T* a, const T* b, std::size_t n) noexcept {
+[[nodiscard]] constexpr T sum_of_products_plain(const T* a, const T* b, std::size_t n) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   T head = 0;
   std::size_t i = 0;
@@ -223,8 +224,8 @@ template <class T>
   return head + tail;
 }
 
-/// Σ_i a_i b_i added in order from +0: dot's tail, and dot itself below one vector's lanes
-/// (there dot adds it to 0, which changes nothing: a sum begun at +0 is never −0).
+/// Σ_i a_i b_i added in order from +0: sum_of_products' tail, and the whole of it below one
+/// vector's lanes (there dot adds it to 0, which changes nothing: a sum begun at +0 is never −0).
 template <class T>
 [[nodiscard]] constexpr T dot_in_order(const T* a, const T* b, std::size_t n) noexcept {
   T t = 0;
@@ -234,7 +235,7 @@ template <class T>
 
 #if ATTN_VECTOR_EXTENSIONS
 template <class T>
-[[nodiscard]] inline T dot_vec(const T* a, const T* b, std::size_t n) noexcept {
+[[nodiscard]] inline T sum_of_products_vec(const T* a, const T* b, std::size_t n) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   const std::size_t whole = n / L * L;
   T head = 0;
@@ -251,13 +252,13 @@ template <class T>
 /// whole vectors), summed as a tree, plus the tail added in order. Below one vector: in order
 /// (0 + the tail: the same number).
 template <class T>
-[[nodiscard]] constexpr T dot(const T* a, const T* b, std::size_t n) noexcept {
+[[nodiscard]] constexpr T sum_of_products(const T* a, const T* b, std::size_t n) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
-    if (!std::is_constant_evaluated()) return dot_vec(a, b, n);
+    if (!std::is_constant_evaluated()) return sum_of_products_vec(a, b, n);
   }
 #endif
-  return dot_plain(a, b, n);
+  return sum_of_products_plain(a, b, n);
 }
 
 #if ATTN_VECTOR_EXTENSIONS
@@ -266,16 +267,16 @@ template <class T>
 /// of the eight rows at a time (spread over the work, so that memory keeps streaming while
 /// the rows are scored).
 template <bool Prefetch, class T>
-[[gnu::always_inline]] inline std::size_t dot_rows_vec(const T* q, const T* H, std::size_t stride,
-                                                       std::size_t n, std::size_t d, T* out,
-                                                       const T* ahead, prefetch_lines lines) noexcept {
+[[gnu::always_inline]] inline std::size_t
+dot_rows_vec(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d, T* out,
+             const T* ahead, prefetch_lines lines) noexcept {
   constexpr std::size_t L = simd_lanes<T>;
   const std::size_t whole = d / L * L;  // the vector part of each row
   std::size_t j = 0;
   for (; j + 8 <= n; j += 8) {  // eight chains of fused multiply-adds in flight
     vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, a4 = {}, a5 = {}, a6 = {}, a7 = {};
     // one pointer that moves along the rows and eight offsets from it: few registers
-    // live in the loop (clang 14 spilled eight row pointers), the same products
+    // live in the loop (eight row pointers were spilled), the same products
     const std::size_t s = stride;
     const T* p = H + j * stride;
     [[maybe_unused]] const T* pa = Prefetch ? ahead + j * stride : nullptr;
@@ -313,8 +314,8 @@ template <bool Prefetch, class T>
     hsum4<T, L>(a0, a1, a2, a3, out + j);
   }
   if constexpr (Prefetch) prefetch_rows_l2(ahead + (n / 8 * 8) * stride, stride, n % 8, d);
-  // The tails (d not a multiple of L), added in order after the vector part as dot adds
-  // them, in a loop of their own: inside the loops above they cost clang 14 registers.
+  // The tails (d not a multiple of L), added in order after the vector part as
+  // sum_of_products adds them, in a loop of their own: inside the loops above they cost registers.
   if (whole < d)
     for (std::size_t r = 0; r < j; ++r)
       out[r] += dot_in_order(q + whole, H + r * stride + whole, d - whole);
@@ -322,9 +323,9 @@ template <bool Prefetch, class T>
 }
 #endif
 
-/// out_j = dot(q, h_j, d) for the n rows h_j = H + j·stride, eight rows at a time, then four
-/// (q is loaded once for all of them, and eight chains of fused multiply-adds are in flight,
-/// enough to keep two FMA units busy). Each row is summed in dot's order exactly.
+/// out_j = sum_of_products(q, h_j, d) for the n rows h_j = H + j·stride, eight rows at a time, then
+/// four (q is loaded once for all of them, and eight chains of fused multiply-adds are in flight,
+/// enough to keep two FMA units busy). Each row is summed in sum_of_products' order exactly.
 template <class T>
 constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t n, std::size_t d,
                         T* out) noexcept {
@@ -352,7 +353,7 @@ constexpr void dot_rows(const T* q, const T* H, std::size_t stride, std::size_t 
       out[j + 3] = t3;
     }
   }
-  for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
+  for (; j < n; ++j) out[j] = sum_of_products(q, H + j * stride, d);
 }
 
 /// dot_rows (the same numbers), with the `lines` of the n rows of `ahead` (the same stride, d
@@ -368,11 +369,12 @@ inline void dot_rows_prefetching(const T* q, const T* H, std::size_t stride, std
     if (d >= simd_lanes<T>) j = dot_rows_vec<true>(q, H, stride, n, d, out, ahead, lines);
   }
 #endif
-  for (; j < n; ++j) out[j] = dot(q, H + j * stride, d);
+  for (; j < n; ++j) out[j] = sum_of_products(q, H + j * stride, d);
 }
 
-/// out_a_j = dot(a, h_j, d) and out_b_j = dot(b, h_j, d) for the n rows h_j = H + j·stride:
-/// two products from one read of each row, each summed in dot's order exactly.
+/// out_a_j = sum_of_products(a, h_j, d) and out_b_j = sum_of_products(b, h_j, d) for the n rows h_j
+/// = H + j·stride: two products from one read of each row, each summed in sum_of_products' order
+/// exactly.
 template <class T>
 constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride, std::size_t n,
                          std::size_t d, T* out_a, T* out_b) noexcept {
@@ -420,8 +422,8 @@ constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride,
   }
 #endif
   for (; j < n; ++j) {
-    out_a[j] = dot(a, H + j * stride, d);
-    out_b[j] = dot(b, H + j * stride, d);
+    out_a[j] = sum_of_products(a, H + j * stride, d);
+    out_b[j] = sum_of_products(b, H + j * stride, d);
   }
 }
 

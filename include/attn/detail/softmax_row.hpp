@@ -21,6 +21,8 @@
 
 namespace attn::detail {
 
+/// The length of a row known only at run time (std::dynamic_extent, attn::dynamic).
+inline constexpr std::size_t dynamic_row = static_cast<std::size_t>(-1);
 
 /// The type sums of exponentials are returned in: double for float, so that a softmax over a
 /// million floats still has its sum right to about an ulp.
@@ -43,12 +45,13 @@ template <class T>
 }
 
 /// keep ? v : T(0) without a branch. For float and double it works on the bits, so that the
-/// loops around it stay branch-free (GCC 12 will not if-convert a float `?:` that is followed
+/// loops around it stay branch-free (GCC will not if-convert a float `?:` that is followed
 /// by float arithmetic under -ftrapping-math) and a masked v may hold anything.
 template <class T>
 [[nodiscard]] constexpr T keep_or_zero(bool keep, T v) noexcept {
   if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 4) {
-    return std::bit_cast<T>(std::bit_cast<std::uint32_t>(v) & (0u - static_cast<std::uint32_t>(keep)));
+    return std::bit_cast<T>(std::bit_cast<std::uint32_t>(v) &
+                            (0u - static_cast<std::uint32_t>(keep)));
   } else if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 8) {
     return std::bit_cast<T>(std::bit_cast<std::uint64_t>(v) &
                             (std::uint64_t{0} - static_cast<std::uint64_t>(keep)));
@@ -71,40 +74,40 @@ template <class T>
   }
 }
 
-/// out_i = exp(β x_i − m)·f, and 0 where a mask is given and mask_i is false. `out` may
-/// alias `x`. Every exp of the library's rows runs in this loop: at run time, for float and
-/// double without a mask, through whole vectors (exp_shifted_vec); otherwise a plain map that
-/// the compilers vectorize, small enough that exp is inlined into it whatever the caller's size.
+/// out_i = exp(β x_i − m)·f, and 0 where a mask is given and mask_i is false, as plain maps
+/// that the compilers vectorize (flattened, so that exp is inlined into them whatever the
+/// caller's size). `out` may alias `x`.
 template <class T>
-ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T beta, T m, const bool* mask = nullptr,
-                           T f = T(1)) noexcept {
+ATTN_FLATTEN constexpr void exp_shifted_plain(const T* x, T* out, std::size_t n, T beta, T m,
+                                              const bool* mask, T f = T(1)) noexcept {
   if (mask == nullptr) {
-#if ATTN_VECTOR_EXTENSIONS
-    if constexpr (simd_type<T>) {
-      if (!std::is_constant_evaluated()) {
-        // β = 1 (the usual case) needs no product: x − m, one operation per vector
-        if (f == T(1)) {
-          if (beta == T(1)) {
-            exp_shifted_vec<exp_shift::minus_m, false, true>(x, out, n, beta, m, f);
-          } else {
-            exp_shifted_vec<exp_shift::scaled_minus_m, false, true>(x, out, n, beta, m, f);
-          }
-        } else {
-          exp_shifted_vec<exp_shift::scaled_minus_m, true, true>(x, out, n, beta, m, f);
-        }
-        return;
-      }
-    }
-#endif
     if (f == T(1)) {
       for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m));
     } else {
-      for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m)) * f;
+      for (std::size_t i = 0; i < n; ++i)
+        out[i] = attn::detail::exp(scaled_minus(beta, x[i], m)) * f;
     }
   } else {
     for (std::size_t i = 0; i < n; ++i)
       out[i] = keep_or_zero(mask[i], attn::detail::exp(scaled_minus(beta, x[i], m))) * f;
   }
+}
+
+/// exp_shifted_plain's numbers; at run time, for float and double without a mask, through
+/// whole vectors (exp_shifted_vec: β·x − m with β·x rounded, as scaled_minus, which for β = 1
+/// is x − m exactly, then times f, which for f = 1 changes nothing).
+template <class T>
+ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T beta, T m,
+                                        const bool* mask = nullptr, T f = T(1)) noexcept {
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    if (mask == nullptr && !std::is_constant_evaluated()) {
+      exp_shifted_vec<exp_shift::scaled_minus_m, true, true>(x, out, n, beta, m, f);
+      return;
+    }
+  }
+#endif
+  exp_shifted_plain(x, out, n, beta, m, mask, f);
 }
 
 /// e_j = exp(β s_j − m) for N numbers, N fixed at compile time and small: the exps of a short
@@ -113,10 +116,12 @@ ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T bet
 /// on the critical path of a small attend) and goes through exp_in_range when all N are in its
 /// range; otherwise, and in constant evaluation, a plain loop of exp. The same bits either way.
 template <std::size_t N, class T>
-ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T beta, T m, T* e) noexcept {
+ATTN_FLATTEN ATTN_ALWAYS_INLINE constexpr void exp_small_shifted(const T* s, T beta, T m,
+                                                                 T* e) noexcept {
   constexpr std::size_t P = (N + 3) / 4 * 4;
 #if ATTN_VECTOR_EXTENSIONS
-  if constexpr (simd_type<T> && (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
+  if constexpr (simd_type<T> &&
+                (P * sizeof(T) == 16 || P * sizeof(T) == 32 || P * sizeof(T) == 64) &&
                 P * sizeof(T) <= simd_bytes) {
     if (!std::is_constant_evaluated()) {
       using U = typename exp_consts<T>::uint;
@@ -170,19 +175,19 @@ template <class T, std::size_t W>
 /// then takes the general path.
 template <std::size_t N, class T>
 ATTN_ALWAYS_INLINE constexpr bool softmax_small_in_range([[maybe_unused]] const T* s,
-                                                          [[maybe_unused]] T beta,
-                                                          [[maybe_unused]] T* w) noexcept {
+                                                         [[maybe_unused]] T beta,
+                                                         [[maybe_unused]] T* w) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   constexpr std::size_t P = (N + 3) / 4 * 4;
   constexpr std::size_t bytes = P * sizeof(T);
-  if constexpr (simd_type<T> && (bytes == 16 || bytes == 32 || bytes == 64) && bytes <= simd_bytes &&
-                N < 4 * simd_lanes<T>) {
+  if constexpr (simd_type<T> && (bytes == 16 || bytes == 32 || bytes == 64) &&
+                bytes <= simd_bytes && N < 4 * simd_lanes<T>) {
     if (!std::is_constant_evaluated()) {
       using U = typename exp_consts<T>::uint;
       vec<T, P> y;
       for (std::size_t j = 0; j < P; ++j) y[j] = s[j < N ? j : 0];  // the pad repeats s_0
       if (beta != T(1)) y = rounded_product(beta, y);  // β·s rounded: see rounded_product
-      T m = y[0];  // over the N lanes alone (a tree over all P, pad included, measured slower)
+      T m = y[0];  // over the N lanes alone (not a tree over all P lanes, pad included)
       for (std::size_t j = 1; j < N; ++j) m = y[j] > m ? y[j] : m;
       vec<U, P> bad = {};
       const vec<T, P> e = exp_in_range<T, P>(y - m, bad);
@@ -209,14 +214,16 @@ constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
   if constexpr (simd_type<T>) {
     if (mask == nullptr && !std::is_constant_evaluated()) {
       if (in_range)
-        return beta == T(1) ? exp_shifted_sum_vec<exp_shift::minus_m, false>(x, out, n, beta, m)
-                            : exp_shifted_sum_vec<exp_shift::scaled_minus_m, false>(x, out, n, beta, m);
-      return beta == T(1) ? exp_shifted_sum_vec<exp_shift::minus_m, true>(x, out, n, beta, m)
-                          : exp_shifted_sum_vec<exp_shift::scaled_minus_m, true>(x, out, n, beta, m);
+        return beta == T(1)
+                   ? exp_shifted_sum_vec<exp_shift::minus_m, false>(x, out, n, beta, m)
+                   : exp_shifted_sum_vec<exp_shift::scaled_minus_m, false>(x, out, n, beta, m);
+      return beta == T(1)
+                 ? exp_shifted_sum_vec<exp_shift::minus_m, true>(x, out, n, beta, m)
+                 : exp_shifted_sum_vec<exp_shift::scaled_minus_m, true>(x, out, n, beta, m);
     }
   }
 #endif
-  exp_shifted(x, out, n, beta, m, mask);
+  exp_shifted_plain(x, out, n, beta, m, mask);
   return sum_of(out, n);
 }
 
@@ -234,7 +241,8 @@ template <std::size_t NV, std::size_t W, class T>
 [[gnu::always_inline]] inline bool softmax_in_registers(const T* x, T* out, std::size_t n,
                                                         T beta) noexcept {
   constexpr std::size_t L = simd_lanes<T>;  // sum_of's lanes
-  static_assert(W == L || NV <= 2, "narrower vectors only below one of sum_of's, which adds in order there");
+  static_assert(W == L || NV <= 2,
+                "narrower vectors only below one of sum_of's, which adds in order there");
   using VT = vec<T, W>;
   using U = typename exp_consts<T>::uint;
   std::size_t at[NV];  // where vector v starts: v·W, the last ones n − W
@@ -371,6 +379,35 @@ constexpr sum_t<T> exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T 
         x + i0, out + i0, nb, beta, m, mask == nullptr ? nullptr : mask + i0, in_range));
   }
   return total;
+}
+
+/// The finite-row softmax: out_j = e_j / Σ_k e_k, e_j = exp(β x_j − m) (0 where a mask is given
+/// and mask_j is false), for a row whose max m of β·x over the kept entries is finite. out may
+/// alias x. The sum is a T within one block of exp_block numbers, else sum_t<T> over blocks, and
+/// 1/sum is rounded once. N: the row's length when fixed at compile time (N == n), whose exps go
+/// through whole vectors in registers, the same numbers. in_range: exps_in_range holds for the
+/// row (its exps need no range check; only the dynamic schedule uses it).
+template <std::size_t N = dynamic_row, class T>
+ATTN_ALWAYS_INLINE constexpr void softmax_finite_row(const T* x, T* out, std::size_t n, T beta, T m,
+                                                     const bool* mask, bool in_range) {
+  if constexpr (N != dynamic_row) {
+    exp_small_shifted<N>(x, beta, m, out);
+    if (mask != nullptr)
+      for (std::size_t j = 0; j < N; ++j) out[j] = keep_or_zero(mask[j], out[j]);
+    T sum = 0;  // sum_of's order: below four vectors' worth it adds in order (one add fewer here)
+    if constexpr (N < 4 * simd_lanes<T>) {
+      for (std::size_t j = 0; j < N; ++j) sum += out[j];
+    } else {
+      sum = sum_of(out, N);
+    }
+    scale(out, N, reciprocal_of_sum(sum));
+  } else if (n <= exp_block) {  // one block: its sum is the total, and a T
+    scale(out, n, reciprocal_of_sum(exp_shifted_sum_of(x, out, n, beta, m, mask, in_range)));
+  } else {
+    // 1/sum rounded once from the wide sum; a NaN anywhere made sum NaN, so the row is NaN
+    scale(out, n,
+          static_cast<T>(sum_t<T>(1) / exp_shifted_sum(x, out, n, beta, m, mask, in_range)));
+  }
 }
 
 }  // namespace attn::detail

@@ -2,7 +2,7 @@
 /// \file attn/detail/tanh.hpp
 /// `attn::detail::tanh`: a branch-free, `constexpr` hyperbolic tangent that compilers
 /// vectorize, for the additive score s = vᵀ tanh(W1 h + W2 q), whose n·k tanh calls were
-/// scalar library calls (about 10 ns each): `tanh_array` is the vector loop.
+/// scalar library calls: `tanh_array` is the vector loop.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
@@ -25,7 +25,7 @@ struct tanh_consts;
 
 template <>
 struct tanh_consts<float> {
-  static constexpr float small_x = 0.75F;        // below: the odd polynomial; above: from exp(2|x|)
+  static constexpr float small_x = 0.75F;  // below: the odd polynomial; above: from exp(2|x|)
   static constexpr std::uint32_t clamp_x = 0x41200000U;  // 10: tanh(x) rounds to 1 from 9.01 on
   static constexpr std::uint32_t quiet_bit = 0x00400000U;
 };
@@ -44,7 +44,8 @@ template <class V>
   return -0x1.555556p-2F +
          s * (0x1.111102p-3F +
               s * (-0x1.ba1528p-5F +
-                   s * (0x1.65c1e8p-6F + s * (-0x1.1c94b0p-7F + s * (0x1.9500bap-9F + s * -0x1.6d2f14p-11F)))));
+                   s * (0x1.65c1e8p-6F +
+                        s * (-0x1.1c94b0p-7F + s * (0x1.9500bap-9F + s * -0x1.6d2f14p-11F)))));
 }
 
 /// P(s) as above for the double kernel: degree 12 in s (relative error 7.4e-18 = 0.07 ulp), its
@@ -57,12 +58,13 @@ template <class V>
       s2 * (-0x1.ba1ba1ba03fdep-5 +
             s2 * (-0x1.226e3434333f1p-7 +
                   s2 * (-0x1.7d9fdd51d36fap-10 +
-                        s2 * (-0x1.f351c7b8d9d91p-13 + s2 * (-0x1.215cdb73c8b35p-15 + s2 * -0x1.b87709c583a0fp-20)))));
-  const V odd =
-      0x1.111111111101fp-3 +
-      s2 * (0x1.664f487b7c37ep-6 +
-            s2 * (0x1.d6d397c6172ccp-9 +
-                  s2 * (0x1.353280941795ap-11 + s2 * (0x1.8b4d9f3447ab6p-14 + s2 * 0x1.51282042d0b9ap-17))));
+                        s2 * (-0x1.f351c7b8d9d91p-13 +
+                              s2 * (-0x1.215cdb73c8b35p-15 + s2 * -0x1.b87709c583a0fp-20)))));
+  const V odd = 0x1.111111111101fp-3 +
+                s2 * (0x1.664f487b7c37ep-6 +
+                      s2 * (0x1.d6d397c6172ccp-9 +
+                            s2 * (0x1.353280941795ap-11 +
+                                  s2 * (0x1.8b4d9f3447ab6p-14 + s2 * 0x1.51282042d0b9ap-17))));
   return even + s * odd;
 }
 
@@ -114,15 +116,17 @@ template <class T>
 
   // The polynomial on min(a, 0.75), which is a wherever its result is taken (and finite
   // arithmetic elsewhere, as constant evaluation requires).
-  const T an = std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), std::bit_cast<S>(K::small_x))));
+  const T an =
+      std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), std::bit_cast<S>(K::small_x))));
   const T near_zero = tanh_near_zero<T>(an);
 
-  const T ac = std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
+  const T ac =
+      std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
   const T e = exp_ieee(ac + ac);
   const T far = tanh_from_exp<T>(e);
 
-  const U r = exp_select(static_cast<S>(ax) < std::bit_cast<S>(K::small_x), std::bit_cast<U>(near_zero),
-                         std::bit_cast<U>(far));
+  const U r = exp_select(static_cast<S>(ax) < std::bit_cast<S>(K::small_x),
+                         std::bit_cast<U>(near_zero), std::bit_cast<U>(far));
   const bool is_nan = static_cast<S>(ax) > static_cast<S>(C::inf_bits);
   return std::bit_cast<T>(exp_select(is_nan, ix | K::quiet_bit, r | (ix & ~C::abs_mask)));
 }
@@ -167,7 +171,8 @@ template <class T, std::size_t W>
   // The selects from floating-point compares (a NaN compares false: the clamps take it, and it
   // is put back last): 64-bit integer compares cost a long emulation before SSE4.2 and AVX-512.
   const VU below_small = std::bit_cast<VU>(a < K::small_x);
-  const VT an = std::bit_cast<VT>(select_lanes<VU>(below_small, ax, VU{} + std::bit_cast<U>(K::small_x)));
+  const VT an =
+      std::bit_cast<VT>(select_lanes<VU>(below_small, ax, VU{} + std::bit_cast<U>(K::small_x)));
   const VT near_zero = tanh_near_zero<T>(an);
 
   const VU below_clamp = std::bit_cast<VU>(a < std::bit_cast<T>(K::clamp_x));
