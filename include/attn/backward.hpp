@@ -639,6 +639,20 @@ template <class P>
     return &p;
 }
 
+/// The views of a returned result r as backward writes them (keys and values the same view when
+/// the notes are both), overwritten.
+template <real T, class R>
+[[nodiscard]] constexpr auto result_sink(R& r, MatrixView<T> keys, MatrixView<T> values,
+                                         bool notes) noexcept {
+  return gradient_sink<T, decltype(r.parameters)>{std::span<T>(r.scores),
+                                                  std::span<T>(r.query),
+                                                  keys,
+                                                  values,
+                                                  parameters_of(r.parameters),
+                                                  notes,
+                                                  false};
+}
+
 /// backward's returned result for keys ≠ values: sized, then filled through the views.
 template <class Q, class K, class V, class S, class G>
 [[nodiscard]] auto backward_result_of(const char* where, const Q& q, const K& keys, const V& values,
@@ -653,15 +667,9 @@ template <class Q, class K, class V, class S, class G>
       zero_vector<T, N>(kv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
       zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  const gradient_sink<T, parameter_gradient_t<S>> out{std::span<T>(r.scores),
-                                                      std::span<T>(r.query),
-                                                      r.keys.view(),
-                                                      r.values.view(),
-                                                      parameters_of(r.parameters),
-                                                      false,
-                                                      false};
   backward_views_of<T, N, DQ, cols_of<K>>(where, score, qs, kv, vv, saved, as_span(grad_context),
-                                          out, opt);
+                                          result_sink<T>(r, r.keys.view(), r.values.view(), false),
+                                          opt);
   return r;
 }
 
@@ -678,14 +686,8 @@ template <class Q, class M, class S, class G>
   notes_backward_result<T, DQ, N, D, parameter_gradient_t<S>> r{
       zero_vector<T, N>(nv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  const gradient_sink<T, parameter_gradient_t<S>> out{std::span<T>(r.scores),
-                                                      std::span<T>(r.query),
-                                                      r.notes.view(),
-                                                      r.notes.view(),
-                                                      parameters_of(r.parameters),
-                                                      true,
-                                                      false};
-  backward_views_of<T, N, DQ, D>(where, score, qs, nv, nv, saved, as_span(grad_context), out, opt);
+  backward_views_of<T, N, DQ, D>(where, score, qs, nv, nv, saved, as_span(grad_context),
+                                 result_sink<T>(r, r.notes.view(), r.notes.view(), true), opt);
   return r;
 }
 

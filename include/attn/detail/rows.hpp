@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include "attn/detail/prefetch.hpp"
 #include "attn/detail/simd.hpp"
@@ -114,31 +115,13 @@ add_weighted_rows_vec(const T* w, const T* V, std::size_t stride, std::size_t ro
   for (; i + 8 * L <= d; i += 8 * L)
     add_weighted_rows_regs<8, Prefetch>(w, V + i, stride, rows, c + i, at(i));
   const std::size_t last = (d - i) / L;
-  switch (last) {
-  case 1:
-    add_weighted_rows_regs<1, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 2:
-    add_weighted_rows_regs<2, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 3:
-    add_weighted_rows_regs<3, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 4:
-    add_weighted_rows_regs<4, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 5:
-    add_weighted_rows_regs<5, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 6:
-    add_weighted_rows_regs<6, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  case 7:
-    add_weighted_rows_regs<7, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-    break;
-  default:
-    break;
+  // the last 1 to 7 vectors of columns, in registers as above
+  [&]<std::size_t... K>(std::index_sequence<K...>) {
+    ((last == K + 1 ? add_weighted_rows_regs<K + 1, Prefetch>(w, V + i, stride, rows, c + i, at(i))
+                    : void()),
+     ...);
   }
+  (std::make_index_sequence<7>{});
   if constexpr (Prefetch) {
     const std::size_t groups = rows / 8 * 8;  // the rows past them were not prefetched above
     prefetch_rows_l2(ahead + groups * stride, stride, rows - groups, d);
