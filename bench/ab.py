@@ -77,6 +77,8 @@ def benchmark_table(rounds, threshold):
            "|---|---:|---:|---:|---:|---|"]
     for name in names:
         ta, tb = times(rounds["a"], name), times(rounds["b"], name)
+        if min(ta) <= 0 or min(tb) <= 0:  # a benchmark that reports no time (skipped)
+            continue
         best = min(tb) / min(ta)
         median = statistics.median(tb) / statistics.median(ta)
         out.append("| %s | %s | %s | %.3f | %.3f | %s |" % (
