@@ -1,11 +1,15 @@
 #pragma once
 // What the scans of every float in tests/test_exp.cpp and tests/test_exp_fastmath.cpp share
 // (two executables, built with different flags): how much of the 2^32 bit patterns a build
-// scans, the two threads that scan them, the merge of what they found and its message.
+// scans, what exp must give for each, the ulp error, the two threads that scan them, the merge
+// of what they found and its message.
 // A Scan has max_err, worst, failures, first_failure, checked and merge(const Scan&).
 
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <sstream>
@@ -36,6 +40,55 @@ namespace attn_test {
 // Every spread-th block of 4096 floats is scanned: all of them in optimized builds, every 61st
 // under a sanitizer or without optimization.
 constexpr std::uint64_t every_float_spread = ATTN_EXP_TEST_EVERY_FLOAT ? 1 : 61;
+
+// The last x with a finite exp(x), and the most negative x with exp(x) > 0 (checked against the
+// reference in test_exp.cpp, "exp: float thresholds").
+constexpr std::uint32_t f_max_finite_x = 0x42b17217U;   // 88.7228317
+constexpr std::uint32_t f_min_nonzero_x = 0xc2cff1b4U;  // -103.972076
+
+// What exp must give, by the bits of x. For all but `general` the result is exact: for
+// |x| < 2^-25, |e^x - 1| < 2^-25 is less than half an ulp on either side of 1, so e^x rounds
+// to 1. The kinds are intervals of the bit patterns taken as unsigned integers.
+enum class exp_kind { one, general, pos_inf, nan, zero };
+
+constexpr exp_kind classify_exp(std::uint32_t b) {
+  const std::uint32_t a = b & 0x7fffffffU;
+  if (a > 0x7f800000U) return exp_kind::nan;
+  if (static_cast<std::int32_t>(b) > static_cast<std::int32_t>(f_max_finite_x))
+    return exp_kind::pos_inf;
+  if (b > f_min_nonzero_x) return exp_kind::zero;
+  if (a < 0x33000000U) return exp_kind::one;
+  return exp_kind::general;
+}
+
+// Whether the bits yb are the exact result exp must give for kind k (never for `general`).
+constexpr bool exp_exact_result(exp_kind k, std::uint32_t yb) {
+  switch (k) {
+  case exp_kind::one:
+    return yb == 0x3f800000U;
+  case exp_kind::pos_inf:
+    return yb == 0x7f800000U;
+  case exp_kind::zero:
+    return yb == 0U;
+  case exp_kind::nan:
+    return (yb & 0x7fffffffU) > 0x7f800000U;
+  case exp_kind::general:
+    break;
+  }
+  return false;
+}
+
+// |y - ref| in ulps of the float nearest ref (ref a positive double in float range; subnormal
+// floats all have the ulp 2^-149). The ulp is a power of two built from ref's exponent bits.
+inline double float_ulp_error(float y, double ref) {
+  const auto e = static_cast<int>((std::bit_cast<std::uint64_t>(ref) >> 52U) & 0x7ffU) - 1023;
+  const int ulp_exp = std::max(e, -126) - 23;
+  const double inv_ulp = std::bit_cast<double>(static_cast<std::uint64_t>(1023 - ulp_exp) << 52U);
+  return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
+}
+
+// The floats are scanned in blocks of this many bit patterns.
+constexpr std::size_t scan_block = 4096;
 
 // What a scan found, for the failure message: the worst error, where, and the first failure.
 template <class Scan>

@@ -18,6 +18,23 @@ using attn::Vector;
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 
+// Compile-time probes: a call that must not compile is a `requires` that is false.
+template <class Q, class N, class S>
+constexpr bool can_attend = requires(Q q, N n, S s) { attn::attend(q, n, s); };
+template <class Q, class K, class V>
+constexpr bool can_attend_kv = requires(Q q, K k, V v) { attn::attend(q, k, v, attn::dot); };
+static_assert(can_attend<Vector<double, 3>, Matrix<double, 2, 3>, attn::dot_score>);
+static_assert(!can_attend<Vector<double, 3>, Matrix<double, 2, 4>, attn::dot_score>);
+static_assert(!can_attend<Vector<double, 3>, Matrix<double, 2, 4>, attn::scaled_dot_score>);
+// general{W}: q must have W's rows and the notes W's columns (when both are fixed).
+static_assert(can_attend<Vector<double, 2>, Matrix<double, 5, 3>, attn::general<double, 2, 3>>);
+static_assert(!can_attend<Vector<double, 3>, Matrix<double, 5, 3>, attn::general<double, 2, 3>>);
+static_assert(!can_attend<Vector<double, 2>, Matrix<double, 5, 4>, attn::general<double, 2, 3>>);
+static_assert(!can_attend<Vector<double, 2>, Matrix<double, 5, 4>, attn::additive<double, 7, 3, 2>>);
+// Keys and values must agree on the number of notes.
+static_assert(can_attend_kv<Vector<double, 2>, Matrix<double, 5, 2>, Matrix<double, 5, 7>>);
+static_assert(!can_attend_kv<Vector<double, 2>, Matrix<double, 5, 2>, Matrix<double, 4, 7>>);
+
 namespace {
 constexpr double eps = std::numeric_limits<double>::epsilon();
 
@@ -69,9 +86,6 @@ struct cosine_score {
   }
 };
 static_assert(attn::Score<cosine_score, double>);
-static_assert(attn::Score<attn::dot_score, float> && attn::Score<attn::scaled_dot_score, long double>);
-static_assert(attn::Score<attn::general<double>, double> && attn::Score<attn::additive<float>, float>);
-static_assert(!attn::Score<int, double>);
 }  // namespace
 
 TEST_CASE("E1: dot-product attention by hand", "[attention][unit]") {
@@ -133,47 +147,6 @@ TEST_CASE("E5: an additive score by hand", "[attention][unit][score]") {
   // The intermediate tanh values the unit prints.
   require_3_decimals(std::tanh(1.5), 0.905);
   require_3_decimals(std::tanh(-0.5), -0.462);
-}
-
-TEST_CASE("The four scores and their gradients", "[score]") {
-  const std::vector<double> q{0.5, -1, 2};
-  const std::vector<double> h{1, 3, -0.25};
-  std::vector<double> g(3);
-  REQUIRE(attn::dot(q, h) == 0.5 - 3 - 0.5);
-  REQUIRE_THAT(attn::scaled_dot(q, h), WithinRel(-3.0 / std::sqrt(3.0), 2 * eps));
-  attn::dot.gradient_note<double>(q, h, g);
-  REQUIRE(g == q);
-  attn::scaled_dot.gradient_query<double>(q, h, g);
-  REQUIRE_THAT(g[1], WithinRel(3 / std::sqrt(3.0), 2 * eps));
-
-  SECTION("general works when d_q ≠ d_h") {
-    const Matrix<double> W{{1, 2, 0, -1}, {0.5, 0, 1, 1}};  // d_q = 2, d_h = 4
-    const attn::general score(W);
-    const std::vector<double> q2{2, -1};
-    const std::vector<double> h4{1, 0.5, -2, 3};
-    double expect = 0;
-    for (std::size_t a = 0; a < 2; ++a)
-      for (std::size_t b = 0; b < 4; ++b) expect += q2[a] * W(a, b) * h4[b];
-    REQUIRE_THAT(score(q2, h4), WithinRel(expect, 4 * eps));
-    std::vector<double> gh(4), gq(2);
-    score.gradient_note(q2, h4, gh);  // Wᵀq
-    score.gradient_query(q2, h4, gq);  // W h
-    for (std::size_t b = 0; b < 4; ++b) REQUIRE_THAT(gh[b], WithinAbs(q2[0] * W(0, b) + q2[1] * W(1, b), 4 * eps));
-    REQUIRE_THAT(gq[0], WithinAbs(1 + 1 - 0 - 3, 4 * eps));
-    REQUIRE_THROWS_AS(score.check(3, 4), attn::dimension_error);
-    REQUIRE_THROWS_AS(attn::attend(h4, Matrix<double>{{1, 2, 3, 4}}, score), attn::dimension_error);
-  }
-  SECTION("additive works when d_q ≠ d_h, and checks k") {
-    const Matrix<double> W1{{1, 0, 2}, {0, 1, -1}};  // k = 2, d_h = 3
-    const Matrix<double> W2{{0.5}, {-0.5}};          // d_q = 1
-    const Vector<double> v{1, -2};
-    const attn::additive score(W1, W2, v);
-    const std::vector<double> q1{2};
-    const std::vector<double> h3{1, 1, 1};
-    REQUIRE_THAT(score(q1, h3), WithinRel(std::tanh(3.0 + 1.0) - 2 * std::tanh(0.0 - 1.0), 4 * eps));
-    const Vector<double> short_v{1};
-    REQUIRE_THROWS_AS(attn::additive(W1, W2, short_v), attn::dimension_error);
-  }
 }
 
 TEST_CASE("Keys differ from values: attention as a soft lookup", "[attention]") {
@@ -352,27 +325,6 @@ TEST_CASE("Properties over random inputs, for every score", "[attention][propert
   }
 }
 
-TEST_CASE("Long rows: general and additive work in blocks without allocating", "[score]") {
-  // d_h and k above the block size of 128 exercise the blocked paths.
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> normal(0, 0.1);
-  const std::size_t n = 7, dh = 300, dq = 3, k = 260;
-  Matrix<double> notes(n, dh), W(dq, dh), W1(k, dh), W2(k, dq);
-  Vector<double> v(k);
-  for (auto* m : {&notes, &W, &W1, &W2})
-    for (std::size_t i = 0; i < m->size(); ++i) m->data()[i] = normal(rng);
-  for (auto& x : v) x = normal(rng);
-  const std::vector<double> q{0.3, -0.2, 0.9};
-  const attn::general g(W);
-  const attn::additive a(W1, W2, v);
-  const auto rg = attn::attend(q, notes, g);
-  const auto ra = attn::attend(q, notes, a);
-  for (std::size_t j = 0; j < n; ++j) {
-    REQUIRE_THAT(rg.scores[j], WithinAbs(g(q, notes.row(j)), 1e-13));
-    REQUIRE_THAT(ra.scores[j], WithinAbs(a(q, notes.row(j)), 1e-13));
-  }
-}
-
 namespace {
 // attend with sizes fixed at compile time (the small path, N ≤ 31; N = 32, the first size past
 // it, takes the general path) against the same numbers
@@ -472,104 +424,6 @@ TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bi
 }
 
 namespace {
-// The kernels that prefetch the rows ahead (dot_rows_prefetching, add_weighted_rows_prefetching)
-// against dot_rows and add_weighted_rows: a prefetch is a hint, so the numbers are the same to
-// the bit, for every row count around the groups of 4 and 8 and row lengths with and without a
-// vector tail. And dot_rows and dot_rows2, whose horizontal sums are shared between rows,
-// against dot one row at a time: each row in dot's order, so the same bits.
-template <class T>
-void check_row_kernels(std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  for (const std::size_t d : {1u, 3u, 5u, 16u, 37u, 64u, 130u}) {
-    const std::size_t stride = d + 3, rows_max = 21;
-    std::vector<T> H(2 * rows_max * stride), q(d), q2(d), w(rows_max);
-    for (auto* v : {&H, &q, &q2, &w})
-      for (auto& x : *v) x = static_cast<T>(u(rng));
-    for (std::size_t n = 1; n <= rows_max; ++n) {
-      const T* ahead = H.data() + n * stride;  // the n rows after the first n
-      std::vector<T> plain(n), fetched(n, T(7));
-      attn::detail::dot_rows(q.data(), H.data(), stride, n, d, plain.data());
-      std::vector<T> by_row(n), by_row2(n);
-      for (std::size_t j = 0; j < n; ++j) {
-        by_row[j] = attn::detail::sum_of_products(q.data(), H.data() + j * stride, d);
-        by_row2[j] = attn::detail::sum_of_products(q2.data(), H.data() + j * stride, d);
-      }
-      INFO("d=" << d << " n=" << n);
-      // Where the build fuses, the compiler fuses each loop where it chooses (GCC's znver
-      // tuning keeps some accumulator chains unfused): within the bound below, as dot_rows2.
-      const auto within_fused_bound = [&](const std::vector<T>& got, const std::vector<T>& want,
-                                          const std::vector<T>& a) {
-        for (std::size_t j = 0; j < n; ++j) {
-          double mag = 0;
-          for (std::size_t i = 0; i < d; ++i)
-            mag += std::abs(static_cast<double>(a[i]) * H[j * stride + i]);
-          const double tol = static_cast<double>(d + 1) * std::numeric_limits<T>::epsilon();
-          REQUIRE(std::abs(static_cast<double>(got[j]) - want[j]) <= tol * mag);
-        }
-      };
-      if (!attn_test::fma_contracted())
-        REQUIRE(plain == by_row);
-      else
-        within_fused_bound(plain, by_row, q);
-      std::vector<T> pair(n, T(7)), pair2(n, T(7));
-      attn::detail::dot_rows2(q.data(), q2.data(), H.data(), stride, n, d, pair.data(), pair2.data());
-      if (!attn_test::fma_contracted()) {
-        REQUIRE(pair == by_row);
-        REQUIRE(pair2 == by_row2);
-      } else {
-        // The same order, but the compiler fuses the products where it chooses in each
-        // function (it does differently in dot_rows2's two chains): each evaluation is within
-        // γ_d·Σ_i|a_i h_ji| of the exact sum, so two differ by at most 2γ_d·Σ ≤ (d + 1)·ε·Σ.
-        within_fused_bound(pair, by_row, q);
-        within_fused_bound(pair2, by_row2, q2);
-      }
-      using attn::detail::prefetch_lines;
-      for (const auto lines : {prefetch_lines::all, prefetch_lines::every_other}) {
-        attn::detail::dot_rows_prefetching(q.data(), H.data(), stride, n, d, fetched.data(), ahead,
-                                           lines);
-        INFO("d=" << d << " n=" << n);
-        REQUIRE(fetched == plain);
-      }
-      std::vector<T> c_plain(d, T(0.25)), c_fetched(d, T(0.25));
-      attn::detail::add_weighted_rows(w.data(), H.data(), stride, n, d, c_plain.data());
-      attn::detail::add_weighted_rows_prefetching(w.data(), H.data(), stride, n, d, c_fetched.data(),
-                                                  ahead);
-      INFO("d=" << d << " n=" << n);
-      REQUIRE(c_fetched == c_plain);
-      // accumulate_rows (short rows a column at a time) against its rule row by row: a group
-      // of eight that all count as add_weighted_rows adds them, else each counting row by
-      // axpy. Weights of 0 on rows of NaN, in some groups and not others; f = 1 and f ≠ 1.
-      std::vector<T> a(n), held(H.begin(), H.begin() + static_cast<std::ptrdiff_t>(n * stride));
-      for (std::size_t j = 0; j < n; ++j) {
-        a[j] = (j % 7 == 3 || j == 17) ? T(0) : w[j];
-        if (a[j] == T(0)) held[j * stride] = std::numeric_limits<T>::quiet_NaN();
-      }
-      for (const T f : {T(1), T(0.375)}) {
-        std::vector<T> acc(d, T(0.25)), rule(d, T(0.25));
-        attn::detail::accumulate_rows(a.data(), f, held.data(), stride, n, d, acc.data());
-        std::size_t j = 0;
-        for (; j + 8 <= n; j += 8) {
-          std::array<T, 8> g{};
-          bool all = true;
-          for (std::size_t r = 0; r < 8; ++r) {
-            g[r] = f == T(1) ? a[j + r] : a[j + r] * f;
-            all = all && a[j + r] != T(0);
-          }
-          if (all) {
-            attn::detail::add_weighted_rows(g.data(), held.data() + j * stride, stride, 8, d, rule.data());
-          } else {
-            for (std::size_t r = 0; r < 8; ++r)
-              if (a[j + r] != T(0)) attn::detail::axpy(g[r], held.data() + (j + r) * stride, rule.data(), d);
-          }
-        }
-        for (; j < n; ++j)
-          if (a[j] != T(0)) attn::detail::axpy(f == T(1) ? a[j] : a[j] * f, held.data() + j * stride, rule.data(), d);
-        INFO("accumulate_rows d=" << d << " n=" << n << " f=" << f);
-        REQUIRE(acc == rule);
-      }
-    }
-  }
-}
 
 // attend over notes of at least online_prefetch_bytes (where the one-pass kernel prefetches
 // each next block) against the same sums in double from the formulas, for notes that are keys
@@ -642,8 +496,6 @@ void check_long_attend(bool separate_values, std::mt19937_64& rng) {
 TEST_CASE("Long notes: the one-pass kernel prefetches ahead, and the numbers do not change",
           "[attention][long]") {
   std::mt19937_64 rng(77);
-  check_row_kernels<float>(rng);
-  check_row_kernels<double>(rng);
   check_long_attend(false, rng);
   check_long_attend(true, rng);
 }

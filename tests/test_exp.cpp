@@ -88,36 +88,12 @@ static_assert(softmax_sums_to_one());
 // Exhaustive float test.
 // ---------------------------------------------------------------------------------------------
 
-// The last x with a finite exp(x), and the most negative x with exp(x) > 0 (checked against the
-// reference in "exp: float thresholds").
-constexpr std::uint32_t f_max_finite_x = 0x42b17217U;   // 88.7228317
-constexpr std::uint32_t f_min_nonzero_x = 0xc2cff1b4U;  // -103.972076
-
-// What exp must give, by the bits of x. For all but `general` the result is exact: for
-// |x| < 2^-25, |e^x - 1| < 2^-25 is less than half an ulp on either side of 1, so e^x rounds
-// to 1. The kinds are intervals of the bit patterns taken as unsigned integers.
-enum class kind { one, general, pos_inf, nan, zero };
-
-constexpr kind classify(std::uint32_t b) {
-  const std::uint32_t a = b & 0x7fffffffU;
-  if (a > 0x7f800000U) return kind::nan;
-  if (static_cast<std::int32_t>(b) > static_cast<std::int32_t>(f_max_finite_x))
-    return kind::pos_inf;
-  if (b > f_min_nonzero_x) return kind::zero;
-  if (a < 0x33000000U) return kind::one;
-  return kind::general;
-}
-
-// |y - ref| in ulps of the float nearest ref (ref a positive double in float range; subnormal
-// floats all have the ulp 2^-149). The ulp is a power of two built from ref's exponent bits.
-double ulp_error(float y, double ref) {
-  const auto e = static_cast<int>((std::bit_cast<std::uint64_t>(ref) >> 52U) & 0x7ffU) - 1023;
-  const int ulp_exp = std::max(e, -126) - 23;
-  const double inv_ulp = std::bit_cast<double>(static_cast<std::uint64_t>(1023 - ulp_exp) << 52U);
-  return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
-}
-
 using attn_test::every_float_spread;
+using attn_test::f_max_finite_x;
+using attn_test::f_min_nonzero_x;
+using attn_test::classify_exp;
+using attn_test::exp_kind;
+using attn_test::float_ulp_error;
 using attn_test::merge_worst;
 using attn_test::scan_on_two_threads;
 using attn_test::scan_summary;
@@ -138,27 +114,13 @@ struct float_scan {
   }
 };
 
-constexpr std::size_t block = 4096;
+constexpr std::size_t block = attn_test::scan_block;
 
-bool block_ok(const std::uint32_t* yb, kind k) {
-  std::uint32_t bad = 0;
-  switch (k) {  // branch-free loops over the whole block (they vectorize)
-  case kind::one:
-    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0x3f800000U);
-    break;
-  case kind::pos_inf:
-    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0x7f800000U);
-    break;
-  case kind::zero:
-    for (std::size_t i = 0; i < block; ++i) bad |= static_cast<std::uint32_t>(yb[i] != 0U);
-    break;
-  case kind::nan:
-    for (std::size_t i = 0; i < block; ++i)
-      bad |= static_cast<std::uint32_t>((yb[i] & 0x7fffffffU) <= 0x7f800000U);
-    break;
-  case kind::general:
-    return false;
-  }
+bool block_ok(const std::uint32_t* yb, exp_kind k) {
+  if (k == exp_kind::general) return false;
+  std::uint32_t bad = 0;  // one branch-free loop over the whole block (it vectorizes)
+  for (std::size_t i = 0; i < block; ++i)
+    bad |= static_cast<std::uint32_t>(!attn_test::exp_exact_result(k, yb[i]));
   return bad == 0;
 }
 
@@ -187,29 +149,29 @@ void scan_floats(std::uint64_t first, std::uint64_t stride, double bound, float_
     }
     out.differ += d;
     out.checked += block;
-    const kind k0 = classify(base);
-    if (k0 == classify(base + static_cast<std::uint32_t>(block - 1)) && block_ok(yb.data(), k0))
+    const exp_kind k0 = classify_exp(base);
+    if (k0 == classify_exp(base + static_cast<std::uint32_t>(block - 1)) && block_ok(yb.data(), k0))
       continue;
     for (std::size_t i = 0; i < block; ++i) ref[i] = std::exp(static_cast<double>(x[i]));
     for (std::size_t i = 0; i < block; ++i) {
       const std::uint32_t b = base + static_cast<std::uint32_t>(i);
       bool ok = false;
-      switch (classify(b)) {
-      case kind::one:
+      switch (classify_exp(b)) {
+      case exp_kind::one:
         ok = yb[i] == 0x3f800000U;
         break;
-      case kind::pos_inf:
+      case exp_kind::pos_inf:
         ok = yb[i] == 0x7f800000U;
         break;
-      case kind::zero:
+      case exp_kind::zero:
         ok = yb[i] == 0U;
         break;
-      case kind::nan:
+      case exp_kind::nan:
         ok = (yb[i] & 0x7fffffffU) > 0x7f800000U;
         break;
-      case kind::general: {
+      case exp_kind::general: {
         ++out.compared;
-        const double err = ulp_error(y[i], ref[i]);
+        const double err = float_ulp_error(y[i], ref[i]);
         ok = (yb[i] & 0x7f800000U) != 0x7f800000U && err <= bound;
         if (err > out.max_err) {
           out.max_err = err;
@@ -609,7 +571,7 @@ void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, t
         const double ref = std::tanh(static_cast<double>(x[i]));
         // ulp_error takes a positive reference; tanh is odd, and y has ref's sign or is wrong.
         const bool same_sign = (yb >> 31U) == static_cast<std::uint32_t>(ref < 0);
-        const double err = ulp_error(std::fabs(y[i]), std::fabs(ref));
+        const double err = float_ulp_error(std::fabs(y[i]), std::fabs(ref));
         ok = same_sign && err <= bound;
         if (err > out.max_err) {
           out.max_err = err;

@@ -127,29 +127,12 @@ double ulp_error(T y, W ref) {
 // ---------------------------------------------------------------------------------------------
 // Every float.
 // ---------------------------------------------------------------------------------------------
-constexpr std::uint32_t f_max_finite_x = 0x42b17217U;
-constexpr std::uint32_t f_min_nonzero_x = 0xc2cff1b4U;
-
-// What exp must give, by the bits of x (intervals of the bit patterns as unsigned integers);
-// exact for all but `general`. See tests/test_exp.cpp.
-enum class kind { one, general, pos_inf, nan, zero };
-
-constexpr kind classify(std::uint32_t b) {
-  const std::uint32_t a = b & 0x7fffffffU;
-  if (a > 0x7f800000U) return kind::nan;
-  if (static_cast<std::int32_t>(b) > static_cast<std::int32_t>(f_max_finite_x))
-    return kind::pos_inf;
-  if (b > f_min_nonzero_x) return kind::zero;
-  if (a < 0x33000000U) return kind::one;
-  return kind::general;
-}
-
-double ulp_error_f(float y, double ref) {
-  const auto e = static_cast<int>((std::bit_cast<std::uint64_t>(ref) >> 52U) & 0x7ffU) - 1023;
-  const int ulp_exp = std::max(e, -126) - 23;
-  const double inv_ulp = std::bit_cast<double>(static_cast<std::uint64_t>(1023 - ulp_exp) << 52U);
-  return std::fabs(static_cast<double>(y) - ref) * inv_ulp;
-}
+using attn_test::classify_exp;
+using attn_test::exp_exact_result;
+using attn_test::exp_kind;
+using attn_test::f_max_finite_x;
+using attn_test::f_min_nonzero_x;
+using attn_test::float_ulp_error;
 
 struct float_scan {
   double max_err = 0;
@@ -160,23 +143,8 @@ struct float_scan {
   void merge(const float_scan& s) { attn_test::merge_worst(*this, s); }
 };
 
-constexpr std::size_t block = 4096;
+constexpr std::size_t block = attn_test::scan_block;
 
-bool expected(kind k, std::uint32_t yb) {
-  switch (k) {
-  case kind::one:
-    return yb == 0x3f800000U;
-  case kind::pos_inf:
-    return yb == 0x7f800000U;
-  case kind::zero:
-    return yb == 0U;
-  case kind::nan:
-    return (yb & 0x7fffffffU) > 0x7f800000U;
-  case kind::general:
-    break;
-  }
-  return false;
-}
 
 void scan_floats(std::uint64_t first, std::uint64_t stride, bool ftz, float_scan& result) {
   float_scan out;
@@ -190,27 +158,27 @@ void scan_floats(std::uint64_t first, std::uint64_t stride, bool ftz, float_scan
     std::copy(x.begin(), x.end(), y.begin());
     ad::exp_inplace(y.data(), block);
     out.checked += block;
-    const kind k0 = classify(base);
-    if (k0 != kind::general && k0 == classify(base + static_cast<std::uint32_t>(block - 1))) {
+    const exp_kind k0 = classify_exp(base);
+    if (k0 != exp_kind::general && k0 == classify_exp(base + static_cast<std::uint32_t>(block - 1))) {
       std::uint32_t bad = 0;  // a uniform block with an exact expected result
       for (std::size_t i = 0; i < block; ++i)
-        bad |= static_cast<std::uint32_t>(!expected(k0, std::bit_cast<std::uint32_t>(y[i])));
+        bad |= static_cast<std::uint32_t>(!exp_exact_result(k0, std::bit_cast<std::uint32_t>(y[i])));
       if (bad == 0) continue;
     }
     for (std::size_t i = 0; i < block; ++i) ref[i] = ref_exp(static_cast<double>(x[i]));
     for (std::size_t i = 0; i < block; ++i) {
       const std::uint32_t b = base + static_cast<std::uint32_t>(i);
       const auto yb = std::bit_cast<std::uint32_t>(y[i]);
-      const kind k = classify(b);
+      const exp_kind k = classify_exp(b);
       bool ok = false;
-      if (k != kind::general) {
-        ok = expected(k, yb);
+      if (k != exp_kind::general) {
+        ok = exp_exact_result(k, yb);
       } else if ((yb & 0x7f800000U) == 0x7f800000U) {
         ok = false;  // inf or NaN where e^x is finite and nonzero
       } else if (ftz && yb == 0 && ref[i] < 0x1p-126 * (1 + 0x1p-20)) {
         ok = true;  // flushed to zero
       } else {
-        const double err = ulp_error_f(y[i], ref[i]);
+        const double err = float_ulp_error(y[i], ref[i]);
         ok = err <= bound;
         if (err > out.max_err) {
           out.max_err = err;

@@ -14,6 +14,14 @@
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
 
+// Compile-time probes: a call that must not compile is a `requires` that is false.
+template <class X, class Y>
+constexpr bool can_softmax_into = requires(X x, Y y) { attn::softmax(x, y); };
+// Outputs must be writable and fit.
+static_assert(can_softmax_into<const std::vector<double>&, std::vector<double>&>);
+static_assert(!can_softmax_into<const std::vector<double>&, const std::vector<double>&>);
+static_assert(!can_softmax_into<const std::array<double, 3>&, std::array<double, 4>&>);
+
 namespace {
 template <class T>
 constexpr T eps = std::numeric_limits<T>::epsilon();
