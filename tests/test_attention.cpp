@@ -195,7 +195,7 @@ TEST_CASE("Dynamic size errors name both sizes and leave outputs untouched", "[a
     attn::attend(q, notes, attn::dot, s, w, c);
     FAIL("no throw");
   } catch (const attn::dimension_error& e) {
-    REQUIRE(std::string(e.what()) == "attn::dot: query size is 2 but note size is 3");
+    REQUIRE(std::string(e.what()) == "attn::attend: query size is 2 but note size is 3");
   }
   const std::vector<double> q3{1, 2, 3};
   std::vector<double> c_short(2, 7.0);

@@ -161,11 +161,11 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
   const std::vector<double> q3{1, 2, 3}, q2{1, 2};
   std::vector<double> s2(2), w2(2), c3(3), c2(2), s3(3);
   CHECK(message_of([&] { attn::attend(q2, notes, attn::dot, s2, w2, c3); }) ==
-        "attn::dot: query size is 2 but note size is 3");
+        "attn::attend: query size is 2 but note size is 3");
   CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s3, w2, c3); }) ==
         "attn::attend: scores size is 3 but number of notes is 2");
   CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s2, s3, c3); }) ==
-        "attn::attend: output size is 3 but input size is 2");
+        "attn::attend: weights size is 3 but number of notes is 2");
   CHECK(message_of([&] { attn::attend(q3, notes, attn::dot, s2, w2, c2); }) ==
         "attn::attend: context size is 2 but columns of values is 3");
   const Matrix<double> three_values{{1}, {2}, {3}};
@@ -173,13 +173,13 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::attend: rows of values is 3 but rows of keys is 2");
   const std::array<bool, 3> mask3{true, true, true};
   CHECK(message_of([&] { (void)attn::attend(q3, notes, attn::dot, {.mask = mask3}); }) ==
-        "attn::attend: mask size is 3 but input size is 2");
+        "attn::attend: mask size is 3 but number of notes is 2");
   CHECK(message_of([&] { attn::softmax(q3, s2); }) == "attn::softmax: output size is 2 but input size is 3");
   CHECK(message_of([&] { (void)attn::softmax(q2, {.mask = mask3}); }) ==
         "attn::softmax: mask size is 3 but input size is 2");
   const Matrix<double> W(2, 2, 1.0);
   CHECK(message_of([&] { (void)attn::attend(q3, notes, attn::general<double>(W)); }) ==
-        "attn::general: query size is 3 but rows of W is 2");
+        "attn::attend: query size is 3 but rows of W is 2");
   const Matrix<double> W1(2, 3, 1.0), W2(2, 3, 1.0);
   const std::vector<double> v3{1, 1, 1};
   CHECK(message_of([&] { attn::additive<double>(W1.view(), W2.view(), std::span<const double>(v3)); }) ==
@@ -199,7 +199,7 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
   CHECK(message_of([&] { (void)attn::softmax_vjp(q3, q2); }) ==
         "attn::softmax_vjp: size of dL/dalpha is 2 but input size is 3");
   CHECK(message_of([&] { (void)attn::backward_from_weights(q3, notes, attn::dot, q3, q3); }) ==
-        "attn::backward_from_weights: size of the weights is 3 but number of notes is 2");
+        "attn::backward_from_weights: weights size is 3 but number of notes is 2");
   const attn::saved_forward<double> saved_w2{w2};
   CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, saved_w2, q3, {s2, gq, gk.view()}); }) ==
         "attn::backward: dL/dnotes is 3x3 but should be 2x3");

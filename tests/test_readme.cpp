@@ -35,7 +35,7 @@ int main() {
     const std::vector<float> wrong{1, 2, 3};
     (void)attn::attend(wrong, H, attn::dot);
   } catch (const attn::dimension_error& e) {
-    std::printf("%s\n", e.what());  // attn::dot: query size is 3 but note size is 2
+    std::printf("%s\n", e.what());  // attn::attend: query size is 3 but note size is 2
   }
   return weights[0] > weights[1] ? 0 : 1;
 }

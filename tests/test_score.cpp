@@ -60,7 +60,7 @@ struct my_dot : plain_dot {
 
 // q·h/√d by way of dot_product_family, as a user may derive it.
 struct my_scaled_dot : attn::dot_product_family<my_scaled_dot> {
-  static constexpr const char* name = "my_scaled_dot";
+  [[maybe_unused]] static constexpr const char* name = "my_scaled_dot";
   template <attn::real T>
   static T scale(std::size_t d) {
     return T(1) / std::sqrt(static_cast<T>(d));

@@ -92,12 +92,12 @@ template <real T, class S>
 constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
                             MatrixView<const T> values, const S& score, std::size_t scores_n,
                             std::size_t weights_n, std::size_t context_n, const options& opt) {
-  score.check(q.size(), keys.cols());
+  check_score(where, score, q.size(), keys.cols());
   check_nonempty(where, "the notes matrix", keys.rows());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
   check_equal(where, "context size", context_n, "columns of values", values.cols());
-  check_softmax_args<T>(where, keys.rows(), weights_n, opt);
+  check_softmax_args<T>(where, keys.rows(), weights_n, opt, notes_row);
   if (opt.if_all_masked == all_masked_policy::throw_error)
     check_something_kept(where, q, keys, score, opt);
 }
@@ -126,7 +126,7 @@ constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<con
 /// The one pass over all notes (online_pass), scoring them a block at a time.
 template <real T, class S>
 constexpr bool one_pass(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                        MatrixView<const T> values, T beta, const bool* mask, T* scores,
+                        MatrixView<const T> values, T beta, const mask_byte* mask, T* scores,
                         online_state<T>& st, T* exps, T* block_max) {
   const bool shared = values.data() == keys.data();
   const std::size_t numbers = keys.cols() + (shared ? 0 : values.cols());
@@ -154,7 +154,8 @@ ATTN_NOINLINE constexpr bool attend_online(std::span<const T> q, MatrixView<cons
   const std::size_t numbers = keys.cols() + (values.data() != keys.data() ? dv : 0);  // per note
   const std::size_t B = online_rows<T>(numbers);
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const mask_bytes mask_storage(opt.mask);
+  const mask_byte* mask = mask_storage.data();
   online_state<T> st{.c = context.data(), .dv = dv};
   fill(st.c, dv, T(0));
   const std::size_t blocks = (n + B - 1) / B;
@@ -164,7 +165,7 @@ ATTN_NOINLINE constexpr bool attend_online(std::span<const T> q, MatrixView<cons
     // one block: the step alone, without the pass's bookkeeping (docs/performance.md)
     block_scores(score, q, keys, static_cast<const T*>(nullptr), prefetch_lines::all,
                  scores.data());
-    if (!online_step(st, scores.data(), n, beta, static_cast<const bool*>(nullptr), weights.data(),
+    if (!online_step(st, scores.data(), n, beta, static_cast<const mask_byte*>(nullptr), weights.data(),
                      values.data(), values.row_stride(), static_cast<const T*>(nullptr)) ||
         !(st.l == st.l))
       return false;
@@ -261,11 +262,12 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
       return;
     }
   } else {
-    score.check(q.size(), keys.cols());
+    check_score(where, score, q.size(), keys.cols());
     score_all(score, q, keys, std::span<T>(s, N));
   }
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const mask_bytes mask_storage(opt.mask);
+  const mask_byte* mask = mask_storage.data();
   std::size_t kept = N;
   const T m =
       mask == nullptr ? scaled_max_of(s, N, beta) : masked_scaled_max_of(s, N, beta, mask, kept);

@@ -11,6 +11,7 @@
 #include "attn/extent.hpp"     // IWYU pragma: export
 #include "attn/gradcheck.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
+#include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
 #include "attn/softmax.hpp"    // IWYU pragma: export

@@ -382,8 +382,8 @@ bool dot_product_backward(const char* where, const S& score, std::span<const T> 
 /// scores) or holds them fixed: fixed only when opt.mask keeps no note.
 inline bool mask_keeps_a_note(const options& opt) noexcept {
   if (opt.mask.empty()) return true;
-  for (const bool k : opt.mask)
-    if (k) return true;
+  for (std::size_t j = 0; j < opt.mask.size(); ++j)
+    if (opt.mask[j]) return true;
   return false;
 }
 
@@ -494,13 +494,13 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
   if (saved == nullptr) {
     check_attend<T>(where, q, keys, values, score, gs_n, gs_n, gc.size(), opt);
   } else {
-    score.check(dq, dk);
+    check_score(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);
     check_equal(where, "rows of values", values.rows(), "rows of keys", n);
-    check_equal(where, "size of the weights", saved->weights.size(), "number of notes", n);
-    check_equal(where, "scores size", gs_n, "number of notes", n);
-    check_equal(where, "context size", gc.size(), "columns of values", dv);
-    check_softmax_args<T>(where, n, n, opt);  // the mask's size and β
+    check_equal(where, "weights size", saved->weights.size(), "number of notes", n);
+    check_equal(where, "size of dL/ds", gs_n, "number of notes", n);
+    check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
+    check_softmax_args<T>(where, n, n, opt, notes_row);  // the mask's size and β
   }
   check_gradients(where, score, q, keys, values, out);
   if (saved != nullptr && !saved->context.empty())

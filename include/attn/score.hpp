@@ -72,6 +72,18 @@ concept dot_product_score = Score<S, T> && requires(std::size_t d) {
   { S::template scale<T>(d) } -> std::same_as<T>;
 };
 
+namespace detail {
+/// score.check(where, d_q, d_h) when the score names the calling function in its messages (attn's
+/// scores do: "attn::backward: query size is 3 but note size is 2"), else score.check(d_q, d_h).
+template <class S>
+constexpr void check_score(const char* where, const S& score, std::size_t d_q, std::size_t d_h) {
+  if constexpr (requires { score.check(where, d_q, d_h); })
+    score.check(where, d_q, d_h);
+  else
+    score.check(d_q, d_h);
+}
+}  // namespace detail
+
 /// ∂L/∂θ of a score that has no parameters (dot, scaled_dot, a user's score without them).
 struct no_parameters {};
 
@@ -194,8 +206,10 @@ struct dot_product_family {
     return f == 1 ? s : s * f;
   }
   /// Throws dimension_error unless d_q == d_h.
-  constexpr void check(std::size_t d_q, std::size_t d_h) const {
-    detail::check_equal(Derived::name, "query size", d_q, "note size", d_h);
+  constexpr void check(std::size_t d_q, std::size_t d_h) const { check(Derived::name, d_q, d_h); }
+  /// As above, the message naming `where` (the function that was called).
+  constexpr void check(const char* where, std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal(where, "query size", d_q, "note size", d_h);
   }
   /// out_j = f·(q·h_j) for every row h_j of notes (sizes checked by the caller).
   template <real T>
@@ -289,9 +303,11 @@ public:
   [[nodiscard]] constexpr MatrixView<const T, DQ, DH> W() const noexcept { return W_; }
 
   /// Throws dimension_error unless W is d_q × d_h.
-  constexpr void check(std::size_t d_q, std::size_t d_h) const {
-    detail::check_equal("attn::general", "query size", d_q, "rows of W", W_.rows());
-    detail::check_equal("attn::general", "note size", d_h, "columns of W", W_.cols());
+  constexpr void check(std::size_t d_q, std::size_t d_h) const { check("attn::general", d_q, d_h); }
+  /// As above, the message naming `where` (the function that was called).
+  constexpr void check(const char* where, std::size_t d_q, std::size_t d_h) const {
+    detail::check_equal(where, "query size", d_q, "rows of W", W_.rows());
+    detail::check_equal(where, "note size", d_h, "columns of W", W_.cols());
   }
   /// Returns qᵀ W h = Σ_a q_a (W_a · h).
   template <vector_like Q, vector_like H>
@@ -444,8 +460,12 @@ public:
 
     /// Throws dimension_error unless W1 has d_h columns and W2 has d_q columns.
     constexpr void check(std::size_t d_q, std::size_t d_h) const {
-      detail::check_equal("attn::additive", "note size", d_h, "columns of W1", W1_.cols());
-      detail::check_equal("attn::additive", "query size", d_q, "columns of W2", W2_.cols());
+      check("attn::additive", d_q, d_h);
+    }
+    /// As above, the message naming `where` (the function that was called).
+    constexpr void check(const char* where, std::size_t d_q, std::size_t d_h) const {
+      detail::check_equal(where, "note size", d_h, "columns of W1", W1_.cols());
+      detail::check_equal(where, "query size", d_q, "columns of W2", W2_.cols());
     }
     /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
     template <vector_like Q, vector_like H>

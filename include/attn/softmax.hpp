@@ -29,6 +29,7 @@
 #include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
+#include "attn/mask.hpp"
 #include "attn/matrix.hpp"
 #include "attn/vector.hpp"
 
@@ -43,10 +44,11 @@ enum class all_masked_policy {
 };
 
 /// Options shared by softmax and attention: sharpness β ("how sure"; temperature is 1/β),
-/// a mask (empty, or one bool per entry, true = keep), and the all-masked policy.
+/// a mask (empty, or one entry per note, true or nonzero = keep: attn/mask.hpp), and the
+/// all-masked policy.
 struct options {
   double beta = 1.0;                                           ///< scores are multiplied by β
-  std::span<const bool> mask{};                                ///< empty: keep everything
+  mask_view mask{};                                            ///< empty: keep everything
   all_masked_policy if_all_masked = all_masked_policy::zeros;  ///< see all_masked_policy
 };
 
@@ -81,14 +83,24 @@ constexpr void check_beta(const char* where, const options& opt) {
     throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
 }
 
+/// How a row's checks name its buffers: softmax's input and output, or attend's notes and weights.
+struct row_names {
+  const char* empty = "the input";        ///< what is empty when n is 0
+  const char* count = "input size";       ///< what n counts
+  const char* output = "output size";     ///< the output's size
+};
+
+/// attend's names: "the notes matrix" is empty, "weights size is 5 but number of notes is 4".
+inline constexpr row_names notes_row{"the notes matrix", "number of notes", "weights size"};
+
 /// Throws unless the row is non-empty, the output fits, the mask fits and β is finite as a T
 /// (check_beta).
 template <class T = double>
 constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t out_n,
-                                  const options& opt) {
-  check_nonempty(where, "the input", n);
-  check_equal(where, "output size", out_n, "input size", n);
-  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "input size", n);
+                                  const options& opt, const row_names& names = {}) {
+  check_nonempty(where, names.empty, n);
+  check_equal(where, names.output, out_n, names.count, n);
+  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), names.count, n);
   check_beta<T>(where, opt);
 }
 
@@ -101,7 +113,7 @@ struct row_scan {
 };
 
 template <class T>
-constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const bool* mask) {
+constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const mask_byte* mask) {
   if (mask == nullptr) return {scaled_max_of(x, n, beta), n};
   std::size_t kept = 0;
   const T m = masked_scaled_max_of(x, n, beta, mask, kept);
@@ -109,7 +121,7 @@ constexpr row_scan<T> scan_row(const T* x, std::size_t n, T beta, const bool* ma
 }
 
 template <class T>
-constexpr bool kept_nan(const T* x, std::size_t n, const bool* mask, T beta) {
+constexpr bool kept_nan(const T* x, std::size_t n, const mask_byte* mask, T beta) {
   for (std::size_t j = 0; j < n; ++j)  // β·x_j is NaN for a NaN x_j, and for β = 0, x_j = ±inf
     if ((mask == nullptr || mask[j]) && !(beta * x[j] == beta * x[j])) return true;
   return false;
@@ -137,7 +149,7 @@ constexpr bool infinite_score(T x, T beta) noexcept {
 }
 
 template <class T>
-constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, const bool* mask,
+constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, const mask_byte* mask,
                             T beta) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   if (s.kept != 0 && s.max > -inf && s.max < inf) return row_kind::finite;  // NaN flows through
@@ -156,7 +168,7 @@ constexpr row_kind classify(const T* x, std::size_t n, const row_scan<T>& s, con
 /// For an overflow row: the kept finite x_p with the largest β·x_p (the largest x for β > 0,
 /// the smallest for β < 0; β ≠ 0, or nothing would overflow).
 template <class T>
-constexpr T overflow_pivot(const T* x, std::size_t n, T beta, const bool* mask) noexcept {
+constexpr T overflow_pivot(const T* x, std::size_t n, T beta, const mask_byte* mask) noexcept {
   T p = 0;
   bool found = false;
   for (std::size_t j = 0; j < n; ++j) {
@@ -187,7 +199,8 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
                             const options& opt) {
   check_softmax_args<T>(where, n, out_n, opt);
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const mask_bytes mask_storage(opt.mask);
+  const mask_byte* mask = mask_storage.data();
   // without a mask the pass that finds the max also finds the least β·x: when it lies within
   // exp's fast range of the max, no exp needs its range checked
   T least = std::numeric_limits<T>::quiet_NaN();
@@ -257,7 +270,7 @@ ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* 
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
 /// log1p keeps tiny probabilities. Ties at the max count 1 each beyond the first.
 template <class T>
-T sum_below_max(const T* x, std::size_t n, T beta, T m, const bool* mask) {
+T sum_below_max(const T* x, std::size_t n, T beta, T m, const mask_byte* mask) {
   T acc = 0;
   std::size_t at_max = 0;
   for (std::size_t j = 0; j < n; ++j) {
@@ -319,7 +332,8 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   const std::size_t n = xs.size();
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const detail::mask_bytes mask_storage(opt.mask);
+  const detail::mask_byte* mask = mask_storage.data();
   const auto s = detail::scan_row(xs.data(), n, beta, mask);
   const T* in = xs.data();
   T* o = os.data();
@@ -408,7 +422,8 @@ template <vector_like In>
   const char* where = "attn::logsumexp";
   detail::check_softmax_args<T>(where, xs.size(), xs.size(), opt);
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const detail::mask_bytes mask_storage(opt.mask);
+  const detail::mask_byte* mask = mask_storage.data();
   const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
   switch (detail::classify(xs.data(), xs.size(), s, mask, beta)) {
   case detail::row_kind::finite:
@@ -439,7 +454,8 @@ namespace detail {
 template <class T>
 constexpr row_kind softmax_row_kind(const T* x, std::size_t n, const options& opt) {
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const mask_bytes mask_storage(opt.mask);
+  const mask_byte* mask = mask_storage.data();
   return classify(x, n, scan_row(x, n, beta, mask), mask, beta);
 }
 

@@ -53,7 +53,7 @@ namespace detail {
 /// finite (a value holding inf or NaN, or values whose sum overflows T).
 template <real T, class S>
 void normalized_partial_context(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                                MatrixView<const T> values, T beta, const bool* mask, T m, T inv,
+                                MatrixView<const T> values, T beta, const mask_byte* mask, T m, T inv,
                                 T* c) {
   const std::size_t dv = values.cols();
   fill(c, dv, T(0));
@@ -78,7 +78,7 @@ void nan_partial(T& max, T& sum, T* c, std::size_t dv) noexcept {
 /// once, at a kept NaN β·s.
 template <real T, class S, class F>
 bool visit_infinite_scores(const S& score, std::span<const T> q, MatrixView<const T> keys, T beta,
-                           const bool* mask, F&& visit) {
+                           const mask_byte* mask, F&& visit) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   return for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r) {
@@ -97,7 +97,7 @@ bool visit_infinite_scores(const S& score, std::span<const T> q, MatrixView<cons
 /// finite scores whose β·s overflowed), the NaN partial result (the file comment).
 template <real T, class S>
 void special_partial(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                     MatrixView<const T> values, T beta, const bool* mask, T& max, T& sum, T* c) {
+                     MatrixView<const T> values, T beta, const mask_byte* mask, T& max, T& sum, T* c) {
   const std::size_t dv = values.cols();
   std::size_t count = 0;
   if (!visit_infinite_scores(score, q, keys, beta, mask, [&](std::size_t) { ++count; }) ||
@@ -118,7 +118,7 @@ void special_partial(const S& score, std::span<const T> q, MatrixView<const T> k
 /// −inf: then its max is not a number of T). Only |β| > 1 can overflow a finite score.
 template <real T, class S>
 bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixView<const T> keys,
-                                  T beta, const bool* mask) {
+                                  T beta, const mask_byte* mask) {
   if (!(beta > T(1) || beta < T(-1))) return false;
   return !for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
     for (std::size_t r = 0; r < nb; ++r)
@@ -138,7 +138,7 @@ template <real T, std::size_t D, class S>
 void attend_partial_into(const char* where, std::span<const T> q, MatrixView<const T> keys,
                          MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
                          const options& opt) {
-  score.check(q.size(), keys.cols());
+  check_score(where, score, q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   if constexpr (D != dynamic)
     check_equal(where, "context size", D, "columns of values", values.cols());
@@ -157,7 +157,8 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
   }
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const T beta = static_cast<T>(opt.beta);
-  const bool* mask = opt.mask.empty() ? nullptr : opt.mask.data();
+  const mask_bytes mask_storage(opt.mask);
+  const mask_byte* mask = mask_storage.data();
   T* c = p.context.data();
   online_state<T> st{.c = c, .dv = dv};
   fill(c, dv, T(0));

@@ -1,7 +1,8 @@
 #pragma once
 /// \file attn/detail/config.hpp
 /// Every macro of attn, in one place: the language check, the vector-extension switch and the
-/// inlining and unrolling hints the kernels use. Every header of attn includes this one first.
+/// inlining and unrolling hints the kernels use, and mask_byte, the one type every kernel shares.
+/// Every header of attn includes this one first.
 
 #if defined(_MSVC_LANG) ? _MSVC_LANG < 202002L : __cplusplus < 202002L
 #error "attn needs C++20: compile with -std=c++20 (or /std:c++20)"
@@ -38,3 +39,9 @@
 #else
 #define ATTN_UNROLL
 #endif
+
+namespace attn::detail {
+/// A mask entry as the kernels read it: nonzero keeps (attn/mask.hpp makes these from bool,
+/// char, signed char and unsigned char ranges).
+using mask_byte = unsigned char;
+}  // namespace attn::detail

@@ -56,7 +56,7 @@ struct online_state {
 /// non-finite value anywhere can make c non-finite (callers check).
 template <class T>
 ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb,
-                                              T beta, const bool* mask, T* e, const T* v,
+                                              T beta, const mask_byte* mask, T* e, const T* v,
                                               std::size_t vs, const T* ahead) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   std::size_t kept = nb;
@@ -106,7 +106,7 @@ ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, s
 /// when not null. Returns false as online_step does, or when a kept NaN made l NaN.
 template <class T, class ScoreBlock>
 constexpr bool online_pass(ScoreBlock&& score_block, std::size_t n, std::size_t numbers,
-                           bool shared, const T* v, std::size_t vs, T beta, const bool* mask,
+                           bool shared, const T* v, std::size_t vs, T beta, const mask_byte* mask,
                            T* scores, online_state<T>& st, T* exps, T* block_max) {
   const std::size_t B = online_rows<T>(numbers);
   const bool prefetch = n * numbers * sizeof(T) >= online_prefetch_bytes;

@@ -122,7 +122,7 @@ template <class T>
 
 /// max of β·x_i over the kept i (mask_i true), and how many are kept; NaN as in scaled_max_of.
 template <class T>
-constexpr T masked_scaled_max_of(const T* x, std::size_t n, T beta, const bool* mask,
+constexpr T masked_scaled_max_of(const T* x, std::size_t n, T beta, const mask_byte* mask,
                                  std::size_t& kept) noexcept {
   constexpr T lowest = -std::numeric_limits<T>::infinity();
   std::size_t count = 0;

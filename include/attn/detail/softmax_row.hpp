@@ -79,7 +79,7 @@ template <class T>
 /// caller's size). `out` may alias `x`.
 template <class T>
 ATTN_FLATTEN constexpr void exp_shifted_plain(const T* x, T* out, std::size_t n, T beta, T m,
-                                              const bool* mask, T f = T(1)) noexcept {
+                                              const mask_byte* mask, T f = T(1)) noexcept {
   if (mask == nullptr) {
     if (f == T(1)) {
       for (std::size_t i = 0; i < n; ++i) out[i] = attn::detail::exp(scaled_minus(beta, x[i], m));
@@ -98,7 +98,7 @@ ATTN_FLATTEN constexpr void exp_shifted_plain(const T* x, T* out, std::size_t n,
 /// is x − m exactly, then times f, which for f = 1 changes nothing).
 template <class T>
 ATTN_FLATTEN constexpr void exp_shifted(const T* x, T* out, std::size_t n, T beta, T m,
-                                        const bool* mask = nullptr, T f = T(1)) noexcept {
+                                        const mask_byte* mask = nullptr, T f = T(1)) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (mask == nullptr && !std::is_constant_evaluated()) {
@@ -209,7 +209,7 @@ ATTN_ALWAYS_INLINE constexpr bool softmax_small_in_range([[maybe_unused]] const 
 /// so the vector path checks none of them (the same numbers, a fifth fewer operations).
 template <class T>
 constexpr T exp_shifted_sum_of(const T* x, T* out, std::size_t n, T beta, T m,
-                               const bool* mask = nullptr, bool in_range = false) noexcept {
+                               const mask_byte* mask = nullptr, bool in_range = false) noexcept {
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (simd_type<T>) {
     if (mask == nullptr && !std::is_constant_evaluated()) {
@@ -371,7 +371,7 @@ inline constexpr std::size_t exp_block = 1024;
 /// `out` may alias `x`.
 template <class T>
 constexpr sum_t<T> exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T m,
-                                   const bool* mask = nullptr, bool in_range = false) noexcept {
+                                   const mask_byte* mask = nullptr, bool in_range = false) noexcept {
   sum_t<T> total = 0;
   for (std::size_t i0 = 0; i0 < n; i0 += exp_block) {
     const std::size_t nb = n - i0 < exp_block ? n - i0 : exp_block;
@@ -389,7 +389,7 @@ constexpr sum_t<T> exp_shifted_sum(const T* x, T* out, std::size_t n, T beta, T 
 /// row (its exps need no range check; only the dynamic schedule uses it).
 template <std::size_t N = dynamic_row, class T>
 ATTN_ALWAYS_INLINE constexpr void softmax_finite_row(const T* x, T* out, std::size_t n, T beta, T m,
-                                                     const bool* mask, bool in_range) {
+                                                     const mask_byte* mask, bool in_range) {
   if constexpr (N != dynamic_row) {
     exp_small_shifted<N>(x, beta, m, out);
     if (mask != nullptr)

@@ -1,0 +1,167 @@
+#pragma once
+/// \file attn/mask.hpp
+/// Masks: which notes a query may attend to. `mask_view` is one row of them (n entries, nonzero
+/// or true = keep), borrowed from any contiguous range of bool, char, signed char or unsigned
+/// char (std::uint8_t) without a copy; a std::vector<bool>, which holds bits, is copied once.
+
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
+#include <concepts>
+#include <cstddef>
+#include <ranges>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace attn {
+
+namespace detail {
+template <class E>
+concept mask_element = std::same_as<E, bool> || std::same_as<E, char> ||
+    std::same_as<E, signed char> || std::same_as<E, unsigned char>;
+
+template <class R>
+concept string_like = requires { typename std::remove_cvref_t<R>::traits_type; };
+}  // namespace detail
+
+/// A contiguous, sized range of bool, char, signed char or unsigned char (not a string: its
+/// characters '0' and '1' are both nonzero): what a mask may be borrowed from.
+template <class R>
+concept mask_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
+    detail::mask_element<std::remove_cv_t<std::ranges::range_value_t<R>>> &&
+    !detail::string_like<R>;
+
+/// One row of a mask: entry j keeps note j when it is true (nonzero). Empty: keep every note.
+/// Borrows a mask_range (which must outlive it, as for std::span); copies a std::vector<bool>.
+class mask_view {
+  enum class element : unsigned char { bytes, bools, chars, signed_chars };
+  union pointer {  // the borrowed entries, typed so that constant evaluation may read them
+    const unsigned char* bytes;
+    const bool* bools;
+    const char* chars;
+    const signed char* signed_chars;
+  };
+  pointer data_{nullptr};
+  std::size_t size_ = 0;
+  element kind_ = element::bytes;
+  std::vector<unsigned char> owned_{};  // a std::vector<bool>'s entries, one byte each
+
+  constexpr void own_owned() noexcept {
+    data_.bytes = owned_.data();
+    kind_ = element::bytes;
+  }
+
+public:
+  constexpr mask_view() noexcept = default;
+
+  /// Borrows r: `.mask = keep` with keep a std::array<bool, n>, a std::vector<std::uint8_t>, a
+  /// std::span<const char>, a C array…
+  template <mask_range R>
+  constexpr mask_view(const R& r) noexcept  // NOLINT: implicit, as std::span's
+      : size_(std::ranges::size(r)) {
+    using E = std::remove_cv_t<std::ranges::range_value_t<R>>;
+    if constexpr (std::same_as<E, bool>) {
+      data_.bools = std::ranges::data(r);
+      kind_ = element::bools;
+    } else if constexpr (std::same_as<E, char>) {
+      data_.chars = std::ranges::data(r);
+      kind_ = element::chars;
+    } else if constexpr (std::same_as<E, signed char>) {
+      data_.signed_chars = std::ranges::data(r);
+      kind_ = element::signed_chars;
+    } else {
+      data_.bytes = std::ranges::data(r);
+    }
+  }
+
+  /// Copies the bits of a std::vector<bool> (it has no bytes to borrow).
+  constexpr mask_view(const std::vector<bool>& bits)  // NOLINT: implicit on purpose
+      : size_(bits.size()), owned_(bits.begin(), bits.end()) {
+    own_owned();
+  }
+
+  constexpr mask_view(const mask_view& o)
+      : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(o.owned_) {
+    if (!owned_.empty()) own_owned();
+  }
+  constexpr mask_view(mask_view&& o) noexcept
+      : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(std::move(o.owned_)) {
+    if (!owned_.empty()) own_owned();
+  }
+  constexpr mask_view& operator=(const mask_view& o) {
+    if (this != &o) *this = mask_view(o);
+    return *this;
+  }
+  constexpr mask_view& operator=(mask_view&& o) noexcept {
+    data_ = o.data_;
+    size_ = o.size_;
+    kind_ = o.kind_;
+    owned_ = std::move(o.owned_);
+    if (!owned_.empty()) own_owned();
+    return *this;
+  }
+  constexpr ~mask_view() = default;
+
+  /// The number of entries (0: no mask).
+  [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] constexpr bool empty() const noexcept { return size_ == 0; }
+
+  /// Whether note j is kept.
+  [[nodiscard]] constexpr bool operator[](std::size_t j) const noexcept {
+    switch (kind_) {
+    case element::bools:
+      return data_.bools[j];
+    case element::chars:
+      return data_.chars[j] != 0;
+    case element::signed_chars:
+      return data_.signed_chars[j] != 0;
+    case element::bytes:
+      break;
+    }
+    return data_.bytes[j] != 0;
+  }
+
+  /// The entries as bytes, nonzero keeps (what the kernels read; not in constant expressions:
+  /// detail::mask_bytes gives them there). Null when empty.
+  [[nodiscard]] const detail::mask_byte* bytes() const noexcept {
+    if (size_ == 0) return nullptr;
+    switch (kind_) {  // the object representation of each, read as bytes
+    case element::bools:
+      return reinterpret_cast<const detail::mask_byte*>(data_.bools);
+    case element::chars:
+      return reinterpret_cast<const detail::mask_byte*>(data_.chars);
+    case element::signed_chars:
+      return reinterpret_cast<const detail::mask_byte*>(data_.signed_chars);
+    case element::bytes:
+      break;
+    }
+    return data_.bytes;
+  }
+};
+
+namespace detail {
+
+/// A mask's bytes for the kernels: borrowed at run time; in constant evaluation (where no
+/// pointer may be reinterpreted) a copy this object owns. Null for an empty mask.
+class mask_bytes {
+  std::vector<mask_byte> copy_{};
+  const mask_byte* data_ = nullptr;
+
+public:
+  constexpr explicit mask_bytes(const mask_view& m) {
+    if (m.empty()) return;
+    if (std::is_constant_evaluated()) {
+      copy_.resize(m.size());
+      for (std::size_t j = 0; j < m.size(); ++j) copy_[j] = m[j] ? 1 : 0;
+      data_ = copy_.data();
+    } else {
+      data_ = m.bytes();
+    }
+  }
+  mask_bytes(const mask_bytes&) = delete;
+  mask_bytes& operator=(const mask_bytes&) = delete;
+  [[nodiscard]] constexpr const mask_byte* data() const noexcept { return data_; }
+};
+
+}  // namespace detail
+}  // namespace attn

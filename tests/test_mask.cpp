@@ -1,0 +1,100 @@
+// Masks (attn/mask.hpp): one row of them borrowed from any range of bool, char, signed char or
+// unsigned char, copied from a std::vector<bool>; nonzero keeps. Every kind gives the bits a bool
+// mask gives.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+using attn::Matrix;
+using attn::mask_view;
+
+// What a mask may be made from, and what it may not (a string's '0' is nonzero; ints convert).
+static_assert(std::is_convertible_v<const std::array<bool, 3>&, mask_view>);
+static_assert(std::is_convertible_v<const std::vector<std::uint8_t>&, mask_view>);
+static_assert(std::is_convertible_v<const std::vector<char>&, mask_view>);
+static_assert(std::is_convertible_v<const signed char (&)[4], mask_view>);
+static_assert(std::is_convertible_v<std::span<const bool>, mask_view>);
+static_assert(std::is_convertible_v<std::span<unsigned char, 2>, mask_view>);
+static_assert(std::is_convertible_v<const std::vector<bool>&, mask_view>);
+static_assert(!std::is_convertible_v<const std::string&, mask_view>);
+static_assert(!std::is_convertible_v<std::string_view, mask_view>);
+static_assert(!std::is_convertible_v<const std::vector<int>&, mask_view>);
+static_assert(!std::is_convertible_v<const std::vector<float>&, mask_view>);
+
+// Read in constant expressions, whatever it was made from.
+static_assert([] {
+  constexpr std::array<bool, 3> b{true, false, true};
+  constexpr std::array<char, 3> c{0, 7, -1};
+  const mask_view mb(b), mc(c);
+  return mb.size() == 3 && mb[0] && !mb[1] && !mc[0] && mc[1] && mc[2];
+}());
+
+TEST_CASE("Masks from every kind of container keep the same notes, to the bit", "[mask]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}, {-1, 0.5}, {2, -1}};
+  const std::vector<double> q{0.7, -0.3};
+  const std::array<bool, 5> keep{true, false, true, true, false};
+  const auto want = attn::attend(q, notes, attn::scaled_dot, {.beta = 1.5, .mask = keep});
+  REQUIRE(want.weights[1] == 0.0);
+
+  const auto same = [&](const attn::options& opt) {
+    const auto r = attn::attend(q, notes, attn::scaled_dot, opt);
+    return r.weights == want.weights && r.context == want.context;
+  };
+  const std::vector<std::uint8_t> bytes{1, 0, 255, 2, 0};  // nonzero keeps
+  const std::vector<char> chars{'x', 0, 1, -1, 0};
+  const signed char schars[5] = {-128, 0, 1, 127, 0};
+  const std::vector<bool> bits{true, false, true, true, false};
+  CHECK(same({.beta = 1.5, .mask = bytes}));
+  CHECK(same({.beta = 1.5, .mask = chars}));
+  CHECK(same({.beta = 1.5, .mask = schars}));
+  CHECK(same({.beta = 1.5, .mask = bits}));
+  CHECK(same({.beta = 1.5, .mask = std::span<const bool>(keep)}));
+
+  // softmax, log_softmax, logsumexp and backward read the same entries
+  const std::vector<double> x{0.5, 3, -1, 2, 9};
+  std::vector<double> a(5), b(5);
+  attn::softmax(x, a, {.mask = keep});
+  attn::softmax(x, b, {.mask = bytes});
+  CHECK(a == b);
+  attn::log_softmax(x, a, {.mask = keep});
+  attn::log_softmax(x, b, {.mask = bits});
+  CHECK(a == b);
+  CHECK(attn::logsumexp(x, {.mask = keep}) == attn::logsumexp(x, {.mask = chars}));
+  const std::vector<double> g{1, -2};
+  const auto gb = attn::backward(q, notes, attn::dot, g, {.mask = keep});
+  const auto gc = attn::backward(q, notes, attn::dot, g, {.mask = schars});
+  CHECK(gb.notes == gc.notes);
+  CHECK(gb.query == gc.query);
+}
+
+TEST_CASE("A mask copied from a std::vector<bool> owns its entries", "[mask]") {
+  attn::options kept;
+  {
+    const std::vector<bool> bits{false, true, true};
+    const attn::options opt{.mask = bits};
+    kept = opt;  // a copy: its own entries, not the original's
+  }
+  attn::options moved = std::move(kept);
+  const attn::options copied = moved;
+  REQUIRE(copied.mask.size() == 3);
+  std::vector<double> w(3);
+  attn::softmax(std::vector<double>{5, 1, 1}, w, copied);
+  CHECK(w[0] == 0.0);
+  CHECK(w[1] == 0.5);
+  CHECK(w[2] == 0.5);
+}
+
+TEST_CASE("A mask of the wrong length names the mask and the notes", "[mask][errors]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}};
+  const std::vector<double> q{1, 2};
+  const std::vector<std::uint8_t> three{1, 1, 0};
+  REQUIRE_THROWS_WITH(attn::attend(q, notes, attn::dot, {.mask = three}),
+                      "attn::attend: mask size is 3 but number of notes is 2");
+  REQUIRE_THROWS_WITH(attn::softmax(q, {.mask = three}), "attn::softmax: mask size is 3 but input size is 2");
+}
