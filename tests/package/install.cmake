@@ -1,5 +1,6 @@
-# cmake -DBUILD_DIR=... -DCONFIG=... -DPREFIX=... -DSOURCE_DIR=... -P install.cmake
-# Installs the build into a fresh PREFIX and checks what landed there.
+# cmake -DBUILD_DIR=... -DCONFIG=... -DPREFIX=... -DSOURCE_DIR=... [-DCALC=1] -P install.cmake
+# Installs the build into a fresh PREFIX and checks what landed there; with CALC (the build has
+# attn-calc), then installs the component attn-calc and checks that it adds bin/attn-calc.
 file(REMOVE_RECURSE "${PREFIX}")
 set(config_args)
 if(CONFIG)
@@ -13,12 +14,24 @@ if(NOT rc EQUAL 0)
 endif()
 
 set(problems)
-foreach(file IN ITEMS share/cmake/attn/attnConfig.cmake share/cmake/attn/attnConfigVersion.cmake
-                      share/cmake/attn/attnTargets.cmake share/pkgconfig/attn.pc)
-  if(NOT EXISTS "${PREFIX}/${file}")
-    list(APPEND problems "missing ${file}")
+# Beside the headers: exactly the package files and the license (attn-calc only when asked for).
+set(expected share/cmake/attn/attnConfig.cmake share/cmake/attn/attnConfigVersion.cmake
+             share/cmake/attn/attnTargets.cmake share/doc/attn/LICENSE share/pkgconfig/attn.pc)
+file(GLOB_RECURSE installed RELATIVE "${PREFIX}" "${PREFIX}/*")
+list(FILTER installed EXCLUDE REGEX "^include/")
+list(SORT installed)
+if(NOT installed STREQUAL expected)
+  list(JOIN expected " " expected)
+  list(JOIN installed " " installed)
+  list(APPEND problems "beside include/, cmake --install must install exactly\n  ${expected}\nbut it installed\n  ${installed}")
+endif()
+if(EXISTS "${PREFIX}/share/doc/attn/LICENSE")
+  file(READ "${SOURCE_DIR}/LICENSE" license)
+  file(READ "${PREFIX}/share/doc/attn/LICENSE" installed_license)
+  if(NOT license STREQUAL installed_license)
+    list(APPEND problems "share/doc/attn/LICENSE is not the source tree's LICENSE")
   endif()
-endforeach()
+endif()
 
 # Every header of the source tree is installed, and nothing else lands in include/.
 file(GLOB_RECURSE source_headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/*")
@@ -41,6 +54,18 @@ endforeach()
 file(READ "${PREFIX}/share/pkgconfig/attn.pc" pc)
 if(pc MATCHES "\nLibs")
   list(APPEND problems "attn.pc has a Libs line; a header-only library needs none")
+endif()
+
+if(CALC)
+  execute_process(
+    COMMAND "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${PREFIX}" ${config_args}
+            --component attn-calc
+    RESULT_VARIABLE rc OUTPUT_VARIABLE calc_out ERROR_VARIABLE calc_out)
+  file(GLOB_RECURSE tools RELATIVE "${PREFIX}" "${PREFIX}/bin/*")
+  if(NOT rc EQUAL 0 OR NOT tools MATCHES "^bin/attn-calc(\\.exe)?$")
+    list(APPEND problems "cmake --install --component attn-calc must install bin/attn-calc, and it "
+                         "installed '${tools}':\n${calc_out}")
+  endif()
 endif()
 
 if(problems)
