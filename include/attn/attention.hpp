@@ -117,7 +117,7 @@ constexpr void block_scores(const S& score, std::span<const T> q, MatrixView<con
                             [[maybe_unused]] const T* ahead, [[maybe_unused]] prefetch_lines lines,
                             T* out) {
   if constexpr (dot_product_score<S, T>)
-    dot_product_scores(q, keys, S::template scale<T>(q.size()), std::span<T>(out, keys.rows()),
+    dot_product_scores(q, keys, score.template scale<T>(q.size()), std::span<T>(out, keys.rows()),
                        ahead, lines);
   else
     score_all(score, q, keys, std::span<T>(out, keys.rows()));
@@ -232,7 +232,8 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
                                      const S& score, T* s, T* w, T* c, const options& opt) {
   if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N ||
       keys.cols() != DK || values.rows() != N || values.cols() != DV || q.size() != DK ||
-      (!opt.mask.empty() && opt.mask.size() != N) || !beta_fits<T>(opt.beta)) {
+      (!opt.mask.empty() && opt.mask.size() != N) || !opt.row_mask.empty() ||
+      !beta_fits<T>(opt.beta)) {
     // the general path checks everything and throws what there is to throw
     attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
                      std::span<T>(c, DV), opt);
@@ -244,7 +245,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
          ++j)  // sum_of_products' numbers (short keys: without its add to 0)
       sr[j] = DK < simd_lanes<T> ? dot_in_order(q.data(), keys.row(j).data(), DK)
                                  : sum_of_products(q.data(), keys.row(j).data(), DK);
-    const T f = S::template scale<T>(DK);
+    const T f = score.template scale<T>(DK);
     if (f != T(1))
       for (std::size_t j = 0; j < N; ++j) sr[j] *= f;
     for (std::size_t j = 0; j < N; ++j) s[j] = sr[j];
@@ -387,8 +388,10 @@ template <vector_like Q, matrix_like N, class S>
 }
 
 /// The alignment map of T queries (rows of `queries`) over keys and values, written into
-/// the caller's T×n scores and weights and T×d_v contexts; allocates nothing. The mask in
-/// `opt` applies to every row. All sizes are checked before anything is written.
+/// the caller's T×n scores and weights and T×d_v contexts. opt.mask applies to every row,
+/// opt.row_mask row t to query t, and opt.causal lets query t see keys 0 … t + n − T. All sizes
+/// are checked before anything is written. Allocates nothing unless a row mask or causal meets
+/// more than 1024 notes (one row's combined mask, on the heap).
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
@@ -406,10 +409,14 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
   detail::check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
   detail::check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
   detail::check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
+  detail::check_masks(where, opt, qv.rows(), kv.rows());
+  detail::row_options row_opt(opt, qv.rows(), kv.rows());
   for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
-    detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(), opt);
+    detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(),
+                            row_opt(t));
   for (std::size_t t = 0; t < qv.rows(); ++t)
-    detail::attend_views<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t), opt);
+    detail::attend_views<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t),
+                            row_opt(t));
 }
 
 /// The alignment map of T queries over notes that are both keys and values, written into the

@@ -14,6 +14,8 @@
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
+#include "attn/sdpa.hpp"       // IWYU pragma: export
+#include "attn/sdpa_backward.hpp"  // IWYU pragma: export
 #include "attn/softmax.hpp"    // IWYU pragma: export
 #include "attn/split.hpp"      // IWYU pragma: export
 #include "attn/vector.hpp"     // IWYU pragma: export

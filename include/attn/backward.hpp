@@ -307,11 +307,10 @@ template <bool Accumulate, bool Notes, real T, class S>
 void dot_product_backward_rows_of(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
                                   MatrixView<const T> keys, std::span<const T> gc, std::span<T> gs,
                                   std::span<T> gq, T* gk, std::size_t ks, T* gv, std::size_t vs,
-                                  T beta) {
+                                  T beta, T f) {
   const std::size_t n = keys.rows(), dk = keys.cols(), dv = gc.size();
   const softmax_backward_terms<T> t = softmax_backward_terms_of(
       alpha, [&](std::size_t k) { return u[k * us]; }, n);
-  const T f = S::template scale<T>(dk);
   if (!Accumulate) fill(gq.data(), gq.size(), T(0));
   for (std::size_t j0 = 0; j0 < n; j0 += online_block) {
     const std::size_t nb = n - j0 < online_block ? n - j0 : online_block;
@@ -330,20 +329,20 @@ void dot_product_backward_rows_of(const T* alpha, const T* u, std::size_t us, st
   }
 }
 
-/// dot_product_backward_rows_of for what `out` holds.
+/// dot_product_backward_rows_of for what `out` holds (f: the score's scale).
 template <bool Accumulate, real T, class S, class P>
 void dot_product_backward_rows(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
                                MatrixView<const T> keys, std::span<const T> gc,
-                               const gradient_sink<T, P>& out, std::span<T> gs, T beta) {
+                               const gradient_sink<T, P>& out, std::span<T> gs, T beta, T f) {
   T* const gv = out.values.rows() != 0 ? out.values.data() : nullptr;
   T* const gk = out.keys.rows() != 0 ? out.keys.data() : nullptr;
   const std::size_t vs = out.values.row_stride(), ks = out.keys.row_stride();
   if (out.notes)
     dot_product_backward_rows_of<Accumulate, true, T, S>(alpha, u, us, q, keys, gc, gs, out.query,
-                                                         gk, ks, gv, vs, beta);
+                                                         gk, ks, gv, vs, beta, f);
   else
     dot_product_backward_rows_of<Accumulate, false, T, S>(alpha, u, us, q, keys, gc, gs, out.query,
-                                                          gk, ks, gv, vs, beta);
+                                                          gk, ks, gv, vs, beta, f);
 }
 
 /// backward of one query for a dot-product score, recomputing the weights, in two passes over
@@ -357,13 +356,13 @@ bool dot_product_backward(const char* where, const S& score, std::span<const T> 
                           std::span<const T> gc, const gradient_sink<T, P>& out, std::span<T> gs,
                           T* ust, std::size_t us, const options& opt) {
   const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
+  const T f = score.template scale<T>(dk);
   T ub[online_block];
   for (std::size_t j0 = 0; j0 < n; j0 += online_block) {
     const std::size_t nb = n - j0 < online_block ? n - j0 : online_block;
     if (out.notes) {  // both products from one read of each note
       dot_rows2(q.data(), gc.data(), keys.row(j0).data(), keys.row_stride(), nb, dk, gs.data() + j0,
                 ub);
-      const T f = S::template scale<T>(dk);
       if (f != T(1)) scale(gs.data() + j0, nb, f);  // as the score's scores()
     } else {  // the block of keys is still in L1 for the second product
       score_all(score, q, row_block(keys, j0, nb), gs.subspan(j0, nb));
@@ -374,7 +373,7 @@ bool dot_product_backward(const char* where, const S& score, std::span<const T> 
   if (!weights_move(softmax_row_kind(gs.data(), n, opt))) return false;
   softmax_row(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
   dot_product_backward_rows<Accumulate, T, S>(gs.data(), ust, us, q, keys, gc, out, gs,
-                                              static_cast<T>(opt.beta));
+                                              static_cast<T>(opt.beta), f);
   return true;
 }
 
@@ -397,14 +396,13 @@ template <real T, class S, class P>
 void dot_product_backward_one_pass(std::span<const T> q, MatrixView<const T> keys,
                                    MatrixView<const T> values, std::span<const T> alpha,
                                    std::span<const T> c, std::span<const T> gc,
-                                   const gradient_sink<T, P>& out, std::span<T> gs, T beta) {
+                                   const gradient_sink<T, P>& out, std::span<T> gs, T beta, T f) {
   const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
   constexpr std::size_t B = 8;  // rows per group: read by dot_rows, then again (from L1) below
   const T* w = alpha.data();
   const T* g = gc.data();
   const T* qd = q.data();
   const T ubar = sum_of_products(g, c.data(), dv);  // ⟨g, c⟩ = Σ_k α_k u_k up to rounding
-  const T f = S::template scale<T>(dk);
   const MatrixView<T> gk = out.keys, gv = out.values;
   T* __restrict y = out.query.data();
   fill(y, dk, T(0));
@@ -529,17 +527,17 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
       if (!out.accumulate && all_given &&
           one_pass_applies<T>(q, saved->weights, saved->context, gc, opt)) {
         dot_product_backward_one_pass<T, S>(q, keys, values, saved->weights, saved->context, gc,
-                                            out, gs, beta);
+                                            out, gs, beta, score.template scale<T>(dk));
         return;
       }
       if (mask_keeps_a_note(opt) && dv != 0) {  // u_j in gs, then ∂L/∂s_j over it
         dot_rows(gc.data(), values.data(), values.row_stride(), n, dv, gs.data());
         if (out.accumulate)
           dot_product_backward_rows<true, T, S>(saved->weights.data(), gs.data(), 1, q, keys, gc,
-                                                out, gs, beta);
+                                                out, gs, beta, score.template scale<T>(dk));
         else
           dot_product_backward_rows<false, T, S>(saved->weights.data(), gs.data(), 1, q, keys, gc,
-                                                 out, gs, beta);
+                                                 out, gs, beta, score.template scale<T>(dk));
         return;
       }
     } else if (dv != 0) {
@@ -594,8 +592,10 @@ void align_backward_views_of(const char* where, const S& score, MatrixView<const
   if (gk.rows() != 0)
     check_shape(where, notes ? "dL/dnotes" : "dL/dkeys", gk.rows(), gk.cols(), n, dk);
   if (!notes && gv.rows() != 0) check_shape(where, "dL/dvalues", gv.rows(), gv.cols(), n, dv);
+  check_masks(where, opt, tq, n);
+  row_options row_opt(opt, tq, n);
   for (std::size_t t = 0; t < tq; ++t)
-    check_attend<T>(where, qs.row(t), keys, values, score, n, n, dv, opt);
+    check_attend<T>(where, qs.row(t), keys, values, score, n, n, dv, row_opt(t));
   check_parameter_gradient(score, grads);
   scratch<T, N> gs_scratch(gss.rows() == 0 ? n : 0);
   scratch<T, DQ> gq_scratch(gqs.rows() == 0 ? qs.cols() : 0);
@@ -612,9 +612,10 @@ void align_backward_views_of(const char* where, const S& score, MatrixView<const
     const std::span<T> gs = gss.rows() != 0 ? gss.row(t) : gs_scratch.span();
     const std::span<T> gq = gqs.rows() != 0 ? gqs.row(t) : gq_scratch.span();
     if (!accumulate || gqs.rows() == 0) fill(gq.data(), gq.size(), T(0));
+    const options& ro = row_opt(t);
     score_all(score, q, keys, gs);
-    const bool flows = weights_move(softmax_row_kind(gs.data(), n, opt));
-    softmax_row(where, gs.data(), gs.data(), n, n, opt);
+    const bool flows = weights_move(softmax_row_kind(gs.data(), n, ro));
+    softmax_row(where, gs.data(), gs.data(), n, n, ro);
     backward_any_score<T, DQ, DK>(
         score, q, keys, gs.data(),
         [&](std::size_t k) { return sum_of_products(gc.data(), values.row(k).data(), dv); }, flows,

@@ -1,17 +1,22 @@
 #pragma once
 /// \file attn/mask.hpp
-/// Masks: which notes a query may attend to. `mask_view` is one row of them (n entries, nonzero
-/// or true = keep), borrowed from any contiguous range of bool, char, signed char or unsigned
-/// char (std::uint8_t) without a copy; a std::vector<bool>, which holds bits, is copied once.
+/// Masks: which notes a query may attend to (true or nonzero = may attend). `mask_view` is one
+/// row of them (n entries), borrowed from any contiguous range of bool, char, signed char or
+/// unsigned char (std::uint8_t) without a copy; a std::vector<bool>, which holds bits, is copied
+/// once. `mask_matrix_view` is T rows of n, one per query. With `causal`, query t of T sees keys
+/// 0 … t + n − T (decoding with a cache of n − T earlier keys).
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <concepts>
 #include <cstddef>
 #include <ranges>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include "attn/error.hpp"
 
 namespace attn {
 
@@ -58,26 +63,29 @@ public:
   /// std::span<const char>, a C array…
   template <mask_range R>
   constexpr mask_view(const R& r) noexcept  // NOLINT: implicit, as std::span's
-      : size_(std::ranges::size(r)) {
-    using E = std::remove_cv_t<std::ranges::range_value_t<R>>;
-    if constexpr (std::same_as<E, bool>) {
-      data_.bools = std::ranges::data(r);
-      kind_ = element::bools;
-    } else if constexpr (std::same_as<E, char>) {
-      data_.chars = std::ranges::data(r);
-      kind_ = element::chars;
-    } else if constexpr (std::same_as<E, signed char>) {
-      data_.signed_chars = std::ranges::data(r);
-      kind_ = element::signed_chars;
-    } else {
-      data_.bytes = std::ranges::data(r);
-    }
-  }
+      : mask_view(std::ranges::data(r), std::ranges::size(r)) {}
 
   /// Copies the bits of a std::vector<bool> (it has no bytes to borrow).
   constexpr mask_view(const std::vector<bool>& bits)  // NOLINT: implicit on purpose
       : size_(bits.size()), owned_(bits.begin(), bits.end()) {
     own_owned();
+  }
+
+  /// Borrows n entries at p (row t of a mask_matrix_view).
+  template <detail::mask_element E>
+  constexpr mask_view(const E* p, std::size_t n) noexcept : size_(n) {
+    if constexpr (std::same_as<E, bool>) {
+      data_.bools = p;
+      kind_ = element::bools;
+    } else if constexpr (std::same_as<E, char>) {
+      data_.chars = p;
+      kind_ = element::chars;
+    } else if constexpr (std::same_as<E, signed char>) {
+      data_.signed_chars = p;
+      kind_ = element::signed_chars;
+    } else {
+      data_.bytes = p;
+    }
   }
 
   constexpr mask_view(const mask_view& o)
@@ -139,6 +147,50 @@ public:
   }
 };
 
+/// T rows of n mask entries, row t for query t, rows `row_stride` entries apart (default n):
+/// borrowed from the caller's bool, char, signed char or unsigned char entries. Empty: no mask.
+class mask_matrix_view {
+  mask_view first_{};  // the entries from row 0 on, as one borrowed run
+  std::size_t rows_ = 0, cols_ = 0, stride_ = 0;
+
+public:
+  constexpr mask_matrix_view() noexcept = default;
+  /// Borrows rows × cols entries at p, rows row_stride apart (≥ cols).
+  template <detail::mask_element E>
+  constexpr mask_matrix_view(const E* p, std::size_t rows, std::size_t cols, std::size_t row_stride)
+      : first_(p, rows == 0 ? 0 : (rows - 1) * row_stride + cols), rows_(rows), cols_(cols),
+        stride_(row_stride) {
+    if (row_stride < cols) throw_mask_stride(row_stride, cols);
+  }
+  /// Borrows rows × cols packed entries at p.
+  template <detail::mask_element E>
+  constexpr mask_matrix_view(const E* p, std::size_t rows, std::size_t cols)
+      : mask_matrix_view(p, rows, cols, cols) {}
+  /// Borrows r as rows × cols packed entries; throws dimension_error unless r has rows·cols.
+  template <mask_range R>
+  constexpr mask_matrix_view(const R& r, std::size_t rows, std::size_t cols)
+      : mask_matrix_view(std::ranges::data(r), rows, cols, cols) {
+    if (std::ranges::size(r) != rows * cols) throw_mask_size(std::ranges::size(r), rows, cols);
+  }
+
+  [[nodiscard]] constexpr std::size_t rows() const noexcept { return rows_; }
+  [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
+  [[nodiscard]] constexpr std::size_t row_stride() const noexcept { return stride_; }
+  [[nodiscard]] constexpr bool empty() const noexcept { return rows_ == 0; }
+  /// Whether query t may attend to key j.
+  [[nodiscard]] constexpr bool operator()(std::size_t t, std::size_t j) const noexcept {
+    return first_[t * stride_ + j];
+  }
+  /// Row t's entries as bytes, nonzero keeps (not in constant expressions).
+  [[nodiscard]] const detail::mask_byte* row_bytes(std::size_t t) const noexcept {
+    return first_.bytes() + t * stride_;
+  }
+
+private:
+  [[noreturn]] static void throw_mask_stride(std::size_t stride, std::size_t cols);
+  [[noreturn]] static void throw_mask_size(std::size_t size, std::size_t rows, std::size_t cols);
+};
+
 namespace detail {
 
 /// A mask's bytes for the kernels: borrowed at run time; in constant evaluation (where no
@@ -151,7 +203,7 @@ public:
   constexpr explicit mask_bytes(const mask_view& m) {
     if (m.empty()) return;
     if (std::is_constant_evaluated()) {
-      copy_.resize(m.size());
+      copy_ = std::vector<mask_byte>(m.size(), 0);  // (resize is not constexpr with clang 14)
       for (std::size_t j = 0; j < m.size(); ++j) copy_[j] = m[j] ? 1 : 0;
       data_ = copy_.data();
     } else {
@@ -164,4 +216,14 @@ public:
 };
 
 }  // namespace detail
+inline void mask_matrix_view::throw_mask_stride(std::size_t stride, std::size_t cols) {
+  throw dimension_error("attn::mask_matrix_view: row stride " + std::to_string(stride) +
+                        " is smaller than the row length " + std::to_string(cols));
+}
+inline void mask_matrix_view::throw_mask_size(std::size_t size, std::size_t rows,
+                                              std::size_t cols) {
+  detail::throw_dimension_error("attn::mask_matrix_view", "size of the entries", size,
+                                "rows x columns", rows * cols);
+}
+
 }  // namespace attn

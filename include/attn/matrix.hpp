@@ -260,7 +260,7 @@ public:
 namespace detail {
 /// A zero r × c Matrix (fixed extents: inline, no allocation).
 template <class T, std::size_t R, std::size_t C>
-[[nodiscard]] Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
+[[nodiscard]] constexpr Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
   if constexpr (R == dynamic || C == dynamic)
     return Matrix<T, R, C>(r, c);
   else

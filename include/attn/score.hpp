@@ -63,13 +63,15 @@ concept batched_gradient_score = Score<S, T> &&
 };
 
 /// A score linear in the note with a scale, s(q, h) = scale(d)·(q·h), d = |q| = |h|: it declares
-/// `static constexpr bool dot_product = true` and `template <real T> static T scale(std::size_t
-/// d)`. attn then computes it as scale(d)·Σ_i q_i h_i on its dot-product fast paths (one pass
-/// over the notes, forward and backward) without calling its members: `dot`, `scaled_dot`, yours.
+/// `static constexpr bool dot_product = true` and `template <real T> T scale(std::size_t d)`
+/// (static, or a member for a scale chosen at run time). attn then computes it as
+/// scale(d)·Σ_i q_i h_i on its dot-product fast paths (one pass over the notes, the tiled
+/// kernel, forward and backward) without calling its other members: `dot`, `scaled_dot`,
+/// `dot_scaled_by{s}`, yours.
 template <class S, class T>
-concept dot_product_score = Score<S, T> && requires(std::size_t d) {
+concept dot_product_score = Score<S, T> && requires(const S& s, std::size_t d) {
   requires S::dot_product;
-  { S::template scale<T>(d) } -> std::same_as<T>;
+  { s.template scale<T>(d) } -> std::same_as<T>;
 };
 
 namespace detail {
@@ -201,7 +203,7 @@ struct dot_product_family {
     const auto x = as_span(a);
     const auto y = as_span(b);
     check(x.size(), y.size());
-    const auto f = Derived::template scale<scalar_of<A>>(x.size());
+    const auto f = derived().template scale<scalar_of<A>>(x.size());
     const auto s = detail::sum_of_products(x.data(), y.data(), x.size());
     return f == 1 ? s : s * f;
   }
@@ -214,7 +216,7 @@ struct dot_product_family {
   /// out_j = f·(q·h_j) for every row h_j of notes (sizes checked by the caller).
   template <real T>
   constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
-    detail::dot_product_scores(q, notes, Derived::template scale<T>(q.size()), out);
+    detail::dot_product_scores(q, notes, derived().template scale<T>(q.size()), out);
   }
   /// ∂s/∂h = f q.
   template <real T>
@@ -233,7 +235,7 @@ struct dot_product_family {
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
                                       MatrixView<T> grad_keys) const {
-    const T f = Derived::template scale<T>(q.size());
+    const T f = derived().template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
       if (a[j] != T(0))
         detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
@@ -242,9 +244,12 @@ struct dot_product_family {
   }
 
 private:
+  [[nodiscard]] constexpr const Derived& derived() const noexcept {
+    return static_cast<const Derived&>(*this);
+  }
   template <real T>
-  static constexpr void scaled_copy(std::span<const T> x, std::span<T> out) {
-    const T f = Derived::template scale<T>(x.size());
+  constexpr void scaled_copy(std::span<const T> x, std::span<T> out) const {
+    const T f = derived().template scale<T>(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) out[i] = f == T(1) ? x[i] : x[i] * f;
   }
 };
@@ -272,6 +277,19 @@ struct scaled_dot_score : dot_product_family<scaled_dot_score> {
 };
 /// The transformer's score s = q·h/√d.
 inline constexpr scaled_dot_score scaled_dot{};
+
+/// The dot product with a scale chosen at run time, s = factor·(q·h) (PyTorch's `scale=`, which
+/// replaces 1/√d): `attn::dot_scaled_by{0.125}`.
+struct dot_scaled_by : dot_product_family<dot_scaled_by> {
+  static constexpr const char* name = "attn::dot_scaled_by";
+  double factor = 1.0;  ///< the scale, taken as a T
+  constexpr explicit dot_scaled_by(double s) noexcept : factor(s) {}
+  /// The scale: factor, whatever d.
+  template <real T>
+  [[nodiscard]] constexpr T scale(std::size_t /*d*/) const noexcept {
+    return static_cast<T>(factor);
+  }
+};
 
 namespace detail {
 /// Work in column blocks of this many numbers so that the per-call buffers live on the stack.
@@ -638,7 +656,7 @@ template <real T, Score<T> S>
 constexpr void score_all(const S& score, std::span<const T> q, MatrixView<const T> notes,
                          std::span<T> out) {
   if constexpr (dot_product_score<S, T>) {
-    detail::dot_product_scores(q, notes, S::template scale<T>(q.size()), out);
+    detail::dot_product_scores(q, notes, score.template scale<T>(q.size()), out);
   } else if constexpr (batched_score<S, T>) {
     score.scores(q, notes, out);
   } else {

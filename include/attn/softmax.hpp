@@ -18,11 +18,13 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "attn/detail/exp.hpp"
 #include "attn/detail/reduce.hpp"
@@ -44,12 +46,15 @@ enum class all_masked_policy {
 };
 
 /// Options shared by softmax and attention: sharpness β ("how sure"; temperature is 1/β),
-/// a mask (empty, or one entry per note, true or nonzero = keep: attn/mask.hpp), and the
-/// all-masked policy.
+/// masks (true or nonzero = may attend: attn/mask.hpp) and the all-masked policy. Over T queries
+/// a key may be attended to only if every mask given allows it; a function of one row (softmax,
+/// attend, backward) is the case T = 1: `causal` changes nothing, a row mask has one row.
 struct options {
   double beta = 1.0;                                           ///< scores are multiplied by β
-  mask_view mask{};                                            ///< empty: keep everything
+  mask_view mask{};                                            ///< n entries, every row; empty: none
   all_masked_policy if_all_masked = all_masked_policy::zeros;  ///< see all_masked_policy
+  mask_matrix_view row_mask{};  ///< T × n: row t for query t; empty: none
+  bool causal = false;          ///< query t sees keys 0 … t + n − T
 };
 
 namespace detail {
@@ -70,6 +75,12 @@ template <class T>
 
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
 /// checks' throw, out of line so that the checks themselves inline to a compare.
+[[noreturn]] inline void throw_row_mask_one_row(const char* where) {
+  throw dimension_error(std::string(where) +
+                        ": a row mask is for many queries (align and the matrix functions); give "
+                        "one row's mask as options::mask");
+}
+
 [[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
   throw domain_error(std::string(where) + ": sharpness beta must be finite" +
                      (as_float ? " as a float" : ""));
@@ -101,8 +112,81 @@ constexpr void check_softmax_args(const char* where, std::size_t n, std::size_t 
   check_nonempty(where, names.empty, n);
   check_equal(where, names.output, out_n, names.count, n);
   if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), names.count, n);
+  if (!opt.row_mask.empty()) throw_row_mask_one_row(where);
   check_beta<T>(where, opt);
 }
+
+/// Throws dimension_error unless opt's masks fit T queries over n keys: the key mask n entries,
+/// the row mask T × n.
+constexpr void check_masks(const char* where, const options& opt, std::size_t tq, std::size_t n) {
+  if (!opt.mask.empty()) check_equal(where, "mask size", opt.mask.size(), "number of notes", n);
+  if (!opt.row_mask.empty()) {
+    check_equal(where, "rows of the row mask", opt.row_mask.rows(), "number of queries", tq);
+    check_equal(where, "columns of the row mask", opt.row_mask.cols(), "number of notes", n);
+  }
+}
+
+/// The keys query t of tq may attend to under `causal`: 0 … t + n − tq, so this many (0 when
+/// t + n < tq: that row has nothing to attend to).
+[[nodiscard]] constexpr std::size_t causal_keys(std::size_t t, std::size_t tq,
+                                                std::size_t n) noexcept {
+  return t + n + 1 > tq ? (t + n + 1 - tq < n ? t + n + 1 - tq : n) : 0;
+}
+
+/// Row t's combined mask entries (key mask, row mask, causal), in storage of its own: inline up
+/// to 1024 entries, else on the heap.
+class row_mask_buffer {
+  static constexpr std::size_t inline_entries = 1024;
+  std::array<mask_byte, inline_entries> inline_{};
+  std::vector<mask_byte> heap_{};
+
+public:
+  constexpr explicit row_mask_buffer(std::size_t n) {
+    if (n > inline_entries) heap_ = std::vector<mask_byte>(n, 0);
+  }
+  [[nodiscard]] constexpr mask_byte* data() noexcept {
+    return heap_.empty() ? inline_.data() : heap_.data();
+  }
+};
+
+/// The options of one row of many queries: opt's β and policy, and the mask of row t, which is
+/// opt.mask itself when nothing else masks, else the entries every mask given allows. Sizes must
+/// be checked (check_masks).
+class row_options {
+  const options& opt_;
+  std::size_t tq_, n_;
+  bool combine_;
+  row_mask_buffer buffer_;
+  options row_{};
+
+public:
+  constexpr row_options(const options& opt, std::size_t tq, std::size_t n)
+      : opt_(opt), tq_(tq), n_(n), combine_(!opt.row_mask.empty() || opt.causal),
+        buffer_(combine_ ? n : 0) {
+    row_.beta = opt.beta;
+    row_.if_all_masked = opt.if_all_masked;
+    if (!combine_) row_.mask = opt.mask;
+  }
+  row_options(const row_options&) = delete;
+  row_options& operator=(const row_options&) = delete;
+
+  /// Whether any row differs from the others (a row mask or causal).
+  [[nodiscard]] constexpr bool per_row() const noexcept { return combine_; }
+
+  /// The options of row t.
+  [[nodiscard]] constexpr const options& operator()(std::size_t t) {
+    if (!combine_) return row_;
+    mask_byte* m = buffer_.data();
+    const std::size_t limit = opt_.causal ? causal_keys(t, tq_, n_) : n_;
+    for (std::size_t j = 0; j < n_; ++j)
+      m[j] = j < limit && (opt_.mask.empty() || opt_.mask[j]) &&
+                     (opt_.row_mask.empty() || opt_.row_mask(t, j))
+                 ? 1
+                 : 0;
+    row_.mask = mask_view(static_cast<const mask_byte*>(m), n_);
+    return row_;
+  }
+};
 
 /// What one read-only pass over β·x tells: its max over kept entries and how many entries are
 /// kept. A kept NaN makes the max NaN or leaves it out (classify and the sum find it either way).
@@ -261,7 +345,7 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* out, std::size_t n,
                                               std::size_t out_n, const options& opt) {
-  if (out_n == n && opt.mask.empty() && beta_fits<T>(opt.beta) &&
+  if (out_n == n && opt.mask.empty() && opt.row_mask.empty() && beta_fits<T>(opt.beta) &&
       softmax_short_row(x, out, n, static_cast<T>(opt.beta)))
     return;
   softmax_rows(where, x, out, n, out_n, opt);
@@ -270,7 +354,7 @@ ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* 
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
 /// log1p keeps tiny probabilities. Ties at the max count 1 each beyond the first.
 template <class T>
-T sum_below_max(const T* x, std::size_t n, T beta, T m, const mask_byte* mask) {
+constexpr T sum_below_max(const T* x, std::size_t n, T beta, T m, const mask_byte* mask) {
   T acc = 0;
   std::size_t at_max = 0;
   for (std::size_t j = 0; j < n; ++j) {
@@ -416,7 +500,7 @@ void log_softmax_inplace(X&& x, const options& opt = {}) {
 /// exp(β x_j − m)). All masked (or all −inf): −inf, except NaN under the nan policy and a
 /// throw under throw_error. A kept NaN gives NaN; a kept +inf gives +inf.
 template <vector_like In>
-[[nodiscard]] scalar_of<In> logsumexp(const In& x, const options& opt = {}) {
+[[nodiscard]] constexpr scalar_of<In> logsumexp(const In& x, const options& opt = {}) {
   using T = scalar_of<In>;
   const auto xs = as_span(x);
   const char* where = "attn::logsumexp";
@@ -494,14 +578,6 @@ constexpr softmax_backward_terms<T> softmax_backward_terms_of(const T* alpha, U&
       if (k != m && alpha[k] != T(0)) dm += alpha[k] * (u_m - u(k));
   }
   return {mean, m, dm};
-}
-
-/// One entry of the softmax-backward step, ∂L/∂x_j = β α_j (u_j − ū) with δ = u_j − ū (or, for
-/// the dominant weight, softmax_backward_terms' u_m − ū): exactly 0 for a weight of 0 (a masked
-/// entry), whatever u_j holds.
-template <class T>
-[[nodiscard]] constexpr T softmax_backward_entry(T alpha, T delta, T beta) noexcept {
-  return alpha == T(0) ? T(0) : beta * alpha * delta;
 }
 
 /// The softmax-backward step: ∂L/∂x from u = ∂L/∂α for α = softmax(β·x), out_j = β α_j (u_j − ū)

@@ -144,6 +144,7 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
     check_equal(where, "context size", D, "columns of values", values.cols());
   if (!opt.mask.empty())
     check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
+  if (!opt.row_mask.empty()) throw_row_mask_one_row(where);
   check_beta<T>(where, opt);  // as attend: finite as a T
   const std::size_t dv = values.cols();
   const bool uniform = opt.if_all_masked == all_masked_policy::uniform;

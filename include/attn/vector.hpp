@@ -158,7 +158,7 @@ public:
 namespace detail {
 /// A zero Vector of n numbers (fixed N: inline, no allocation).
 template <class T, std::size_t N>
-[[nodiscard]] Vector<T, N> zero_vector(std::size_t n) {
+[[nodiscard]] constexpr Vector<T, N> zero_vector(std::size_t n) {
   if constexpr (N == dynamic)
     return Vector<T>(n);
   else

@@ -33,6 +33,12 @@ constexpr void fill_rows(T* x, std::size_t rows, std::size_t cols, std::size_t s
   for (std::size_t i = 0; i < rows; ++i) fill(x + i * stride, cols, value);
 }
 
+/// y_i = x_i (the ranges do not overlap).
+template <class T>
+constexpr void copy_numbers(const T* x, T* y, std::size_t n) noexcept {
+  for (std::size_t i = 0; i < n; ++i) y[i] = x[i];
+}
+
 /// x *= a.
 template <class T>
 constexpr void scale(T* x, std::size_t n, T a) noexcept {

@@ -410,4 +410,12 @@ ATTN_ALWAYS_INLINE constexpr void softmax_finite_row(const T* x, T* out, std::si
   }
 }
 
+/// One entry of the softmax-backward step, ∂L/∂x_j = β α_j (u_j − ū) with δ = u_j − ū (or, for
+/// the dominant weight, softmax_backward_terms' u_m − ū (attn/softmax.hpp)): exactly 0 for a weight of 0 (a masked
+/// entry), whatever u_j holds.
+template <class T>
+[[nodiscard]] constexpr T softmax_backward_entry(T alpha, T delta, T beta) noexcept {
+  return alpha == T(0) ? T(0) : beta * alpha * delta;
+}
+
 }  // namespace attn::detail

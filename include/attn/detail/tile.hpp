@@ -1,0 +1,333 @@
+#pragma once
+/// \file attn/detail/tile.hpp
+/// Attention of T queries over n keys in tiles (the flash schedule): the queries a block of rows
+/// at a time, the keys a block at a time, each key block packed once per query block as Kᵀ, the
+/// scores of MR queries × NR keys formed in registers, and each query row's online softmax
+/// (online_step) carried across the key blocks with its context in the output row. Nothing of
+/// size T × n is stored unless asked for. Kernel layer: masks come as bytes, no public type.
+
+#include "attn/detail/config.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#include "attn/detail/online.hpp"
+#include "attn/detail/rows.hpp"
+#include "attn/detail/simd.hpp"
+#include "attn/detail/softmax_row.hpp"
+
+namespace attn::detail {
+
+/// Which keys query t may attend to, as the kernels read it: every mask given must allow.
+struct tile_masks {
+  const mask_byte* keys = nullptr;  ///< n entries for every row, or null
+  const mask_byte* rows = nullptr;  ///< T × n, row t at rows + t·row_stride, or null
+  std::size_t row_stride = 0;
+  bool causal = false;  ///< query t sees keys 0 … t + n − T
+  std::size_t tq = 0;   ///< T
+  std::size_t n = 0;
+  /// The keys row t may see under causal (all n without it): they are a prefix.
+  [[nodiscard]] constexpr std::size_t limit(std::size_t t) const noexcept {
+    if (!causal) return n;
+    return t + n + 1 > tq ? (t + n + 1 - tq < n ? t + n + 1 - tq : n) : 0;
+  }
+  [[nodiscard]] constexpr bool any_entries() const noexcept {
+    return keys != nullptr || rows != nullptr;
+  }
+};
+
+/// A matrix as the kernels read it: rows × cols numbers, row i at data + i·stride.
+template <class T>
+struct tile_matrix {
+  T* data = nullptr;
+  std::size_t rows = 0, cols = 0, stride = 0;
+  [[nodiscard]] constexpr T* row(std::size_t i) const noexcept { return data + i * stride; }
+};
+
+/// The micro-tile: MR query rows × NR keys (NR a multiple of the vector lanes).
+template <class T>
+struct tile_shape {
+  static constexpr std::size_t lanes = simd_type<T> ? simd_lanes<T> : 1;
+  static constexpr std::size_t MR = simd_type<T> ? 6 : 4;
+  static constexpr std::size_t NR = simd_type<T> ? 2 * lanes : 4;
+  /// Keys per block: 64 (a multiple of NR), fewer for long keys so that Kᵀ stays near 32 KiB.
+  [[nodiscard]] static constexpr std::size_t keys_per_block(std::size_t dk) noexcept {
+    std::size_t nb = 64;
+    while (nb > NR && nb * dk * sizeof(T) > (std::size_t{32} << 10)) nb -= NR;
+    return nb;
+  }
+  /// Query rows per block: the packed keys are reused by all of them.
+  static constexpr std::size_t MB = MR * 10;
+  static constexpr std::size_t max_keys_per_block = 64;
+};
+
+/// Kᵀ of keys [j0, j0 + nb) into kp (dk rows of NB numbers, column c for key j0 + c; columns
+/// from nb to the next multiple of NR are 0).
+template <class T>
+constexpr void pack_keys(const tile_matrix<const T>& K, std::size_t j0, std::size_t nb,
+                         std::size_t NB, T* kp) noexcept {
+  constexpr std::size_t NR = tile_shape<T>::NR;
+  const std::size_t padded = (nb + NR - 1) / NR * NR;
+  for (std::size_t c = 0; c < nb; ++c) {
+    const T* k = K.row(j0 + c);
+    for (std::size_t i = 0; i < K.cols; ++i) kp[i * NB + c] = k[i];
+  }
+  for (std::size_t i = 0; i < K.cols; ++i)
+    for (std::size_t c = nb; c < padded; ++c) kp[i * NB + c] = T(0);
+}
+
+/// S[r][c] = f·Σ_i q_r[i] kp[i][c0 + c] for r < mr rows of Q from q (stride qs) and the NR packed
+/// columns from c0: the products summed in order of i, one chain per entry (fused where the
+/// build fuses). S has rows of `ss` numbers.
+template <class T>
+ATTN_ALWAYS_INLINE void score_micro_tile(const T* q, std::size_t qs, std::size_t mr,
+                                         const T* kp, std::size_t NB, std::size_t c0,
+                                         std::size_t dk, T f, T* S, std::size_t ss) noexcept {
+  constexpr std::size_t MR = tile_shape<T>::MR, NR = tile_shape<T>::NR;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    constexpr std::size_t L = tile_shape<T>::lanes, NV = NR / L;
+    using VT = vec<T, L>;
+    VT acc[MR][NV] = {};
+    const T* q_rows[MR];
+    for (std::size_t r = 0; r < MR; ++r) q_rows[r] = q + (r < mr ? r : 0) * qs;
+    for (std::size_t i = 0; i < dk; ++i) {
+      VT k[NV];
+      ATTN_UNROLL
+      for (std::size_t v = 0; v < NV; ++v) k[v] = load<T, L>(kp + i * NB + c0 + v * L);
+      ATTN_UNROLL
+      for (std::size_t r = 0; r < MR; ++r) {
+        const T qi = q_rows[r][i];
+        ATTN_UNROLL
+        for (std::size_t v = 0; v < NV; ++v) acc[r][v] += qi * k[v];
+      }
+    }
+    for (std::size_t r = 0; r < mr; ++r)
+      for (std::size_t v = 0; v < NV; ++v) {
+        const VT y = f == T(1) ? acc[r][v] : acc[r][v] * f;
+        std::memcpy(S + r * ss + v * L, &y, sizeof y);
+      }
+    return;
+  }
+#endif
+  for (std::size_t r = 0; r < mr; ++r)
+    for (std::size_t c = 0; c < NR; ++c) {
+      T acc = 0;
+      for (std::size_t i = 0; i < dk; ++i) acc += q[r * qs + i] * kp[i * NB + c0 + c];
+      S[r * ss + c] = f == T(1) ? acc : acc * f;
+    }
+  (void)MR;
+}
+
+/// What the tiled forward writes besides the output rows (null: not asked for).
+template <class T>
+struct tile_outputs {
+  tile_matrix<T> out;       ///< Y: T × d_v
+  tile_matrix<T> scores{};  ///< S: T × n
+  tile_matrix<T> weights{}; ///< A: T × n
+  T* logsumexp = nullptr;   ///< T: log Σ_j exp(β s_tj) over the keys row t may see
+};
+
+/// Y = softmax(β·f·QKᵀ, masks)·V in tiles, rows [t_begin, t_end) of Q (T × dk), K (n × dk),
+/// V (n × dv). Rows that the online pass leaves (a kept +inf or NaN score, nothing kept, a
+/// context that is not finite) are passed to leave(t) for the caller's exact path, their
+/// outputs left as they are. Everything else of those rows is written.
+template <class T, class Leave>
+void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
+                   const tile_matrix<const T>& V, T f, T beta, const tile_masks& masks,
+                   const tile_outputs<T>& o, std::size_t t_begin, std::size_t t_end,
+                   Leave&& leave) {
+  using shape = tile_shape<T>;
+  constexpr std::size_t MR = shape::MR, NR = shape::NR, MB = shape::MB;
+  constexpr std::size_t NBmax = shape::max_keys_per_block;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t n = K.rows, dk = K.cols, dv = V.cols;
+  const std::size_t NB = shape::keys_per_block(dk);
+  // per block of MB query rows: the packed keys, each row's state, its block of scores and exps
+  alignas(64) T kp_storage[256 * NBmax];  // dk ≤ 256
+  T* kp = kp_storage;
+  alignas(64) T S[MR * NBmax];
+  alignas(64) T E[NBmax];
+  mask_byte row_mask[NBmax];
+  online_state<T> st[MB];
+  bool ok[MB];
+  for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
+    const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
+    for (std::size_t r = 0; r < rows; ++r) {
+      st[r] = online_state<T>{.c = o.out.row(t0 + r), .dv = dv};
+      fill(st[r].c, dv, T(0));
+      ok[r] = true;
+    }
+    // the keys any row of this block may see (all of them when the scores are asked for)
+    const std::size_t key_end = o.scores.data != nullptr ? n : masks.limit(t0 + rows - 1);
+    for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
+      const std::size_t nb = key_end - j0 < NB ? key_end - j0 : NB;
+      pack_keys(K, j0, nb, NB, kp);
+      for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
+        const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+        if (o.scores.data == nullptr && masks.limit(t0 + i0 + mr - 1) <= j0) continue;
+        for (std::size_t c0 = 0; c0 < nb; c0 += NR)
+          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
+        for (std::size_t r = 0; r < mr; ++r) {
+          const std::size_t i = i0 + r, t = t0 + i;
+          T* s = S + r * NBmax;
+          if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
+          const std::size_t lim = masks.limit(t);
+          if (!ok[i] || lim <= j0) continue;
+          const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // this block's keys t may see
+          const mask_byte* m = nullptr;
+          if (masks.any_entries() || seen < nb) {
+            for (std::size_t c = 0; c < nb; ++c)
+              row_mask[c] = c < seen && (masks.keys == nullptr || masks.keys[j0 + c]) &&
+                                    (masks.rows == nullptr ||
+                                     masks.rows[t * masks.row_stride + j0 + c])
+                                ? 1
+                                : 0;
+            m = row_mask;
+          }
+          if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
+          ok[i] = online_step(st[i], s, nb, beta, m, E, V.row(j0), V.stride,
+                              static_cast<const T*>(nullptr));
+        }
+      }
+    }
+    for (std::size_t i = 0; i < rows; ++i) {
+      const std::size_t t = t0 + i;
+      online_state<T>& s = st[i];
+      if (!ok[i] || s.m == neg_inf || !(s.l == s.l)) {
+        leave(t);
+        continue;
+      }
+      const T inv = online_reciprocal(s);
+      scale(s.c, dv, inv);
+      if (!all_finite(s.c, dv)) {
+        leave(t);
+        continue;
+      }
+      if (o.logsumexp != nullptr)
+        o.logsumexp[t] = s.m + static_cast<T>(std::log(static_cast<sum_t<T>>(s.l)));
+      if (o.weights.data != nullptr) {
+        T* w = o.weights.row(t);
+        const std::size_t lim = masks.limit(t);
+        for (std::size_t j0 = 0; j0 < lim; j0 += NB) {  // the masks of each block, as above
+          const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
+          const mask_byte* m = nullptr;
+          if (masks.any_entries()) {
+            for (std::size_t c = 0; c < nb; ++c)
+              row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
+                                    (masks.rows == nullptr ||
+                                     masks.rows[t * masks.row_stride + j0 + c])
+                                ? 1
+                                : 0;
+            m = row_mask;
+          }
+          exp_shifted(w + j0, w + j0, nb, beta, s.m, m, inv);
+        }
+        fill(w + lim, n - lim, T(0));
+      }
+    }
+  }
+  (void)dk;
+}
+
+/// Row t's mask entries for keys [j0, j0 + nb): 1 where every mask allows and j < limit (the
+/// causal prefix), else 0. Returns null when every key of the block is allowed.
+constexpr const mask_byte* block_mask(const tile_masks& masks, std::size_t t, std::size_t j0,
+                                      std::size_t nb, mask_byte* out) noexcept {
+  const std::size_t lim = masks.limit(t);
+  const std::size_t seen = lim <= j0 ? 0 : (lim - j0 < nb ? lim - j0 : nb);
+  if (!masks.any_entries() && seen == nb) return nullptr;
+  for (std::size_t c = 0; c < nb; ++c)
+    out[c] = c < seen && (masks.keys == nullptr || masks.keys[j0 + c]) &&
+                     (masks.rows == nullptr || masks.rows[t * masks.row_stride + j0 + c])
+                 ? 1
+                 : 0;
+  return out;
+}
+
+/// The gradients the tiled backward adds to (each with rows, or null data: left out).
+template <class T>
+struct tile_gradients {
+  tile_matrix<T> queries{};  ///< ∂L/∂Q (T × d_k), added to
+  tile_matrix<T> keys{};     ///< ∂L/∂K (n × d_k), added to
+  tile_matrix<T> values{};   ///< ∂L/∂V (n × d_v), added to
+};
+
+/// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
+/// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
+///   ∂L/∂V_j += Σ_t P_tj dY_t,   ∂L/∂Q_t += f Σ_j dS_tj K_j,   ∂L/∂K_j += f Σ_t dS_tj Q_t,
+/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). Rows whose L_t is not finite
+/// (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
+template <class T, class Leave>
+void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
+                    const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
+                    const tile_matrix<const T>& dY, const T* lse, T f, T beta,
+                    const tile_masks& masks, const tile_gradients<T>& g, std::size_t t_begin,
+                    std::size_t t_end, Leave&& leave) {
+  using shape = tile_shape<T>;
+  constexpr std::size_t MR = shape::MR, NR = shape::NR, MB = shape::MB;
+  constexpr std::size_t NBmax = shape::max_keys_per_block;
+  const std::size_t dk = K.cols, dv = V.cols;
+  const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
+  alignas(64) T kp[256 * NBmax];  // Kᵀ of the block
+  alignas(64) T vp[256 * NBmax];  // Vᵀ of the block
+  alignas(64) T S[MR * NBmax];    // scores, then P
+  alignas(64) T dP[MR * NBmax];   // dY_t·V_j, then f·dS_tj
+  alignas(64) T Pt[NBmax * MB];   // P transposed: key j's column over the block's rows
+  alignas(64) T dSt[NBmax * MB];  // f·dS transposed
+  mask_byte mbuf[NBmax];
+  T D[MB];
+  bool live[MB];
+  for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
+    const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
+    for (std::size_t i = 0; i < rows; ++i) {
+      const std::size_t t = t0 + i;
+      live[i] = lse[t] - lse[t] == T(0);
+      if (!live[i]) leave(t);
+      D[i] = live[i] ? sum_of_products(dY.row(t), Y.row(t), dv) : T(0);
+    }
+    const std::size_t key_end = masks.limit(t0 + rows - 1);
+    for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
+      const std::size_t nb = key_end - j0 < NB ? key_end - j0 : NB;
+      pack_keys(K, j0, nb, NB, kp);
+      pack_keys(V, j0, nb, NB, vp);
+      for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
+        const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+        for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
+          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
+          score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), dP + c0, NBmax);
+        }
+        for (std::size_t r = 0; r < mr; ++r) {
+          const std::size_t i = i0 + r, t = t0 + i;
+          T* p = S + r * NBmax;
+          T* ds = dP + r * NBmax;
+          const mask_byte* m = live[i] ? block_mask(masks, t, j0, nb, mbuf) : nullptr;
+          if (!live[i] || masks.limit(t) <= j0) {
+            fill(p, nb, T(0));
+            fill(ds, nb, T(0));
+          } else {
+            exp_shifted(p, p, nb, beta, lse[t], m);  // P_tj, 0 where masked
+            for (std::size_t c = 0; c < nb; ++c)
+              ds[c] = f * softmax_backward_entry(p[c], ds[c] - D[i], beta);
+            if (g.queries.data != nullptr)
+              add_weighted_rows(ds, K.row(j0), K.stride, nb, dk, g.queries.row(t));
+          }
+          for (std::size_t c = 0; c < nb; ++c) {
+            Pt[c * MB + i] = p[c];
+            dSt[c * MB + i] = ds[c];
+          }
+        }
+      }
+      for (std::size_t c = 0; c < nb; ++c) {
+        if (g.values.data != nullptr)
+          add_weighted_rows(Pt + c * MB, dY.row(t0), dY.stride, rows, dv, g.values.row(j0 + c));
+        if (g.keys.data != nullptr)
+          add_weighted_rows(dSt + c * MB, Q.row(t0), Q.stride, rows, dk, g.keys.row(j0 + c));
+      }
+    }
+  }
+}
+
+}  // namespace attn::detail

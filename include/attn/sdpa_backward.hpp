@@ -1,0 +1,171 @@
+#pragma once
+/// \file attn/sdpa_backward.hpp
+/// Backward through scaled_dot_product_attention (attn/sdpa.hpp): from dY = ∂L/∂Y and what the
+/// forward saved (Y and each row's log-sum-exp L_t), the map recomputed tile by tile,
+///
+///   P_tj = exp(β s_tj − L_t),   dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t),
+///   ∂L/∂V = Pᵀ dY,   ∂L/∂Q = scale·dS K,   ∂L/∂K = scale·dSᵀ Q,
+///
+/// 0 for every masked key, whatever it holds. Rows whose weights do not move with the scores (all
+/// masked, a kept +inf) have no score terms; under `uniform` an all-masked row gives ∂L/∂V_j =
+/// dY_t/n; a NaN row gives NaN — the rules of attn/backward.hpp, row by row.
+
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "attn/backward.hpp"
+#include "attn/detail/tile.hpp"
+#include "attn/sdpa.hpp"
+
+namespace attn {
+
+/// What scaled_dot_product_attention saved for the backward: its output Y and log-sum-exp L.
+/// Both empty: the backward runs the forward itself first (allocating Y and L).
+template <real T>
+struct saved_attention {
+  MatrixView<const T> out{};       ///< Y (T × d_v)
+  std::span<const T> logsumexp{};  ///< L (T)
+};
+
+/// Where the backward writes ∂L/∂Q, ∂L/∂K and ∂L/∂V: views of the caller's memory, each left out
+/// when it has no rows, overwritten or (accumulate) added to.
+template <real T>
+struct attention_gradients {
+  MatrixView<T> queries{};  ///< ∂L/∂Q (T × d_k)
+  MatrixView<T> keys{};     ///< ∂L/∂K (n × d_k)
+  MatrixView<T> values{};   ///< ∂L/∂V (n × d_v)
+  bool accumulate = false;  ///< add to what the views hold
+};
+
+/// What the returning backward gives.
+template <real T, std::size_t TQ = dynamic, std::size_t N = dynamic, std::size_t DK = dynamic,
+          std::size_t DV = dynamic>
+struct attention_gradients_result {
+  Matrix<T, TQ, DK> queries;  ///< ∂L/∂Q
+  Matrix<T, N, DK> keys;      ///< ∂L/∂K
+  Matrix<T, N, DV> values;    ///< ∂L/∂V
+};
+
+namespace detail {
+
+/// Row t's gradients by the rules of one query (attn::backward with row t's mask), added to
+/// ∂L/∂K, ∂L/∂V and row t of ∂L/∂Q.
+template <real T, class S>
+void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const T> Q,
+                             MatrixView<const T> K, MatrixView<const T> V, const S& score,
+                             MatrixView<const T> dY, const attention_gradients<T>& g,
+                             const options& row, std::vector<T>& scratch) {
+  const std::size_t n = K.rows();
+  if (scratch.size() < n) scratch = std::vector<T>(n, T(0));
+  std::vector<T> dq;  // ∂L/∂q_t when left out (backward then needs a place for it)
+  if (g.queries.rows() == 0) dq.assign(Q.cols(), T(0));
+  const gradient_sink<T, no_parameters> sink{
+      std::span<T>(scratch.data(), n),
+      g.queries.rows() != 0 ? g.queries.row(t) : std::span<T>(dq),
+      g.keys,
+      g.values,
+      nullptr,
+      false,
+      true};
+  backward_views_of<T, dynamic, dynamic, dynamic>(where, score, Q.row(t), K, V, nullptr, dY.row(t),
+                                                  sink, row);
+}
+
+template <real T, class S>
+void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                         MatrixView<const T> V, const S& score, saved_attention<T> saved,
+                         MatrixView<const T> dY, const attention_gradients<T>& g,
+                         const options& opt) {
+  const std::size_t tq = Q.rows(), n = K.rows(), dk = K.cols(), dv = V.cols();
+  check_many_queries<T>(where, Q, K, V, score, opt);
+  check_shape(where, "dL/dY", dY.rows(), dY.cols(), tq, dv);
+  if (g.queries.rows() != 0) check_shape(where, "dL/dQ", g.queries.rows(), g.queries.cols(), tq, dk);
+  if (g.keys.rows() != 0) check_shape(where, "dL/dK", g.keys.rows(), g.keys.cols(), n, dk);
+  if (g.values.rows() != 0) check_shape(where, "dL/dV", g.values.rows(), g.values.cols(), n, dv);
+  const bool recompute = saved.out.rows() == 0 && saved.logsumexp.empty();
+  if (!recompute) {
+    check_shape(where, "the saved output", saved.out.rows(), saved.out.cols(), tq, dv);
+    check_equal(where, "size of the saved log-sum-exp", saved.logsumexp.size(), "number of queries",
+                tq);
+  }
+  Matrix<T> y_own;
+  std::vector<T> lse_own;
+  if (recompute) {  // the forward, into storage of our own
+    y_own = Matrix<T>(tq, dv);
+    lse_own.assign(tq, T(0));
+    sdpa_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
+                  opt);
+    saved = {y_own.view(), lse_own};
+  }
+  // the key and value gradients are sums over the rows: start them at 0 unless they accumulate
+  if (!g.accumulate) {
+    if (g.keys.rows() != 0) fill_rows(g.keys.data(), n, dk, g.keys.row_stride(), T(0));
+    if (g.values.rows() != 0) fill_rows(g.values.data(), n, dv, g.values.row_stride(), T(0));
+    if (g.queries.rows() != 0) fill_rows(g.queries.data(), tq, dk, g.queries.row_stride(), T(0));
+  }
+  row_options row_opt(opt, tq, n);
+  std::vector<T> scratch;
+  attention_gradients<T> exact = g;
+  exact.accumulate = true;
+  const auto by_row = [&](std::size_t t) {
+    sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, row_opt(t), scratch);
+  };
+  if constexpr (dot_product_score<S, T>) {
+    if (dk <= 256 && dv <= 256) {
+      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values)};
+      tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
+                        saved.logsumexp.data(), score.template scale<T>(dk),
+                        static_cast<T>(opt.beta), tile_masks_of(opt, tq, n), tg, 0, tq, by_row);
+      return;
+    }
+  }
+  for (std::size_t t = 0; t < tq; ++t) by_row(t);
+}
+
+}  // namespace detail
+
+/// From dY = ∂L/∂Y, writes the gradients of scaled_dot_product_attention(Q, K, V, score, …, opt)
+/// into the views of `grads`, recomputing the map tile by tile from saved.out and
+/// saved.logsumexp (or, both empty, from a forward run here). Sizes are checked before anything
+/// is written. Allocates nothing when the forward was saved, unless a row has a non-finite
+/// log-sum-exp (it then takes attn::backward's exact path).
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>
+void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                           const saved_attention<matrix_scalar_of<Qm>>& saved,
+                                           const Gm& dY,
+                                           const attention_gradients<matrix_scalar_of<Qm>>& grads,
+                                           const options& opt = {}) {
+  using T = matrix_scalar_of<Qm>;
+  detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
+                                 as_view(K), as_view(V), score, saved, as_view(dY), grads, opt);
+}
+
+/// Returns ∂L/∂Q, ∂L/∂K and ∂L/∂V of scaled_dot_product_attention(Q, K, V, score, …, opt).
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>
+[[nodiscard]] auto scaled_dot_product_attention_backward(
+    const Qm& Q, const Km& K, const Vm& V, const S& score,
+    const saved_attention<matrix_scalar_of<Qm>>& saved, const Gm& dY, const options& opt = {}) {
+  using T = matrix_scalar_of<Qm>;
+  constexpr std::size_t TQ = rows_of<Qm>, N = common_extent<rows_of<Km>, rows_of<Vm>>,
+                        DK = cols_of<Qm>, DV = cols_of<Vm>;
+  const auto qv = as_view(Q);
+  const auto kv = as_view(K);
+  const auto vv = as_view(V);
+  attention_gradients_result<T, TQ, N, DK, DV> r{
+      detail::zero_matrix<T, TQ, DK>(qv.rows(), qv.cols()),
+      detail::zero_matrix<T, N, DK>(kv.rows(), kv.cols()),
+      detail::zero_matrix<T, N, DV>(vv.rows(), vv.cols())};
+  scaled_dot_product_attention_backward(
+      qv, kv, vv, score, saved, dY,
+      attention_gradients<T>{r.queries.view(), r.keys.view(), r.values.view()}, opt);
+  return r;
+}
+
+}  // namespace attn
