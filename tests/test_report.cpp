@@ -49,6 +49,35 @@ TEST_CASE("fixed rounds half away from zero and never writes -0.000", "[report]"
   CHECK(report::fixed(1.5, -2) == "2");
 }
 
+TEST_CASE("fixed writes any number of decimals exactly, never NUL bytes", "[report]") {
+  // 4500 decimals used to return the 4404 NUL bytes of a buffer too small for them
+  const std::string one = report::fixed(1.0, 4500);
+  CHECK(one.size() == 4502);
+  CHECK(one.find('\0') == std::string::npos);
+  CHECK(one == "1." + std::string(4500, '0'));
+  // the largest double in fixed notation, with decimals: 309 digits, the point and 20 zeros
+  const std::string big = report::fixed(-std::numeric_limits<double>::max(), 20);
+  CHECK(big.size() == 1 + 309 + 1 + 20);
+  CHECK(big.starts_with("-17976931348623157"));
+  CHECK(big.ends_with("." + std::string(20, '0')));
+  // the smallest subnormal has exactly 1074 decimals, the last a 5; more decimals add zeros
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  const std::string exact = report::fixed(tiny, 1074);
+  CHECK(exact.size() == 2 + 1074);
+  CHECK(exact.starts_with("0.000"));
+  CHECK(exact.ends_with("625"));
+  CHECK(report::fixed(tiny, 1100) == exact + std::string(26, '0'));
+  CHECK(report::fixed(tiny, 1073).ends_with("726563"));  // the tie at the 1074th rounds up
+  CHECK(report::fixed(std::numeric_limits<float>::denorm_min(), 160).size() == 162);
+  CHECK(report::fixed(0.5L, 20000) == "0.5" + std::string(19999, '0'));
+  // ties round away from zero on their exact digits, carrying through nines
+  CHECK(report::fixed(99.5, 0) == "100");
+  CHECK(report::fixed(-0.5, 0) == "-1");
+  CHECK(report::fixed(-9.75, 1) == "-9.8");
+  CHECK(report::fixed(9.96875, 4) == "9.9688");
+  CHECK(report::fixed(1 - 0x1p-16, 15) == "0.999984741210938");
+}
+
 TEST_CASE("shortest writes the shortest text that reads back exactly", "[report]") {
   CHECK(report::shortest(0.5) == "0.5");
   CHECK(report::shortest(0.1) == "0.1");
