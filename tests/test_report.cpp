@@ -9,6 +9,7 @@
 #include "attn/attn.hpp"
 #include "attn/report.hpp"
 #include "attn_catch.hpp"
+#include "well_formed.hpp"
 
 namespace report = attn::report;
 
@@ -25,6 +26,15 @@ std::size_t count(const std::string& s, const std::string& what) {
   for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
 }
+
+/// Labels that a careless writer turns into broken XML, JSON, CSV or LaTeX: markup, quotes,
+/// control characters and escape sequences, bytes that are not UTF-8 (a lone continuation
+/// byte, a truncated sequence, an overlong '/', an encoded surrogate, 0xFF), the
+/// noncharacters U+FFFE and U+FFFF, and formula starts.
+const std::vector<std::string> hostile_labels{
+    "<tea & co>", "\"q'\"", "]]>", "a\nb\r", "\x01\x1b[31mred", "\x80", "\xC3\x28", "\xE0\xA4",
+    "\xC0\xAF", "\xED\xA0\x80", "\xFF", "\xEF\xBF\xBE", "\xEF\xBF\xBF", "=1+1", "@SUM(A1)",
+    "-2+3", "+x", "[x]", "50% & $5 #1 ~ ^ _ {} \\", "a|b", "<eos>", "--", "मैं"};
 }  // namespace
 
 TEST_CASE("fixed rounds half away from zero and never writes -0.000", "[report]") {
@@ -222,4 +232,54 @@ TEST_CASE("the heatmap's colours darken with the value and keep text readable", 
     const double ratio = white ? 1.05 / (l + 0.05) : (l + 0.05) / 0.05;
     CHECK(ratio >= 4.5);
   }
+}
+
+TEST_CASE("the well-formedness checkers find what they are for", "[report]") {
+  CHECK(attn_test::xml_problem("<a b=\"1\"><c/>x &amp; &#x1F600;</a>\n").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a><b></a>").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a>\xEF\xBF\xBE</a>").empty());   // U+FFFE
+  CHECK_FALSE(attn_test::xml_problem("<a>\xC3\x28</a>").empty());       // not UTF-8
+  CHECK_FALSE(attn_test::xml_problem("<a>\x1b</a>").empty());            // a control character
+  CHECK_FALSE(attn_test::xml_problem("<a x=\"1\" x=\"2\"/>").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a>&nbsp;</a>").empty());
+  CHECK(attn_test::json_problem("{\"a\": [1, -0.5e-3, \"\\u00e9\", null]}\n").empty());
+  CHECK_FALSE(attn_test::json_problem("{\"a\": \"\x01\"}").empty());
+  CHECK_FALSE(attn_test::json_problem("[1, 2,]").empty());
+  CHECK_FALSE(attn_test::json_problem("[01]").empty());
+  CHECK(attn_test::read_csv("a,\"b,\"\"c\"\"\"\n,d\n") ==
+        std::vector<std::vector<std::string>>{{"a", "b,\"c\""}, {"", "d"}});
+  CHECK_THROWS(attn_test::read_csv("a\"b\n"));
+}
+
+TEST_CASE("heatmap_svg gives well-formed XML for every label it accepts", "[report]") {
+  // labels that are not UTF-8, or hold U+FFFE/U+FFFF, used to go into the XML as they were
+  const std::size_t n = hostile_labels.size();
+  attn::Matrix<double> m(2, n, 0.25);
+  m(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  report::heatmap_options opt;
+  for (const std::string& label : hostile_labels) {
+    INFO(label);
+    opt.title = opt.row_axis = opt.col_axis = label;
+    const std::string svg = report::heatmap_svg(m, {label, label}, hostile_labels, opt);
+    CHECK(attn_test::xml_problem(svg) == "");
+  }
+  // each character XML cannot hold becomes U+FFFD; the markup characters become entities
+  CHECK(report::detail::xml_escape("a\xEF\xBF\xBE" "b\xFF<") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD&lt;");
+  CHECK(report::detail::xml_escape("\xF0\x9F\x98\x80\t") == "\xF0\x9F\x98\x80\t");
+  // an id that could not be referenced (url(#…)) or would break an attribute is refused
+  for (const char* bad : {"", "1x", "a b", "a\"b", "x#y", "m\xC3\xA4p"}) {
+    opt.id = bad;
+    CHECK_THROWS_AS(report::heatmap_svg(m, {"a", "b"}, hostile_labels, opt), attn::domain_error);
+  }
+  opt.id = "map_2.a-b";
+  CHECK(report::heatmap_svg(m, {"a", "b"}, hostile_labels, opt).find("id=\"map_2.a-b-scale\"") != std::string::npos);
+}
+
+TEST_CASE("json_writer gives valid JSON for every string it accepts", "[report]") {
+  report::json_writer j;
+  j.begin_object();
+  for (const std::string& label : hostile_labels) j.key(label).string(label);
+  j.key("numbers").numbers(std::vector<double>{std::numeric_limits<double>::infinity(), -0.0, 1e-320, 1.7976931348623157e308});
+  j.end_object();
+  CHECK(attn_test::json_problem(j.str()) == "");
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attn/report/detail/unicode_width.hpp"
+#include "attn/report/detail/utf8.hpp"
 #include "attn/vector.hpp"
 
 namespace attn::report {
@@ -131,39 +132,10 @@ template <real T>
 /// take none, East Asian wide characters two). A byte that is not valid UTF-8 counts one.
 [[nodiscard]] constexpr std::size_t display_width(std::string_view utf8) noexcept {
   std::size_t width = 0;
-  std::size_t i = 0;
-  while (i < utf8.size()) {
-    const auto b = static_cast<unsigned char>(utf8[i]);
-    std::size_t len = 1;
-    char32_t c = b;
-    if (b >= 0xF0 && b < 0xF8) {
-      len = 4;
-      c = b & 0x07u;
-    } else if (b >= 0xE0) {
-      len = b < 0xF0 ? 3 : 1;
-      c = b & 0x0Fu;
-    } else if (b >= 0xC2) {
-      len = 2;
-      c = b & 0x1Fu;
-    } else if (b >= 0x80) {
-      len = 1;  // a stray continuation byte or an invalid lead byte
-    }
-    bool valid = len == 1 || i + len <= utf8.size();
-    for (std::size_t k = 1; valid && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(utf8[i + k]);
-      if ((cb & 0xC0u) != 0x80u) valid = false;
-      c = (c << 6) | (cb & 0x3Fu);
-    }
-    if (!valid) {
-      width += 1;
-      i += 1;
-      continue;
-    }
-    if (len == 1 && b >= 0x80)
-      width += 1;
-    else
-      width += static_cast<std::size_t>(detail::code_point_width(c));
-    i += len;
+  for (std::size_t i = 0; i < utf8.size();) {
+    const detail::utf8_char c = detail::decode_utf8(utf8, i);
+    width += c.valid ? static_cast<std::size_t>(detail::code_point_width(c.code_point)) : 1;
+    i += c.length;
   }
   return width;
 }

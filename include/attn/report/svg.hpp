@@ -22,6 +22,7 @@
 
 #include "attn/error.hpp"
 #include "attn/matrix.hpp"
+#include "attn/report/detail/utf8.hpp"
 #include "attn/report/format.hpp"
 
 namespace attn::report {
@@ -35,6 +36,7 @@ struct heatmap_options {
   double lo = 0.0;            ///< the value of the lightest colour (smaller values clamp to it)
   double hi = 1.0;            ///< the value of the darkest colour (larger values clamp to it)
   std::string id = "attn";    ///< prefix of the ids inside the SVG, for pages that inline several
+                              ///< (ASCII letters, digits, '_', '-', '.'; a letter or '_' first)
 };
 
 namespace detail {
@@ -86,35 +88,52 @@ inline constexpr std::array<rgb, 5> scale_stops{{
   return (1.0 + 0.05) / (l + 0.05) > (l + 0.05) / 0.05 ? "#ffffff" : "#000000";
 }
 
+/// `s` as XML character data or an attribute value: the five markup characters as entities,
+/// line breaks and other control characters as spaces, and what XML 1.0 cannot hold (bytes
+/// that are not UTF-8, U+FFFE, U+FFFF) as U+FFFD, so any string gives well-formed XML.
 [[nodiscard]] inline std::string xml_escape(std::string_view s) {
   std::string out;
-  for (const char c : s) {
-    switch (c) {
+  for (std::size_t i = 0; i < s.size();) {
+    const utf8_char c = decode_utf8(s, i);
+    switch (c.valid ? c.code_point : 0xFFFD) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
+      case '\t': out += '\t'; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\t') out += ' ';  // not allowed in XML
-        else out += c;
+        if (c.code_point < 0x20) out += ' ';
+        else if (c.valid && xml_char(c.code_point)) out.append(s.substr(i, c.length));
+        else out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
     }
+    i += c.length;
   }
   return out;
+}
+
+/// True when `id` can prefix the ids of a heatmap: an XML name of ASCII letters, digits, '_',
+/// '-' and '.', starting with a letter or '_' (so that url(#id-scale) finds it).
+[[nodiscard]] inline bool valid_id(std::string_view id) noexcept {
+  if (id.empty()) return false;
+  for (std::size_t i = 0; i < id.size(); ++i) {
+    const char c = id[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    const bool other = (c >= '0' && c <= '9') || c == '-' || c == '.';
+    if (!letter && (i == 0 || !other)) return false;
+  }
+  return true;
 }
 
 /// A generous estimate of the width of `s` in pixels at `size` px, for layout only: Latin
 /// letters about 0.62 em, other scripts about 0.8 em a column, wide characters 1 em.
 [[nodiscard]] inline int text_width(std::string_view s, int size) {
   double em = 0;
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    std::size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-    if (i + len > s.size()) len = s.size() - i;
-    const std::size_t cols = display_width(s.substr(i, len));
-    em += b < 0x80 ? 0.62 : cols == 2 ? 1.0 : cols == 1 ? 0.8 : 0.0;
-    i += len;
+  for (std::size_t i = 0; i < s.size();) {
+    const utf8_char c = decode_utf8(s, i);
+    const int cols = c.valid ? code_point_width(c.code_point) : 1;
+    em += c.code_point < 0x80 ? 0.62 : cols == 2 ? 1.0 : cols == 1 ? 0.8 : 0.0;
+    i += c.length;
   }
   return static_cast<int>(std::ceil(em * size));
 }
@@ -139,6 +158,9 @@ template <matrix_like M>
   attn::detail::check_equal(where, "column labels", col_labels.size(), "columns", v.cols());
   if (!(opt.lo < opt.hi) || !std::isfinite(opt.lo) || !std::isfinite(opt.hi))
     throw domain_error(std::string(where) + ": the colour scale needs finite lo < hi");
+  if (!detail::valid_id(opt.id))
+    throw domain_error(std::string(where) + ": the id prefix must be ASCII letters, digits, '_', '-' "
+                       "and '.', starting with a letter or '_'");
   using detail::num;
   using detail::text_width;
   using detail::xml_escape;
