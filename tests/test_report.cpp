@@ -27,6 +27,22 @@ std::size_t count(const std::string& s, const std::string& what) {
   return n;
 }
 
+/// The cells of a GitHub-flavoured Markdown table row: split at the '|' that no backslash escapes.
+std::vector<std::string> markdown_cells(std::string_view line) {
+  std::vector<std::string> cells{""};
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) {
+      cells.back() += line.substr(i, 2);
+      ++i;
+    } else if (line[i] == '|') {
+      cells.emplace_back();
+    } else {
+      cells.back() += line[i];
+    }
+  }
+  return cells;
+}
+
 /// Labels that a careless writer turns into broken XML, JSON, CSV or LaTeX: markup, quotes,
 /// control characters and escape sequences, bytes that are not UTF-8 (a lone continuation
 /// byte, a truncated sequence, an overlong '/', an encoded surrogate, 0xFF), the
@@ -146,7 +162,7 @@ TEST_CASE("a table in text, Markdown, LaTeX and CSV", "[report]") {
   const std::string tex = report::to_latex(t);
   CHECK(tex.find("\\caption{Title}") != std::string::npos);
   CHECK(tex.find("\\begin{tabular}{lrr}") != std::string::npos);
-  CHECK(tex.find("a|b & x\\_1 \\\\") != std::string::npos);
+  CHECK(tex.find("a\\textbar{}b & x\\_1 \\\\") != std::string::npos);
   CHECK(tex.find("\\attnlabel{मैं}{?} & 0.736 & $-$0.037 \\\\") != std::string::npos);
   CHECK(count(tex, "\\toprule") == 1);
   CHECK(count(tex, "\\bottomrule") == 1);
@@ -282,4 +298,62 @@ TEST_CASE("json_writer gives valid JSON for every string it accepts", "[report]"
   j.key("numbers").numbers(std::vector<double>{std::numeric_limits<double>::infinity(), -0.0, 1e-320, 1.7976931348623157e308});
   j.end_object();
   CHECK(attn_test::json_problem(j.str()) == "");
+}
+
+TEST_CASE("Markdown, CSV and LaTeX stay well-formed, and print every label as typed", "[report]") {
+  // Markdown: ~ (strikethrough, pandoc's subscript), & (entities), $ (math), ^ (superscript)
+  CHECK(report::detail::markdown_escape("~~x~~ &amp; $x$ 2^3^") == "\\~\\~x\\~\\~ \\&amp; \\$x\\$ 2\\^3\\^");
+  const std::size_t n = hostile_labels.size();
+  const attn::Matrix<double> m(n, n, -0.5);
+  const std::vector<report::cell> labels = report::to_cells(hostile_labels);
+  const report::table t = report::matrix_table(m, labels, labels, 3, {}, {"T"});
+  const std::string md = report::to_markdown(t);
+  std::size_t at = md.find("\n|");
+  std::size_t rows = 0;
+  while (at != std::string::npos) {
+    const std::size_t end = md.find('\n', at + 1);
+    CHECK(markdown_cells(std::string_view(md).substr(at + 1, end - at - 1)).size() == n + 3);
+    ++rows;
+    at = md.find("\n|", end);
+  }
+  CHECK(rows == n + 2);  // the header, the rule, the rows
+  CHECK(md.find("\xFF") == std::string::npos);  // bytes that are not UTF-8 became U+FFFD
+
+  // CSV: read back as the same cells, with a ' before each formula start (OWASP), none before
+  // a plain number
+  const auto records = attn_test::read_csv(report::to_csv(t));
+  REQUIRE(records.size() == n + 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& label = hostile_labels[i];
+    INFO(label);
+    const std::string expected = report::detail::valid_utf8(label);
+    const bool formula = std::string_view("=+-@").find(label.front()) != std::string_view::npos;
+    CHECK(records[0][i + 1] == (formula ? "'" : "") + expected);
+    CHECK(records[i + 1][0] == (formula ? "'" : "") + expected);
+    CHECK(records[i + 1][1] == "-0.500");
+  }
+  CHECK(report::csv_field("-1e-5") == "-1e-5");
+  CHECK(report::csv_field("-inf") == "'-inf");
+  CHECK(report::csv_field("=HYPERLINK(\"x\")") == "\"'=HYPERLINK(\"\"x\"\")\"");
+  CHECK(report::csv_field("\tx") == "'\tx");
+
+  // LaTeX: < > | " print as typed under pdfLaTeX's OT1 fonts (not as ¡ ¿ — ”), a cell that
+  // starts with [ is not the optional argument of \\, ligatures are broken
+  CHECK(report::latex_escape("<eos>") == "\\textless{}eos\\textgreater{}");
+  CHECK(report::latex_escape("a|b \"q\"") == "a\\textbar{}b \\texttt{\\char34}q\\texttt{\\char34}");
+  CHECK(report::latex_escape("[x]") == "{[}x{]}");
+  CHECK(report::latex_escape("a--b ,,c'' ``d !`e") == "a-{}-b ,{},c'{}' `{}`d !{}`e");
+  CHECK(report::latex_label("[चाय]", "$q_{1}$") == "\\attnlabel{{[}चाय{]}}{$q_{1}$}");
+  CHECK(report::latex_label("a\xFF", "?") == "\\attnlabel{a\xEF\xBF\xBD}{?}");
+  report::table labelled = t;
+  labelled.label = "tab:attn-map";
+  const std::string tex = report::to_latex(labelled);
+  CHECK(tex.find("  \\caption{T}\n  \\label{tab:attn-map}\n") != std::string::npos);
+  CHECK(report::to_latex(t).find("\\label") == std::string::npos);
+  for (const std::string& row : {std::string("\n    {[}x{]} & "), std::string("\n    \\textless{}eos\\textgreater{} & ")})
+    CHECK(tex.find(row) != std::string::npos);
+  for (const char* bad : {"a b", "x}", "m\\n", "é"}) {
+    labelled.label = bad;
+    CHECK_THROWS_AS(report::to_latex(labelled), attn::domain_error);
+  }
 }

@@ -7,6 +7,7 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace attn::report::detail {
@@ -47,6 +48,22 @@ struct utf8_char {
 [[nodiscard]] constexpr bool xml_char(char32_t c) noexcept {
   return c == 0x9 || c == 0xA || c == 0xD || (c >= 0x20 && c <= 0xD7FF) ||
          (c >= 0xE000 && c <= 0xFFFD) || (c >= 0x10000 && c <= 0x10FFFF);
+}
+
+/// `s` with every byte that is not UTF-8 replaced by U+FFFD, so that a writer's output is valid
+/// UTF-8 whatever it is given.
+[[nodiscard]] inline std::string valid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const utf8_char c = decode_utf8(s, i);
+    if (c.valid)
+      out.append(s.substr(i, c.length));
+    else
+      out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    i += c.length;
+  }
+  return out;
 }
 
 }  // namespace attn::report::detail
