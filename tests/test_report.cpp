@@ -2,6 +2,7 @@
 // JSON and the SVG heatmap.
 
 #include <clocale>
+#include <cstdint>
 #include <locale>
 #include <string>
 #include <vector>
@@ -356,4 +357,136 @@ TEST_CASE("Markdown, CSV and LaTeX stay well-formed, and print every label as ty
     labelled.label = bad;
     CHECK_THROWS_AS(report::to_latex(labelled), attn::domain_error);
   }
+}
+
+namespace {
+/// The values of every attribute `name`="…" in an SVG, as integers.
+std::vector<int> int_attributes(const std::string& svg, const std::string& name) {
+  std::vector<int> out;
+  const std::string key = " " + name + "=\"";
+  for (auto at = svg.find(key); at != std::string::npos; at = svg.find(key, at + 1))
+    out.push_back(std::stoi(svg.substr(at + key.size())));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("heatmap_svg draws masked cells hatched and names them in the legend", "[report]") {
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 4, 3> states{{2, 0.5, 0}, {0, 0.5, 2}, {0, 2, 0.5}, {1.5, 1.5, 0}};
+  const bool keep[] = {true, true, false};
+  const auto r = attn::align(states, notes, attn::dot, {.mask = std::span<const bool>(keep, 3)});
+  const std::vector<std::string> rows{"a", "b", "c", "d"}, cols{"I", "drink", "tea"};
+  report::heatmap_options opt;
+  opt.masked = {false, false, true};  // one per column: attend's mask
+  const std::string svg = report::heatmap_svg(r.weights, rows, cols, opt);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<pattern id=\"attn-masked\"") == 1);
+  CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 4 + 1);  // the column's four cells, the swatch
+  CHECK(count(svg, ": masked</title>") == 4);
+  CHECK(count(svg, ">masked</text>") == 1);                 // the legend names it
+  CHECK(count(svg, ">0.000</text>") == 0);                  // a masked cell is not drawn as a 0
+  // one entry per cell
+  opt.masked = std::vector<bool>(12, false);
+  opt.masked[5] = true;
+  CHECK(count(report::heatmap_svg(r.weights, rows, cols, opt), "fill=\"url(#attn-masked)\"") == 1 + 1);
+  opt.masked = {true, false};
+  CHECK_THROWS_AS(report::heatmap_svg(r.weights, rows, cols, opt), attn::dimension_error);
+  // NaN cells are grey and named too; without either the legend is the scale alone
+  attn::Matrix<double> nan_map(r.weights.view());
+  nan_map(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  opt.masked.clear();
+  CHECK(count(report::heatmap_svg(nan_map, rows, cols, opt), ">NaN</text>") == 1);
+  const std::string plain = report::heatmap_svg(r.weights, rows, cols, opt);
+  CHECK(plain.find("pattern") == std::string::npos);
+  CHECK(plain.find(">NaN</text>") == std::string::npos);
+}
+
+TEST_CASE("the alignment map's title says what its rows sum to", "[report]") {
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 2, 3> states{{2, 0.5, 0}, {0, 0.5, 2}};
+  const std::vector<std::string> rows{"a", "b"}, cols{"I", "drink", "tea"};
+  const auto title = [&](const attn::Matrix<double>& w) {
+    const std::string svg = report::alignment_map_svg(w, rows, cols);
+    const auto at = svg.find("<title id=\"attn-title\">") + 23;
+    return svg.substr(at, svg.find("</title>", at) - at);
+  };
+  const attn::Matrix<double> kept(attn::align(states, notes, attn::dot).weights.view());
+  CHECK(title(kept) == "Alignment map \xCE\xB1 (each row sums to 1)");
+  // every note masked: rows of zeros under a title that said each row sums to 1
+  const bool none[] = {false, false, false};
+  const attn::Matrix<double> nothing(
+      attn::align(states, notes, attn::dot, {.mask = std::span<const bool>(none, 3)}).weights.view());
+  CHECK(title(nothing) == "Alignment map \xCE\xB1 (nothing kept: every weight is 0)");
+  attn::Matrix<double> mixed(kept);
+  for (std::size_t j = 0; j < 3; ++j) mixed(1, j) = 0;
+  CHECK(title(mixed) == "Alignment map \xCE\xB1 (each row sums to 1, or is 0 where nothing is kept)");
+  mixed(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  CHECK(title(mixed) == "Alignment map \xCE\xB1");
+  // float weights are held to float's rounding
+  const attn::Matrix<float, 2, 3> fstates{{2, 0.5f, 0}, {0, 0.5f, 2}};
+  const attn::Matrix<float, 3, 3> fnotes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  CHECK(report::alignment_map_options(attn::align(fstates, fnotes, attn::dot).weights).title ==
+        "Alignment map \xCE\xB1 (each row sums to 1)");
+}
+
+TEST_CASE("a 35x30 map fits a 760-pixel lesson column and stays legible", "[report]") {
+  // E6's map: 35 words written, 30 read. Its cells used to be 60 px wide: a 1,900-px picture
+  // that a lesson column shrinks to 40 %, its 13-px values to 5 px.
+  attn::Matrix<double> w(35, 30);
+  std::vector<std::string> rows, cols;
+  for (std::size_t i = 0; i < 35; ++i) rows.push_back("q" + std::to_string(i + 1));
+  for (std::size_t j = 0; j < 30; ++j) cols.push_back("h" + std::to_string(j + 1));
+  for (std::size_t i = 0; i < 35; ++i)
+    for (std::size_t j = 0; j < 30; ++j) w(i, j) = (i % 30 == j ? 0.71 : 0.01);
+  const std::string svg = report::alignment_map_svg(w, rows, cols);
+  CHECK(attn_test::xml_problem(svg) == "");
+  const int width = int_attributes(svg, "width").front();
+  CHECK(width <= 760);
+  CHECK(width >= 600);  // and uses the column
+  for (const int size : int_attributes(svg, "font-size")) CHECK(size >= 12);
+  for (const auto& label : rows) CHECK(count(svg, ">" + label + "</text>") == 1);
+  for (const auto& label : cols) CHECK(count(svg, ">" + label + "</text>") == 1);
+  CHECK(count(svg, "rotate(-90") == 30 + 1);      // the column labels read upwards, as the row axis
+  CHECK(count(svg, ">0.710</text>") == 0);        // 19-px cells: the values are in the tooltips
+  CHECK(count(svg, ": 0.710</title>") == 35);
+  // cells are square and at least a label high
+  const auto rect = svg.find("<rect x=", svg.find("<g>"));
+  const int cell = int_attributes(svg.substr(rect), "width").front();
+  CHECK(cell >= 14);
+  CHECK(int_attributes(svg.substr(rect), "height").front() == cell);
+  // max_width = 0: no limit, the values in 60-px cells as before
+  auto opt = report::alignment_map_options(w);
+  opt.max_width = 0;
+  const std::string wide = report::heatmap_svg(w, rows, cols, opt);
+  CHECK(int_attributes(wide, "width").front() > 1800);
+  CHECK(count(wide, ">0.710</text>") == 35);
+}
+
+TEST_CASE("a 512x512 map is a few megabytes, not 61", "[report]") {
+  // Every cell was a group with a tooltip and a value: 61 MB. Past 4096 cells, a cell is a
+  // stroke in one path per colour (and a run of one colour one stroke). Uniform random values
+  // are the worst case: no runs.
+  attn::Matrix<double> w(512, 512);
+  std::uint64_t state = 88172645463325252u;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+    w.data()[i] = static_cast<double>(state >> 11) * 0x1p-53;
+  }
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < 512; ++i) labels.push_back("w" + std::to_string(i + 1));
+  auto opt = report::alignment_map_options(w);
+  opt.masked = std::vector<bool>(512, false);
+  opt.masked[7] = true;
+  const std::string svg = report::heatmap_svg(w, labels, labels, opt);
+  CHECK(svg.size() < 4'000'000);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(int_attributes(svg, "width").front() <= 760);
+  CHECK(svg.find("<title>") == std::string::npos);        // no tooltips
+  CHECK(count(svg, "<path stroke=") <= 256 + 2);           // one path per colour at most
+  CHECK(count(svg, "url(#attn-masked-cells)") == 1);      // the masked column, hatched
+  CHECK(count(svg, ">masked</text>") == 1);
+  // a map of attention (mostly near 0) is far smaller
+  attn::Matrix<double> peaked(512, 512, 0.0);
+  for (std::size_t i = 0; i < 512; ++i) peaked(i, (i * 7) % 512) = 1;
+  CHECK(report::alignment_map_svg(peaked, labels, labels).size() < 100'000);
 }
