@@ -54,8 +54,8 @@ inline void require_finite(const attn::Matrix<double>& m, const config& c, const
   for (std::size_t t = 0; t < m.rows(); ++t)
     for (std::size_t j = 0; j < m.cols(); ++j)
       if (!std::isfinite(m(t, j)))
-        throw usage_error(std::string("the ") + what + " of query \"" + c.query_labels[t] +
-                          "\" are not finite (the inputs are too large for a double)");
+        throw usage_error(std::string("the ") + what + " of query " + shown(c.query_labels[t]) +
+                          " are not finite (the inputs are too large for a double)");
 }
 }  // namespace detail
 

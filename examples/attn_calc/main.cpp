@@ -75,9 +75,12 @@ int write_all(const std::string& s) {
   return 0;
 }
 
-int fail(const char* message) {
-  std::fprintf(stderr, "attn-calc: %s\n", message);
-  return 2;
+/// Prints "attn-calc: <message>" as one line on stderr (usage_error's messages already are;
+/// the library's are made so too) and returns the exit code.
+int fail(const char* message, int code = 2) {
+  const std::string line = "attn-calc: " + attn_calc::detail::one_line(message) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  return code;
 }
 
 }  // namespace
@@ -97,7 +100,6 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return fail("out of memory (the inputs are too large)");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attn-calc: internal error: %s\n", e.what());
-    return 1;
+    return fail((std::string("internal error: ") + e.what()).c_str(), 1);
   }
 }

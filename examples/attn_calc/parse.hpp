@@ -7,17 +7,19 @@
 /// Numbers are read with std::from_chars: a '.' decimal point in every locale, exponents
 /// allowed ("1e-3"), a leading '+' allowed, "nan" and "inf" refused. A matrix is written
 /// inline, rows separated by ';' and numbers by ',' ("1,0,0;0,1,0"), or read from a file with
-/// '@' ("@notes.csv": one row per line, ',' between numbers, blank lines and lines starting
-/// with '#' skipped).
+/// '@' ("@notes.csv"): one row per line, numbers separated by ',' or by spaces and tabs, blank
+/// lines and lines starting with '#' skipped, a UTF-8 byte-order mark skipped; a ';' in a file
+/// is refused (a spreadsheet's decimal commas, "0,5;1,5", would read as other numbers). Labels
+/// are separated by ',' or read from a file, one per line. Every message is one line: what the
+/// input held is shown escaped and, past 60 bytes, shortened.
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,14 +27,76 @@
 #include <vector>
 
 #include "attn/matrix.hpp"
+#include "attn/report/detail/utf8.hpp"
 
 namespace attn_calc {
 
-/// Bad input: the message names the option and what is wrong with it.
+namespace detail {
+
+/// `s` on one line of a terminal, every byte visible: line breaks, tabs, NUL and the other
+/// control characters, the escape sequences they start, C1 controls, bidirectional controls,
+/// line and paragraph separators and bytes that are not UTF-8 are written as \n, \r, \t, \0,
+/// \x1b, \u{202e}, \xff. Anything else is kept.
+[[nodiscard]] inline std::string one_line(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = attn::report::detail::decode_utf8(s, i);
+    const char32_t u = c.code_point;
+    if (!c.valid || u < 0x20 || u == 0x7F) {
+      switch (u) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case 0: out += "\\0"; break;
+        default: out += "\\x", out += hex[(u >> 4) & 0xF], out += hex[u & 0xF];
+      }
+    } else if ((u >= 0x80 && u < 0xA0) || (u >= 0x202A && u <= 0x202E) || (u >= 0x2066 && u <= 0x2069) ||
+               u == 0x2028 || u == 0x2029 || u == 0x200E || u == 0x200F) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u{%x}", static_cast<unsigned>(u));
+      out += buf;
+    } else {
+      out.append(s.substr(i, c.length));
+    }
+    i += c.length;
+  }
+  return out;
+}
+
+/// The length of the longest prefix of `s` of at most `n` bytes that does not cut a UTF-8
+/// sequence (a byte that is not UTF-8 counts as one).
+[[nodiscard]] inline std::size_t utf8_prefix(std::string_view s, std::size_t n) noexcept {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t next = i + attn::report::detail::decode_utf8(s, i).length;
+    if (next > n) break;
+    i = next;
+  }
+  return i;
+}
+
+}  // namespace detail
+
+/// Bad input: the message names the option and what is wrong with it, always on one line
+/// (detail::one_line), whatever the input held.
 class usage_error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit usage_error(const std::string& message) : std::runtime_error(detail::one_line(message)) {}
 };
+
+/// `s` shown in quotes for a message, on one line (detail::one_line); a value longer than 60 bytes
+/// is shortened to its first 40 and last 12 and its length: "1111…1111" (1073741824 bytes).
+[[nodiscard]] inline std::string shown(std::string_view s) {
+  constexpr std::size_t most = 60, head = 40, tail = 12;
+  if (s.size() <= most) return "\"" + detail::one_line(s) + "\"";
+  const std::size_t h = detail::utf8_prefix(s, head);
+  std::size_t t = s.size() - tail;
+  while (t < s.size() && (static_cast<unsigned char>(s[t]) & 0xC0u) == 0x80u) ++t;  // a whole character
+  return "\"" + detail::one_line(s.substr(0, h)) + "\xE2\x80\xA6" + detail::one_line(s.substr(t)) + "\" (" +
+         std::to_string(s.size()) + " bytes)";
+}
 
 enum class score_kind { dot, scaled_dot, general, additive };
 enum class output_format { text, md, latex, json, csv, csv_long, svg };
@@ -87,14 +151,14 @@ struct config {
   if (digits.front() == '+') digits.remove_prefix(1);
   double x = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
-  if (ec == std::errc::result_out_of_range)
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is out of the range of a double");
+  if (ec == std::errc::result_out_of_range && ptr == digits.data() + digits.size())
+    throw usage_error(std::string(what) + ": " + shown(t) + " is out of the range of a double");
   const bool two_signs = !digits.empty() && digits.size() < t.size() &&
                          (digits.front() == '+' || digits.front() == '-');
   if (ec != std::errc() || ptr != digits.data() + digits.size() || two_signs)
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a number");
   if (!std::isfinite(x))
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a finite number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a finite number");
   return x;
 }
 
@@ -104,56 +168,161 @@ struct config {
   int x = 0;
   const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
   if (t.empty() || ec != std::errc() || ptr != t.data() + t.size())
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a whole number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a whole number");
   if (x < lo || x > hi)
     throw usage_error(std::string(what) + ": " + std::to_string(x) + " is outside " +
                       std::to_string(lo) + ".." + std::to_string(hi));
   return x;
 }
 
-/// Returns the matrix `text` spells: rows separated by ';' or line breaks, numbers by ','.
-/// Blank rows (and, when `comments`, rows starting with '#') are skipped. Throws usage_error
-/// for a bad number, rows of different lengths, or no numbers at all.
-[[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what,
-                                         bool comments = false) {
-  matrix m;
-  std::size_t line_no = 0;
-  while (!text.empty() || line_no == 0) {
-    const auto end = text.find_first_of(";\n");
-    const std::string_view line = trim(text.substr(0, end));
-    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
-    ++line_no;
-    if (line.empty() || (comments && line.front() == '#')) continue;
-    std::size_t count = 0;
-    std::string_view rest = line;
-    while (true) {
-      const auto comma = rest.find(',');
-      m.data.push_back(parse_number(rest.substr(0, comma), what));
-      ++count;
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
+namespace detail {
+
+/// "1 note", "3 notes", "2 entries".
+inline std::string count(std::size_t n, std::string_view one, std::string_view many = {}) {
+  if (n == 1) return "1 " + std::string(one);
+  return std::to_string(n) + " " + (many.empty() ? std::string(one) + "s" : std::string(many));
+}
+
+/// "there is 1 note", "there are 3 notes".
+inline std::string there_are(std::size_t n, std::string_view one, std::string_view many = {}) {
+  return (n == 1 ? "there is " : "there are ") + count(n, one, many);
+}
+
+inline bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+
+/// The numbers of one row, separated by ',' (spaces around it allowed) or, in a row without a
+/// comma, by spaces and tabs. `where` names the row in messages; `header_hint` adds one for a
+/// file's first row that holds a word.
+inline void read_row(std::string_view row, const std::string& where, bool header_hint, std::vector<double>& out) {
+  const bool commas = row.find(',') != std::string_view::npos;
+  while (true) {
+    std::size_t end = 0;
+    if (commas) {
+      end = row.find(',');
+    } else {
+      while (end < row.size() && !is_blank(row[end])) ++end;
     }
-    if (m.rows > 0 && count != m.cols)
-      throw usage_error(std::string(what) + ": row " + std::to_string(m.rows + 1) + " has " +
-                        std::to_string(count) + " numbers but row 1 has " + std::to_string(m.cols));
-    m.cols = count;
-    ++m.rows;
+    const std::string_view field = trim(row.substr(0, end == std::string_view::npos ? row.size() : end));
+    if (commas && std::find_if(field.begin(), field.end(), is_blank) != field.end())
+      throw usage_error(where + ": " + shown(field) +
+                        " holds a space: separate a row's numbers by ',' or by spaces, not both (a decimal "
+                        "comma, as in 0,5, is not read: write 0.5)");
+    try {
+      out.push_back(parse_number(field, where));
+    } catch (const usage_error& e) {
+      const char f = field.empty() ? ' ' : static_cast<char>(field.front() | 0x20);
+      if (!header_hint || f < 'a' || f > 'z' || std::string_view(e.what()).ends_with("is not a finite number")) throw;
+      throw usage_error(std::string(e.what()) + " (a header row? start it with '#' to skip it)");
+    }
+    if (end == std::string_view::npos || end >= row.size()) break;
+    row = commas ? row.substr(end + 1) : trim(row.substr(end));
+  }
+}
+
+/// Appends a row to `m`, checking its length against the first row's.
+inline void add_row(matrix& m, const std::vector<double>& row, const std::string& where, const std::string& first) {
+  if (m.rows > 0 && row.size() != m.cols)
+    throw usage_error(where + ": row " + std::to_string(m.rows + 1) + " has " + count(row.size(), "number") +
+                      " but row 1" + first + " has " + std::to_string(m.cols));
+  m.cols = row.size();
+  m.data.insert(m.data.end(), row.begin(), row.end());
+  ++m.rows;
+}
+
+/// One line of a file: its number (from 1) and its text without the line end.
+struct text_line {
+  std::size_t number;
+  std::string_view text;
+};
+
+/// The lines of a file: a UTF-8 byte-order mark skipped, lines ended by \n, \r\n or \r.
+inline std::vector<text_line> lines_of(std::string_view contents) {
+  if (contents.starts_with("\xEF\xBB\xBF")) contents.remove_prefix(3);
+  std::vector<text_line> lines;
+  std::size_t number = 1;
+  while (!contents.empty()) {
+    const std::size_t end = contents.find_first_of("\r\n");
+    lines.push_back({number++, contents.substr(0, end)});
+    if (end == std::string_view::npos) break;
+    contents.remove_prefix(end + (contents.substr(end).starts_with("\r\n") ? 2 : 1));
+  }
+  return lines;
+}
+
+}  // namespace detail
+
+/// Returns the matrix `text` spells. Inline (`file` false): rows separated by ';' or line
+/// breaks. A file's contents (`file` true): one row per line (lines starting with '#' skipped,
+/// a ';' or a NUL byte refused, messages naming the line). Numbers are separated by ',' or,
+/// in a row without a comma, by spaces and tabs; blank rows are skipped. Throws usage_error
+/// for a bad number, rows of different lengths, or no numbers at all.
+[[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what, bool file = false) {
+  matrix m;
+  std::vector<double> row;
+  if (!file) {
+    while (true) {
+      const auto end = text.find_first_of(";\r\n");
+      const std::string_view line = trim(text.substr(0, end));
+      if (!line.empty()) {
+        row.clear();
+        detail::read_row(line, std::string(what), false, row);
+        detail::add_row(m, row, std::string(what), "");
+      }
+      if (end == std::string_view::npos) break;
+      text.remove_prefix(end + 1);
+    }
+  } else {
+    std::size_t first_line = 0;
+    for (const auto& [number, raw] : detail::lines_of(text)) {
+      const std::string where = std::string(what) + ", line " + std::to_string(number);
+      if (raw.find('\0') != std::string_view::npos) throw usage_error(where + ": a NUL byte (is this a text file?)");
+      const std::string_view line = trim(raw);
+      if (line.empty() || line.front() == '#') continue;
+      if (line.find(';') != std::string_view::npos)
+        throw usage_error(where + ": a ';', which separates rows only on the command line: in a file each line "
+                                  "is a row (a spreadsheet export with decimal commas, such as 0,5;1,5, is not "
+                                  "read: save it with '.' as the decimal point and ',' between numbers)");
+      row.clear();
+      detail::read_row(line, where, first_line == 0, row);
+      if (first_line == 0) first_line = number;
+      detail::add_row(m, row, where, " (line " + std::to_string(first_line) + ")");
+    }
   }
   if (m.rows == 0) throw usage_error(std::string(what) + ": no numbers given");
   return m;
 }
 
-/// Returns the contents of the file `path`; throws usage_error naming `what` if it cannot be read.
+/// The most bytes attn-calc reads from an @file (64 MiB): a 1000×1000 matrix at full precision
+/// is about 25 MB.
+inline constexpr std::size_t max_file_bytes = std::size_t{64} << 20;
+
+/// Returns the contents of the regular file `path`. Throws usage_error naming `what` if it
+/// cannot be read, is not a regular file (a directory, a device such as /dev/zero, a pipe, a
+/// socket) or holds more than max_file_bytes.
 [[nodiscard]] inline std::string read_file(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  const std::string where = std::string(what) + ": " + shown(path);
+  const std::string too_big =
+      " bytes; attn-calc reads files of up to " + std::to_string(max_file_bytes) + " bytes (64 MiB)";
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw usage_error(std::string(what) + ": \"" + path + "\" is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(std::string(what) + ": cannot read the file \"" + path + "\"");
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw usage_error(std::string(what) + ": cannot read the file \"" + path + "\"");
-  return std::move(s).str();
+  const fs::file_status status = fs::status(path, ec);  // follows links, opens nothing
+  if (ec || !fs::exists(status)) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  if (fs::is_directory(status)) throw usage_error(where + " is a directory, not a file");
+  if (!fs::is_regular_file(status))
+    throw usage_error(where + " is not a regular file (a device, a pipe or a socket): give a file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > max_file_bytes) throw usage_error(where + " is " + std::to_string(size) + too_big);
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!in) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  std::string contents;
+  char buffer[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, in.get())) > 0) {
+    contents.append(buffer, got);
+    if (contents.size() > max_file_bytes) throw usage_error(where + " is more than " + std::to_string(max_file_bytes) + too_big);
+  }
+  if (std::ferror(in.get())) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  return contents;
 }
 
 /// A matrix argument: "@path" reads the file, anything else is the matrix itself.
@@ -161,35 +330,22 @@ struct config {
   if (!arg.empty() && arg.front() == '@') {
     const std::string path(arg.substr(1));
     if (path.empty()) throw usage_error(std::string(what) + ": '@' needs a file name");
-    return parse_matrix(read_file(path, what), std::string(what) + " (" + path + ")", true);
+    return parse_matrix(read_file(path, what), std::string(what) + " (" + detail::one_line(path) + ")", true);
   }
   return parse_matrix(arg, what);
 }
 
-/// True when `s` is well-formed UTF-8 without control characters (labels go into tables,
-/// JSON, LaTeX and SVG, where a line break or a stray byte would break the layout).
+/// True when `s` is well-formed UTF-8 without control characters (C0, DEL, C1) or
+/// noncharacters (U+FFFE, U+FFFF, U+FDD0..U+FDEF and the last two of every plane): labels go
+/// into tables, JSON, LaTeX and SVG, where a line break would break the layout and XML cannot
+/// hold U+FFFE or U+FFFF.
 [[nodiscard]] inline bool printable_utf8(std::string_view s) noexcept {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b == 0x7F) return false;
-    std::size_t len = 1;
-    char32_t c = b;
-    if (b >= 0x80) {
-      if (b >= 0xC2 && b < 0xE0) len = 2, c = b & 0x1Fu;
-      else if (b >= 0xE0 && b < 0xF0) len = 3, c = b & 0x0Fu;
-      else if (b >= 0xF0 && b < 0xF5) len = 4, c = b & 0x07u;
-      else return false;
-      if (i + len > s.size()) return false;
-      for (std::size_t k = 1; k < len; ++k) {
-        const auto cb = static_cast<unsigned char>(s[i + k]);
-        if ((cb & 0xC0u) != 0x80u) return false;
-        c = (c << 6) | (cb & 0x3Fu);
-      }
-      const char32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-      if (c < least || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF) || (c >= 0x80 && c < 0xA0)) return false;
-    }
-    i += len;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = attn::report::detail::decode_utf8(s, i);
+    const char32_t u = c.code_point;
+    if (!c.valid || u < 0x20 || (u >= 0x7F && u < 0xA0) || (u & 0xFFFE) == 0xFFFE || (u >= 0xFDD0 && u <= 0xFDEF))
+      return false;
+    i += c.length;
   }
   return true;
 }
@@ -208,6 +364,32 @@ struct config {
     text = text.substr(comma + 1);
   }
   return labels;
+}
+
+/// Returns the labels of a file's contents: one per line (spaces around it trimmed, commas
+/// kept), blank lines skipped. `what` names the option and the file.
+[[nodiscard]] inline std::vector<std::string> parse_label_lines(std::string_view contents, std::string_view what) {
+  std::vector<std::string> labels;
+  for (const auto& [number, raw] : detail::lines_of(contents)) {
+    const std::string_view label = trim(raw);
+    if (label.empty()) continue;
+    if (!printable_utf8(label))
+      throw usage_error(std::string(what) + ", line " + std::to_string(number) + ": the label is not printable UTF-8 text");
+    labels.emplace_back(label);
+  }
+  if (labels.empty()) throw usage_error(std::string(what) + ": no labels given");
+  return labels;
+}
+
+/// A labels argument: "@path" reads one label per line of the file, anything else is the
+/// labels separated by ','.
+[[nodiscard]] inline std::vector<std::string> labels_argument(std::string_view arg, std::string_view what) {
+  if (!arg.empty() && arg.front() == '@') {
+    const std::string path(arg.substr(1));
+    if (path.empty()) throw usage_error(std::string(what) + ": '@' needs a file name");
+    return parse_label_lines(read_file(path, what), std::string(what) + " (" + detail::one_line(path) + ")");
+  }
+  return parse_labels(arg, what);
 }
 
 [[nodiscard]] inline std::string_view score_name(score_kind s) noexcept {
@@ -262,12 +444,6 @@ inline void need(bool ok, const std::string& message) {
   if (!ok) throw usage_error(message);
 }
 
-/// "1 note", "3 notes", "2 entries".
-inline std::string count(std::size_t n, std::string_view one, std::string_view many = {}) {
-  if (n == 1) return "1 " + std::string(one);
-  return std::to_string(n) + " " + (many.empty() ? std::string(one) + "s" : std::string(many));
-}
-
 /// Every size check, after all options are read.
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
@@ -286,10 +462,8 @@ inline void check_sizes(const config& c) {
       break;
     case score_kind::additive: {
       const std::size_t k = c.v.size();
-      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each note has " +
-                                std::to_string(dh) + " numbers");
-      need(c.W2.cols == dq, "--W2 has " + count(c.W2.cols, "column") + " but each query has " +
-                                std::to_string(dq) + " numbers");
+      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each note has " + count(dh, "number"));
+      need(c.W2.cols == dq, "--W2 has " + count(c.W2.cols, "column") + " but each query has " + count(dq, "number"));
       need(c.W1.rows == k, "--W1 has " + count(c.W1.rows, "row") + " but --v has " +
                                count(k, "number") + " (both are the hidden size k)");
       need(c.W2.rows == k, "--W2 has " + count(c.W2.rows, "row") + " but --v has " +
@@ -299,12 +473,12 @@ inline void check_sizes(const config& c) {
   }
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
-                                 " but there are " + count(n, "note"));
+                                 " but " + there_are(n, "note"));
   need(c.note_labels.size() == n, "--note-labels gives " + count(c.note_labels.size(), "label") +
-                                      " but there are " + count(n, "note"));
+                                      " but " + there_are(n, "note"));
   need(c.query_labels.size() == c.queries.rows,
-       "--query-labels gives " + count(c.query_labels.size(), "label") + " but there are " +
-           count(c.queries.rows, "query", "queries"));
+       "--query-labels gives " + count(c.query_labels.size(), "label") + " but " +
+           there_are(c.queries.rows, "query", "queries"));
 }
 
 inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
@@ -361,9 +535,8 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
       if (name == option) slot = target;
     if (slot == nullptr) {
       if (name.starts_with("-"))
-        throw usage_error("unknown option \"" + std::string(name) + "\" (attn-calc --help lists them)");
-      throw usage_error("unexpected argument \"" + std::string(name) +
-                        "\" (values follow an option, such as --q 0,0.5,2)");
+        throw usage_error("unknown option " + shown(name) + " (attn-calc --help lists them)");
+      throw usage_error("unexpected argument " + shown(name) + " (values follow an option, such as --q 0,0.5,2)");
     }
     detail::need(!slot->given, std::string(name) + " is given twice");
     slot->given = true;
@@ -382,8 +555,7 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
     else if (s == "general") c.score = score_kind::general;
     else if (s == "additive") c.score = score_kind::additive;
     else
-      throw usage_error("--score: unknown score \"" + std::string(s) +
-                        "\" (dot, scaled_dot, general or additive)");
+      throw usage_error("--score: unknown score " + shown(s) + " (dot, scaled_dot, general or additive)");
   }
   if (format.given) {
     const std::string_view f = trim(format.value);
@@ -395,8 +567,7 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
     else if (f == "csv-long" || f == "csv_long") c.format = output_format::csv_long;
     else if (f == "svg") c.format = output_format::svg;
     else
-      throw usage_error("--format: unknown format \"" + std::string(f) +
-                        "\" (text, md, latex, json, csv, csv-long or svg)");
+      throw usage_error("--format: unknown format " + shown(f) + " (text, md, latex, json, csv, csv-long or svg)");
   }
 
   // Parameters a score does not use are refused: they are almost always a mistake.
@@ -438,14 +609,15 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
   if (decimals.given) c.decimals = parse_int(decimals.value, "--decimals", 0, 17);
   if (mask.given) {
     const matrix m = matrix_argument(mask.value, "--mask");
-    detail::need(m.rows == 1 || m.cols == 1, "--mask must be one row of 0s and 1s");
+    detail::need(m.rows == 1 || m.cols == 1, "--mask must be one row or one column of 0s and 1s, not " +
+                                                 std::to_string(m.rows) + "x" + std::to_string(m.cols));
     for (const double x : m.data) {
       detail::need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
       c.mask.push_back(x == 1.0 ? 1 : 0);
     }
   }
-  if (note_labels.given) c.note_labels = parse_labels(note_labels.value, "--note-labels");
-  if (query_labels.given) c.query_labels = parse_labels(query_labels.value, "--query-labels");
+  if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
+  if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
   detail::check_sizes(c);
   return c;
 }

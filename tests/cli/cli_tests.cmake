@@ -1,6 +1,7 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
 #   attn_calc_golden_<format>  the unit's example with --jacobian, byte for byte (tests/golden/)
-#   attn_calc_from_files       the same map from @file inputs and labels
+#   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
+#                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
 #   example_alignment_map_svg  ... and what the alignment_map example draws
 #   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
@@ -20,7 +21,7 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:sv
 endforeach()
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
-          "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|मैं,चाय,पीता,हूँ|--note-labels|I,drink,tea|--format|csv"
+          "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
           -DCAPTURE=ON "-DOUT=${attn_cli_out}/from_files.csv" "-DGOLDEN=${attn_golden_dir}/unit_example.csv"
           -P "${attn_cli_dir}/golden.cmake")
 add_test(NAME attn_calc_docs_svg
@@ -55,7 +56,7 @@ attn_calc_bad(additive_sizes "--W1 has 3 columns but each note has 2" --score ad
 attn_calc_bad(additive_missing "--score additive needs --W1, --W2 and --v" --score additive --W1 1,0)
 attn_calc_bad(general_missing "--score general needs --W" --score general)
 attn_calc_bad(unused_parameter "--W is only used by --score general" --W 1,0,0)
-attn_calc_bad(ragged "row 2 has 2 numbers but row 1 has 3" --q 1,0,0 --notes @${attn_cli_dir}/ragged.csv)
+attn_calc_bad(ragged "ragged.csv), line 2: row 2 has 2 numbers but row 1 (line 1) has 3" --q 1,0,0 --notes @${attn_cli_dir}/ragged.csv)
 attn_calc_bad(empty_notes "--notes: no numbers given" --q 1,0,0 --notes=)
 attn_calc_bad(empty_file "no numbers given" --q 1,0,0 --notes @${attn_cli_dir}/empty.csv)
 attn_calc_bad(missing_file "cannot read the file" --q 1,0,0 --notes @${attn_cli_dir}/no_such_file.csv)
@@ -73,3 +74,17 @@ attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" -
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
 attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --decimals 2.5)
+# @files are read as lines; every message is one line of printable text, whatever the input held
+attn_calc_bad(decimal_commas "decimal_commas.csv), line 1: a ';', which separates rows only on the command line"
+              --q @${attn_cli_dir}/decimal_commas.csv)
+attn_calc_bad(header_row "header.csv), line 1: \"I\" is not a number (a header row? start it with '#' to skip it)"
+              --q 1,0,0 --notes @${attn_cli_dir}/header.csv)
+attn_calc_bad(nul_in_file "nul.csv), line 2: a NUL byte (is this a text file?)" --q 1,0,0 --notes @${attn_cli_dir}/nul.csv)
+attn_calc_bad(newline_in_value "--beta: \"2\\n3\" is not a number" --beta "2\n3")
+string(ASCII 27 attn_esc)
+attn_calc_bad(escape_sequence "--beta: \"\\x1b[2J\\x1b[31mred\" is not a number" --beta "${attn_esc}[2J${attn_esc}[31mred")
+string(REPEAT "1" 100000 attn_huge)
+attn_calc_bad(huge_token "(100001 bytes) is not a number" --beta "${attn_huge}x")
+if(EXISTS /dev/zero)
+  attn_calc_bad(special_file "--notes: \"/dev/zero\" is not a regular file" --q 1,0,0 --notes @/dev/zero)
+endif()
