@@ -19,15 +19,20 @@
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attn/matrix.hpp"
 #include "attn/report/detail/utf8.hpp"
+#include "attn/report/format.hpp"
 
 namespace attn_calc {
 
@@ -120,7 +125,8 @@ struct config {
   score_kind score = score_kind::dot;
   output_format format = output_format::text;
   matrix queries;                         ///< T × d_q, one query per row
-  matrix notes;                           ///< n × d_h, one note per row
+  matrix notes;                           ///< n × d_h, one note per row (--keys: the keys, n × d_k)
+  matrix values;                          ///< --values: n × d_v (empty: the notes are the values)
   matrix W;                               ///< general: d_q × d_h
   matrix W1;                              ///< additive: k × d_h
   matrix W2;                              ///< additive: k × d_q
@@ -131,7 +137,19 @@ struct config {
   std::vector<std::string> note_labels;   ///< one per note
   int decimals = 3;                       ///< digits after the point in printed numbers
   bool jacobian = false;                  ///< also ∂c/∂h_j and ∂c/∂q, checked by finite differences
+  bool steps = false;                     ///< also the hand steps: e^(βs) and their sum; additive's W1h + W2q, tanh
+  bool no_attention = false;              ///< also Unit 17's baseline: every query gets the last note
+  bool map_only = false;                  ///< text, md, latex: the map's table alone
+  std::optional<std::string> title;       ///< the map's title (svg) or caption (its table)
+  std::optional<std::string> row_axis;    ///< svg: the rows' title
+  std::optional<std::string> col_axis;    ///< svg: the columns' title
+  bool values_shown = true;               ///< svg: the values in the cells (--no-values: not)
+  double scale_lo = 0.0, scale_hi = 1.0;  ///< svg: the colour scale's range
+  std::string latex_label = "attn";       ///< latex: the tables' \\label prefix (attn:map, ...)
   bool help = false;                      ///< --help: print the help and nothing else
+  [[nodiscard]] bool keys_and_values() const noexcept { return !values.empty(); }
+  /// The values the contexts blend: --values, or the notes.
+  [[nodiscard]] const matrix& blended() const noexcept { return values.empty() ? notes : values; }
   unit_example example = unit_example::none;
 };
 
@@ -447,22 +465,23 @@ inline void need(bool ok, const std::string& message) {
 /// Every size check, after all options are read.
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
+  const std::string note = c.keys_and_values() ? "key" : "note";
   switch (c.score) {
     case score_kind::dot:
     case score_kind::scaled_dot:
-      need(dq == dh, "--q has " + count(dq, "number") + " per query but each note has " +
+      need(dq == dh, "--q has " + count(dq, "number") + " per query but each " + note + " has " +
                          std::to_string(dh) + "; --score " + std::string(score_name(c.score)) +
                          " needs the same length (--score general or additive allow different ones)");
       break;
     case score_kind::general:
       need(c.W.rows == dq && c.W.cols == dh,
            "--W is " + std::to_string(c.W.rows) + "x" + std::to_string(c.W.cols) +
-               " but --score general needs (query length) x (note length) = " + std::to_string(dq) +
+               " but --score general needs (query length) x (" + note + " length) = " + std::to_string(dq) +
                "x" + std::to_string(dh));
       break;
     case score_kind::additive: {
       const std::size_t k = c.v.size();
-      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each note has " + count(dh, "number"));
+      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each " + note + " has " + count(dh, "number"));
       need(c.W2.cols == dq, "--W2 has " + count(c.W2.cols, "column") + " but each query has " + count(dq, "number"));
       need(c.W1.rows == k, "--W1 has " + count(c.W1.rows, "row") + " but --v has " +
                                count(k, "number") + " (both are the hidden size k)");
@@ -471,6 +490,9 @@ inline void check_sizes(const config& c) {
       break;
     }
   }
+  if (c.keys_and_values())
+    need(c.values.rows == n, "--values has " + count(c.values.rows, "row") + " but --keys has " +
+                                 std::to_string(n) + " (one value per key)");
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
                                  " but " + there_are(n, "note"));
@@ -488,25 +510,62 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
   return out;
 }
 
+/// The formats an option's output appears in, as a bit set of output_format.
+constexpr unsigned formats(std::initializer_list<output_format> fs) {
+  unsigned bits = 0;
+  for (const auto f : fs) bits |= 1u << static_cast<unsigned>(f);
+  return bits;
+}
+
+/// "text, md, latex or json"
+inline std::string format_list(unsigned bits) {
+  std::vector<std::string> names;
+  for (unsigned f = 0; f <= static_cast<unsigned>(output_format::svg); ++f)
+    if (bits & (1u << f)) names.emplace_back(format_name(static_cast<output_format>(f)));
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 }  // namespace detail
+
+/// The work of --jacobian, in steps of about a nanosecond: every Jacobian is checked by central
+/// finite differences, 2·d attends of n notes for each of n notes, so it grows as T·n²·d²
+/// (d: the numbers of a note, keys and values together).
+[[nodiscard]] inline double jacobian_work(const config& c) {
+  const double T = static_cast<double>(c.queries.rows), n = static_cast<double>(c.notes.rows);
+  const double d = static_cast<double>(c.notes.cols + c.blended().cols), dq = static_cast<double>(c.queries.cols);
+  return T * n * d * (n * d + dq);
+}
+
+/// The most work --jacobian takes on (jacobian_work): about half a second.
+inline constexpr double max_jacobian_work = 5e8;
 
 /// Reads attn-calc's arguments (without the program name) into a checked config. Options take
 /// their value as the next argument or after '=' ("--beta 2", "--beta=2"). Throws usage_error
-/// for an unknown option, a missing or bad value, an option given twice, or sizes that do not fit.
+/// for an unknown option, a missing or bad value, an option given twice, an option that the
+/// format does not show, or sizes that do not fit.
 [[nodiscard]] inline config parse_args(const std::vector<std::string_view>& args) {
   config c;
   struct raw {
     std::string_view value;
     bool given = false;
   };
-  raw score, format, q, notes, W, W1, W2, v, beta, mask, note_labels, query_labels, decimals;
+  raw score, format, q, notes, keys, values, W, W1, W2, v, beta, mask, note_labels, query_labels, decimals, title,
+      row_axis, col_axis, scale, label;
   const std::pair<std::string_view, raw*> valued[] = {
-      {"--score", &score},     {"--format", &format},           {"--q", &q},
-      {"--notes", &notes},     {"--W", &W},                     {"--W1", &W1},
-      {"--W2", &W2},           {"--v", &v},                     {"--beta", &beta},
-      {"--mask", &mask},       {"--note-labels", &note_labels}, {"--query-labels", &query_labels},
-      {"--decimals", &decimals}};
-  bool jacobian_given = false;
+      {"--score", &score},       {"--format", &format},           {"--q", &q},
+      {"--notes", &notes},       {"--keys", &keys},               {"--values", &values},
+      {"--W", &W},               {"--W1", &W1},                   {"--W2", &W2},
+      {"--v", &v},               {"--beta", &beta},               {"--mask", &mask},
+      {"--note-labels", &note_labels}, {"--query-labels", &query_labels}, {"--decimals", &decimals},
+      {"--title", &title},       {"--row-axis", &row_axis},       {"--col-axis", &col_axis},
+      {"--scale", &scale},       {"--label", &label}};
+  bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false;
+  const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
+                                                      {"--no-attention", &no_attention}, {"--map-only", &map_only},
+                                                      {"--no-values", &no_values}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -523,11 +582,13 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
       c.help = true;
       return c;
     }
-    if (name == "--jacobian") {
-      detail::need(!has_inline, "--jacobian takes no value");
-      detail::need(!jacobian_given, "--jacobian is given twice");
-      jacobian_given = true;
-      c.jacobian = true;
+    bool* flag = nullptr;
+    for (const auto& [option, target] : flags)
+      if (name == option) flag = target;
+    if (flag != nullptr) {
+      detail::need(!has_inline, std::string(name) + " takes no value");
+      detail::need(!*flag, std::string(name) + " is given twice");
+      *flag = true;
       continue;
     }
     raw* slot = nullptr;
@@ -570,22 +631,56 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
       throw usage_error("--format: unknown format " + shown(f) + " (text, md, latex, json, csv, csv-long or svg)");
   }
 
+  // An option whose output the format does not show is refused, not ignored.
+  using F = output_format;
+  constexpr unsigned documents = detail::formats({F::text, F::md, F::latex});
+  const std::tuple<std::string_view, bool, unsigned> shown_in[] = {
+      {"--jacobian", jacobian, documents | detail::formats({F::json})},
+      {"--steps", steps, documents},
+      {"--no-attention", no_attention, documents | detail::formats({F::json})},
+      {"--map-only", map_only, documents},
+      {"--title", title.given, documents | detail::formats({F::svg})},
+      {"--row-axis", row_axis.given, detail::formats({F::svg})},
+      {"--col-axis", col_axis.given, detail::formats({F::svg})},
+      {"--no-values", no_values, detail::formats({F::svg})},
+      {"--scale", scale.given, detail::formats({F::svg})},
+      {"--label", label.given, detail::formats({F::latex})}};
+  for (const auto& [option, given, bits] : shown_in)
+    detail::need(!given || (bits & (1u << static_cast<unsigned>(c.format))),
+                 std::string(option) + " is not shown by --format " + std::string(format_name(c.format)) +
+                     ": use " + detail::format_list(bits));
+  for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
+                                      {"--steps", steps}, {"--no-attention", no_attention}})
+    detail::need(!map_only || !given, "--map-only prints the map alone: leave out " + std::string(option));
+
   // Parameters a score does not use are refused: they are almost always a mistake.
   const bool general = c.score == score_kind::general, additive = c.score == score_kind::additive;
   detail::need(!W.given || general, "--W is only used by --score general");
   detail::need(!(W1.given || W2.given || v.given) || additive,
                std::string(W1.given ? "--W1" : W2.given ? "--W2" : "--v") +
                    " is only used by --score additive");
+  detail::need(!notes.given || (!keys.given && !values.given),
+               "give --notes (each note both key and value) or --keys and --values, not both");
+  detail::need(keys.given == values.given, keys.given ? "--keys needs --values (the scores look at the keys, the "
+                                                        "contexts blend the values)"
+                                                      : "--values needs --keys (the scores look at the keys, the "
+                                                        "contexts blend the values)");
+  const bool own_notes = notes.given || keys.given;
 
-  if (additive && !q.given && !notes.given && !W1.given && !W2.given && !v.given) {
+  if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;
   } else {
     if (q.given) c.queries = matrix_argument(q.value, "--q");
     if (notes.given) c.notes = matrix_argument(notes.value, "--notes");
-    detail::need(q.given || !notes.given, "--notes needs --q (the queries that look at the notes)");
-    if (!q.given && !notes.given) c.example = unit_example::e3_alignment_map;
-    if (!notes.given) use_unit_notes(c);
+    if (keys.given) {
+      c.notes = matrix_argument(keys.value, "--keys");
+      c.values = matrix_argument(values.value, "--values");
+    }
+    detail::need(q.given || !own_notes, std::string(notes.given ? "--notes" : "--keys") +
+                                            " needs --q (the queries that look at the notes)");
+    if (!q.given && !own_notes) c.example = unit_example::e3_alignment_map;
+    if (!own_notes) use_unit_notes(c);
     if (!q.given) use_unit_queries(c);
     if (W.given) c.W = matrix_argument(W.value, "--W");
     if (W1.given) c.W1 = matrix_argument(W1.value, "--W1");
@@ -602,7 +697,7 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
                  "unit's example)");
   }
   if (q.given) c.query_labels = detail::numbered("q", c.queries.rows);
-  if (notes.given || c.example == unit_example::e5_additive) c.note_labels = detail::numbered("h", c.notes.rows);
+  if (own_notes || c.example == unit_example::e5_additive) c.note_labels = detail::numbered("h", c.notes.rows);
   if (c.example == unit_example::e5_additive) c.query_labels = {"q"};
 
   if (beta.given) c.beta = parse_number(beta.value, "--beta");
@@ -618,9 +713,134 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
   }
   if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
   if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
+  for (const auto& [option, text, target] :
+       {std::tuple<std::string_view, const raw&, std::optional<std::string>&>{"--title", title, c.title},
+        {"--row-axis", row_axis, c.row_axis},
+        {"--col-axis", col_axis, c.col_axis}}) {
+    if (!text.given) continue;
+    const std::string_view t = trim(text.value);
+    detail::need(printable_utf8(t), std::string(option) + ": " + shown(t) + " is not printable UTF-8 text");
+    target = std::string(t);
+  }
+  if (scale.given) {
+    const matrix m = parse_matrix(scale.value, "--scale");
+    detail::need(m.rows == 1 && m.cols == 2, "--scale needs two numbers, LO,HI (the colours' range), not " +
+                                                 std::to_string(m.rows) + "x" + std::to_string(m.cols));
+    detail::need(m.data[0] < m.data[1], "--scale: LO must be below HI, and " + attn::report::shortest(m.data[0]) +
+                                            " is not below " + attn::report::shortest(m.data[1]));
+    c.scale_lo = m.data[0];
+    c.scale_hi = m.data[1];
+  }
+  if (label.given) {
+    c.latex_label = std::string(trim(label.value));
+    const bool ok = !c.latex_label.empty() &&
+                    std::all_of(c.latex_label.begin(), c.latex_label.end(), [](char ch) {
+                      return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                             ch == ':' || ch == '.' || ch == '-' || ch == '_' || ch == '/';
+                    });
+    detail::need(ok, "--label: " + shown(label.value) + " must be ASCII letters, digits and : . - _ /");
+  }
+  c.jacobian = jacobian;
+  c.steps = steps;
+  c.no_attention = no_attention;
+  c.map_only = map_only;
+  c.values_shown = !no_values;
   detail::check_sizes(c);
+  if (c.jacobian) {
+    const double work = jacobian_work(c);
+    char amount[32];
+    std::snprintf(amount, sizeof amount, "%.1e", work);
+    detail::need(work <= max_jacobian_work,
+                 "--jacobian: " + detail::count(c.queries.rows, "query", "queries") + " and " +
+                     detail::count(c.notes.rows, "note") + " of " + std::to_string(c.notes.cols + c.blended().cols) +
+                     " numbers need about " + amount +
+                     " steps (T·n²·d²: every Jacobian is checked by finite differences); attn-calc stops at 5e8, "
+                     "about half a second: give fewer queries or notes");
+  }
   return c;
 }
+
+/// What attn-calc --help prints: every option, each with an example.
+inline constexpr std::string_view help_text = R"(attn-calc: attention by hand, for lessons. Computes the scores, the weights (the
+alignment map) and the context vectors of queries looking at notes, and prints them.
+With no options it prints the unit's "I drink tea" example (E1, and E3's map).
+
+Usage: attn-calc [options]
+
+A matrix is rows separated by ';' and numbers separated by ',' (quote it for the shell),
+or @file: a file with one row per line, numbers separated by ',' or by spaces and tabs
+(lines starting with # and blank lines skipped; a ';' in a file is refused).
+A file may be at most 64 MiB and must be a regular file.
+
+Inputs
+  --q Q               the queries (decoder states), one per row
+                        e.g. --q 0,0.5,2    or several: --q "0,0.5,2;0,1,4"
+  --notes H           the notes h_j, one per row (default: the unit's I, drink, tea)
+                        e.g. --notes "1,0,0;0,1,0;0,0,1"    or --notes @notes.csv
+  --keys K            instead of --notes: the keys k_j the scores look at, one per row
+                        e.g. --q 0,1 --keys "1,0;0,1;1,1" --values "1,0,0;0,1,0;0,0,1"
+  --values V          with --keys: the values v_j the contexts blend, one per row
+                        e.g. --values @values.csv
+  --score S           dot (default), scaled_dot (q.h/sqrt d), general (q^T W h) or
+                      additive (v^T tanh(W1 h + W2 q))
+                        e.g. --score scaled_dot
+  --W W               general: the matrix W, query length x note length
+                        e.g. --score general --q 1,2 --W "1,0,0;0,1,1"
+  --W1 W1             additive: k x note length
+                        e.g. --W1 "1,0;0,1"
+  --W2 W2             additive: k x query length
+                        e.g. --W2 "1,0;0,1"
+  --v V               additive: k numbers (with none of --q --notes --W1 --W2 --v,
+                      --score additive shows the unit's additive example)
+                        e.g. --v 1,1
+  --beta B            sharpness, "how sure": the scores are multiplied by B (default 1)
+                        e.g. --beta 2
+  --mask M            one 1 (keep) or 0 (mask out) per note, as a row or a column; a
+                      masked note gets weight 0
+                        e.g. --mask 1,1,0
+  --note-labels L     names of the notes, separated by ',', or @file: one per line
+                        e.g. --note-labels I,drink,tea    or --note-labels @words.txt
+  --query-labels L    names of the queries, separated by ',', or @file: one per line
+                        e.g. --query-labels "मैं,चाय,पीता,हूँ"
+
+Output (on stdout)
+  --format F          text (default), md, latex, json, csv (the map, a row per query),
+                      csv-long (the map, a row per cell: i,j,query,note,weight) or svg
+                      (the map as a heatmap)
+                        e.g. --format md > lesson.md    --format svg > map.svg
+  --decimals N        digits after the point, 0 to 17 (default 3); JSON also has every
+                      number at full precision
+                        e.g. --decimals 4
+  --steps             text, md, latex: also the hand steps: e^(beta s) and their sum
+                      before the weights (E1), W1 h + W2 q and its tanh before the
+                      scores (additive, E5)
+                        e.g. --q 0,0.5,2 --steps    --score additive --steps
+  --no-attention      text, md, latex, json: also Unit 17's baseline without attention:
+                      every query gets the last note, and there is no map
+                        e.g. attn-calc --no-attention
+  --map-only          text, md, latex: the map's table alone, no heading or paragraphs
+                        e.g. --format latex --map-only > map.tex
+  --jacobian          text, md, latex, json: also dc/dh_j for every note and dc/dq, each
+                      checked against central finite differences (refused past about
+                      half a second of work: it grows as queries x notes^2 x length^2)
+                        e.g. --q 0,0.5,2 --jacobian
+  --title T           the map's title: the SVG's, or the caption of the map's table
+                        e.g. --format svg --title "E3: I drink tea"
+  --row-axis T        svg: the title of the rows (default: queries (words written))
+                        e.g. --format svg --row-axis Hindi
+  --col-axis T        svg: the title of the columns (default: notes (words read))
+                        e.g. --format svg --col-axis English
+  --no-values         svg: colours only, the values in each cell's tooltip
+                        e.g. --format svg --no-values
+  --scale LO,HI       svg: the range of the colour scale (default 0,1)
+                        e.g. --format svg --scale 0,0.5
+  --label L           latex: the prefix of the tables' \label (default attn: attn:map, ...)
+                        e.g. --format latex --label lesson3
+  --help              print this help
+                        e.g. attn-calc --help
+
+Exit status: 0 on success; 2 on bad input, with one line on stderr that says what.
+)";
 
 /// parse_args for main's argc/argv (argv[0], the program name, is skipped).
 [[nodiscard]] inline config parse_args(int argc, char** argv) {

@@ -1,10 +1,14 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
-#   attn_calc_golden_<format>  the unit's example with --jacobian, byte for byte (tests/golden/)
+#   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
+#                              byte for byte (tests/golden/)
+#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
 #   example_alignment_map_svg  ... and what the alignment_map example draws
 #   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
+#   attn_calc_outputs_parse    every format read back by Python's parsers (skipped without python3)
+#   attn_calc_latex_compiles   the LaTeX through pdflatex, labels as typed (skipped without it)
 set(attn_cli_dir "${PROJECT_SOURCE_DIR}/tests/cli")
 set(attn_golden_dir "${PROJECT_SOURCE_DIR}/tests/golden")
 set(attn_cli_out "${CMAKE_CURRENT_BINARY_DIR}/cli_out")
@@ -14,11 +18,28 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:sv
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 format)
   list(GET pair 1 ext)
+  set(jacobian "|--jacobian")  # the formats that show it
+  if(format MATCHES "csv|svg")
+    set(jacobian "")
+  endif()
   add_test(NAME attn_calc_golden_${format}
-    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|--jacobian|--format|${format}" -DCAPTURE=ON
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>${jacobian}|--format|${format}" -DCAPTURE=ON
             "-DOUT=${attn_cli_out}/unit_example.${ext}" "-DGOLDEN=${attn_golden_dir}/unit_example.${ext}"
             -P "${attn_cli_dir}/golden.cmake")
 endforeach()
+# attn_calc_golden(<name> <golden file> <arg>...): attn-calc <arg>... gives the golden file
+function(attn_calc_golden name golden)
+  list(JOIN ARGN "|" args)
+  add_test(NAME attn_calc_golden_${name}
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|${args}" -DCAPTURE=ON
+            "-DOUT=${attn_cli_out}/${golden}" "-DGOLDEN=${attn_golden_dir}/${golden}" -P "${attn_cli_dir}/golden.cmake")
+endfunction()
+attn_calc_golden(e1_steps e1_steps.txt --q 0,0.5,2 --query-labels चाय --steps)
+attn_calc_golden(e5_steps e5_steps.md --score additive --steps --format md)
+attn_calc_golden(e3_no_attention e3_no_attention.txt --no-attention)
+attn_calc_golden(map_only_md map_only.md --format md --map-only)
+attn_calc_golden(map_only_latex map_only.tex --format latex --map-only)
+attn_calc_golden(masked_svg masked.svg --format svg --mask 1,1,0)
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
           "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
@@ -88,3 +109,19 @@ attn_calc_bad(huge_token "(100001 bytes) is not a number" --beta "${attn_huge}x"
 if(EXISTS /dev/zero)
   attn_calc_bad(special_file "--notes: \"/dev/zero\" is not a regular file" --q 1,0,0 --notes @/dev/zero)
 endif()
+
+# Every format read back by a real parser: Python's (SVG, JSON, CSV, Markdown tables) and pdfLaTeX.
+# Each is skipped, and says so, where its tool is not installed; CI does not need them.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME attn_calc_outputs_parse
+    COMMAND "${Python3_EXECUTABLE}" "${attn_cli_dir}/parse_outputs.py" $<TARGET_FILE:attn-calc> "${attn_cli_out}/parse")
+else()
+  add_test(NAME attn_calc_outputs_parse COMMAND "${CMAKE_COMMAND}" -E echo "SKIPPED: python3 was not found")
+endif()
+find_program(ATTN_PDFLATEX pdflatex)
+find_program(ATTN_PDFTOTEXT pdftotext)
+add_test(NAME attn_calc_latex_compiles
+  COMMAND "${CMAKE_COMMAND}" "-DCALC=$<TARGET_FILE:attn-calc>" "-DCLI=${attn_cli_dir}" "-DWORK=${attn_cli_out}/latex"
+          "-DPDFLATEX=${ATTN_PDFLATEX}" "-DPDFTOTEXT=${ATTN_PDFTOTEXT}" -P "${attn_cli_dir}/latex.cmake")
+set_tests_properties(attn_calc_outputs_parse attn_calc_latex_compiles PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED:")
