@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "../examples/attn_calc/render.hpp"
 #include "attn/report/format.hpp"
 #include "attn_catch.hpp"
+#include "doc_snippets.hpp"
 #include "well_formed.hpp"
 
 using attn_calc::parse_args;
@@ -462,4 +464,28 @@ TEST_CASE("the SVG options reach the picture: title, axes, values, scale, masked
   CHECK(refusal({"--format", "svg", "--scale", "1,0.5"}) == "--scale: LO must be below HI, and 1 is not below 0.5");
   CHECK(refusal({"--format", "svg", "--scale", "1"}) == "--scale needs two numbers, LO,HI (the colours' range), not 1x1");
   CHECK(refusal({"--format", "svg", "--title", "a\x01"}) == "--title: \"a\\x01\" is not printable UTF-8 text");
+}
+
+TEST_CASE("attn-calc --help gives every option an example, and docs/course-authors.md shows each", "[attn-calc]") {
+  const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
+  REQUIRE_FALSE(docs.empty());
+  std::istringstream help{std::string(attn_calc::help_text)};
+  std::vector<std::string> options;
+  std::vector<bool> examples;
+  for (std::string line; std::getline(help, line);) {
+    if (line.starts_with("  --")) {
+      options.push_back(line.substr(2, line.find(' ', 2) - 2));
+      examples.push_back(false);
+    } else if (!options.empty() && line.find("e.g. ") != std::string::npos) {
+      examples.back() = true;
+    }
+  }
+  CHECK(options.size() == 26);
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const std::string& option = options[i];
+    INFO(option);
+    CHECK(examples[i]);
+    CHECK(docs.find("`" + option + "`") != std::string::npos);
+    if (option != "--help") CHECK_FALSE(refusal({option}).starts_with("unknown option"));  // the parser knows it
+  }
 }
