@@ -290,14 +290,14 @@ TEST_CASE("an option the format cannot show is refused, not ignored", "[attn-cal
   CHECK(refusal({"--no-values=1", "--format", "svg"}) == "--no-values takes no value");
 }
 
-TEST_CASE("attn-calc --jacobian refuses inputs past half a second of work, and says why", "[attn-calc]") {
+TEST_CASE("attn-calc --jacobian refuses inputs past 5e8 steps of work, and says why", "[attn-calc]") {
   // n = 1600 notes of d = 20 took 3.6 s: its checks by finite differences grow as T·n²·d²
   std::string notes, q;
   for (int j = 0; j < 1600; ++j) notes += (j ? ";" : "") + std::string("1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0");
   for (int i = 0; i < 20; ++i) q += (i ? ",0" : "1");
   CHECK(refusal({"--q", q, "--notes", notes, "--jacobian"}) ==
         "--jacobian: 1 query and 1600 notes of 40 numbers need about 4.1e+09 steps (T·n²·d²: every Jacobian is "
-        "checked by finite differences); attn-calc stops at 5e8, about half a second: give fewer queries or notes");
+        "checked by finite differences); attn-calc stops at 5e8: give fewer queries or notes");
   CHECK(refusal({"--q", q, "--notes", notes}).empty());  // without --jacobian the map is quick
   // the lesson's sizes are far below: E6's 35×30 map with notes of 8 numbers
   std::string q35, h30;

@@ -19,11 +19,14 @@ namespace attn_test {
 
 namespace detail {
 
-class xml_reader {
+/// What both readers share: the text, the position in it, and the first problem found.
+class reader {
+protected:
   std::string_view s_;
   std::size_t i_ = 0;
   std::string error_;
 
+  explicit reader(std::string_view s) : s_(s) {}
   bool fail(const std::string& what) {
     if (error_.empty()) error_ = what + " at byte " + std::to_string(i_);
     return false;
@@ -32,6 +35,9 @@ class xml_reader {
   void skip_space() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
   }
+};
+
+class xml_reader : reader {
   static bool name_start(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
            static_cast<unsigned char>(c) >= 0x80;
@@ -143,7 +149,7 @@ class xml_reader {
   }
 
 public:
-  explicit xml_reader(std::string_view s) : s_(s) {}
+  explicit xml_reader(std::string_view s) : reader(s) {}
   std::string check() {
     for (std::size_t k = 0; k < s_.size();) {
       const auto c = attn::report::detail::decode_utf8(s_, k);
@@ -169,18 +175,7 @@ public:
   }
 };
 
-class json_reader {
-  std::string_view s_;
-  std::size_t i_ = 0;
-  std::string error_;
-
-  bool fail(const std::string& what) {
-    if (error_.empty()) error_ = what + " at byte " + std::to_string(i_);
-    return false;
-  }
-  void skip_space() {
-    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
-  }
+class json_reader : reader {
   bool literal(std::string_view word) {
     if (!s_.substr(i_).starts_with(word)) return fail("a value expected");
     i_ += word.size();
@@ -280,7 +275,7 @@ class json_reader {
   }
 
 public:
-  explicit json_reader(std::string_view s) : s_(s) {}
+  explicit json_reader(std::string_view s) : reader(s) {}
   std::string check() {
     if (!value(0)) return error_;
     skip_space();

@@ -530,16 +530,16 @@ inline std::string format_list(unsigned bits) {
 
 }  // namespace detail
 
-/// The work of --jacobian, in steps of about a nanosecond: every Jacobian is checked by central
-/// finite differences, 2·d attends of n notes for each of n notes, so it grows as T·n²·d²
-/// (d: the numbers of a note, keys and values together).
+/// The work of --jacobian, in multiply-adds: every Jacobian is checked by central finite
+/// differences, 2·d attends of n notes for each of n notes, so it grows as T·n²·d² (d: the
+/// numbers of a note, keys and values together).
 [[nodiscard]] inline double jacobian_work(const config& c) {
   const double T = static_cast<double>(c.queries.rows), n = static_cast<double>(c.notes.rows);
   const double d = static_cast<double>(c.notes.cols + c.blended().cols), dq = static_cast<double>(c.queries.cols);
   return T * n * d * (n * d + dq);
 }
 
-/// The most work --jacobian takes on (jacobian_work): about half a second.
+/// The most work --jacobian takes on (jacobian_work); docs/performance.md gives its time.
 inline constexpr double max_jacobian_work = 5e8;
 
 /// Reads attn-calc's arguments (without the program name) into a checked config. Options take
@@ -754,8 +754,8 @@ inline constexpr double max_jacobian_work = 5e8;
                  "--jacobian: " + detail::count(c.queries.rows, "query", "queries") + " and " +
                      detail::count(c.notes.rows, "note") + " of " + std::to_string(c.notes.cols + c.blended().cols) +
                      " numbers need about " + amount +
-                     " steps (T·n²·d²: every Jacobian is checked by finite differences); attn-calc stops at 5e8, "
-                     "about half a second: give fewer queries or notes");
+                     " steps (T·n²·d²: every Jacobian is checked by finite differences); attn-calc stops at 5e8: give "
+                     "fewer queries or notes");
   }
   return c;
 }
@@ -821,8 +821,8 @@ Output (on stdout)
   --map-only          text, md, latex: the map's table alone, no heading or paragraphs
                         e.g. --format latex --map-only > map.tex
   --jacobian          text, md, latex, json: also dc/dh_j for every note and dc/dq, each
-                      checked against central finite differences (refused past about
-                      half a second of work: it grows as queries x notes^2 x length^2)
+                      checked against central finite differences (refused past 5e8 steps:
+                      they grow as queries x notes^2 x length^2)
                         e.g. --q 0,0.5,2 --jacobian
   --title T           the map's title: the SVG's, or the caption of the map's table
                         e.g. --format svg --title "E3: I drink tea"

@@ -187,15 +187,12 @@ struct heatmap_layout {
 
 }  // namespace detail
 
-/// Returns an R×C heatmap of `values` as an SVG document: row i labelled row_labels[i] on
-/// the left, column j labelled col_labels[j] on top, each cell coloured by its value on the
-/// scale [lo, hi] and showing fixed(value, decimals); a legend on the right; a tooltip
-/// (<title>) on every cell of maps up to 4096 cells. NaN cells are grey and masked ones
-/// hatched, each named in the legend when present. A map wider than max_width gets smaller
-/// cells (see heatmap_options). Labels may hold any bytes (what XML cannot hold becomes
-/// U+FFFD). Throws dimension_error unless there are R row labels and C column labels, the
-/// matrix is not empty and `masked` has 0, C or R·C entries; domain_error unless lo < hi
-/// (finite) and the id prefix is valid.
+/// Returns an R×C heatmap of `values` as an SVG document: cells coloured on [lo, hi] showing
+/// fixed(value, decimals), row and column labels, a legend (naming NaN and masked cells when
+/// present), a tooltip per cell up to 4096 cells; options as heatmap_options says. Any label
+/// bytes give well-formed XML. Throws dimension_error unless the labels match R and C, the
+/// matrix is not empty and `masked` has 0, C or R·C entries; domain_error unless finite
+/// lo < hi and a valid id prefix.
 template <matrix_like M>
 [[nodiscard]] std::string heatmap_svg(const M& values, const std::vector<std::string>& row_labels,
                                       const std::vector<std::string>& col_labels,
