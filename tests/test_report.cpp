@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <locale>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -26,6 +27,17 @@ std::size_t count(const std::string& s, const std::string& what) {
   std::size_t n = 0;
   for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
+}
+
+/// stem1, stem2, …, stemN (appended: "q" + std::string draws g++'s false -Wrestrict at -O3)
+std::vector<std::string> numbered(const std::string& stem, std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i <= n; ++i) {
+    std::string label = stem;
+    label += std::to_string(i);
+    out.push_back(std::move(label));
+  }
+  return out;
 }
 
 /// The cells of a GitHub-flavoured Markdown table row: split at the '|' that no backslash escapes.
@@ -433,9 +445,7 @@ TEST_CASE("a 35x30 map fits a 760-pixel lesson column and stays legible", "[repo
   // E6's map: 35 words written, 30 read. Its cells used to be 60 px wide: a 1,900-px picture
   // that a lesson column shrinks to 40 %, its 13-px values to 5 px.
   attn::Matrix<double> w(35, 30);
-  std::vector<std::string> rows, cols;
-  for (std::size_t i = 0; i < 35; ++i) rows.push_back("q" + std::to_string(i + 1));
-  for (std::size_t j = 0; j < 30; ++j) cols.push_back("h" + std::to_string(j + 1));
+  const std::vector<std::string> rows = numbered("q", 35), cols = numbered("h", 30);
   for (std::size_t i = 0; i < 35; ++i)
     for (std::size_t j = 0; j < 30; ++j) w(i, j) = (i % 30 == j ? 0.71 : 0.01);
   const std::string svg = report::alignment_map_svg(w, rows, cols);
@@ -472,8 +482,7 @@ TEST_CASE("a 512x512 map is a few megabytes, not 61", "[report]") {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
     w.data()[i] = static_cast<double>(state >> 11) * 0x1p-53;
   }
-  std::vector<std::string> labels;
-  for (std::size_t i = 0; i < 512; ++i) labels.push_back("w" + std::to_string(i + 1));
+  const std::vector<std::string> labels = numbered("w", 512);
   auto opt = report::alignment_map_options(w);
   opt.masked = std::vector<bool>(512, false);
   opt.masked[7] = true;

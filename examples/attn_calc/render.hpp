@@ -46,6 +46,15 @@ inline std::string index_label(std::string_view stem, std::size_t i) {
   return std::string(stem) + "_{" + std::to_string(i + 1) + "}";
 }
 
+/// "$q_{2}$": the fallback pdfLaTeX shows for a label it cannot. Built by appending: "$" + a
+/// std::string draws g++'s false -Wrestrict at -O3 (docs/errors.md).
+inline std::string index_fallback(std::string_view stem, std::size_t i) {
+  std::string s = "$";
+  s += index_label(stem, i);
+  s += '$';
+  return s;
+}
+
 /// Label cells for queries or notes: the label, and for LaTeX the label with an
 /// index fallback ($q_{1}$, $h_{2}$) for pdfLaTeX when it is not ASCII.
 inline std::vector<report::cell> label_cells(const std::vector<std::string>& labels, std::string_view stem,
@@ -55,7 +64,7 @@ inline std::vector<report::cell> label_cells(const std::vector<std::string>& lab
     const bool m = !masked.empty() && masked[i] == 0;
     const std::string suffix = m ? " (masked)" : "";
     out.emplace_back(labels[i] + suffix,
-                     report::latex_label(labels[i], "$" + index_label(stem, i) + "$") + suffix);
+                     report::latex_label(labels[i], index_fallback(stem, i)) + suffix);
   }
   return out;
 }
@@ -120,7 +129,7 @@ inline report::cell settings_paragraph(const config& c) {
       if (c.mask[j] == 0) {
         names += (names.empty() ? "" : ", ") + c.note_labels[j];
         lnames += (lnames.empty() ? "" : ", ") +
-                  report::latex_label(c.note_labels[j], "$" + index_label("h", j) + "$");
+                  report::latex_label(c.note_labels[j], index_fallback("h", j));
       }
     if (names.empty()) {
       text += " The mask keeps every note.";
@@ -134,10 +143,10 @@ inline report::cell settings_paragraph(const config& c) {
 }
 
 inline std::string ql(const config& c, std::size_t t) {  // a query's label for LaTeX
-  return report::latex_label(c.query_labels[t], "$" + index_label("q", t) + "$");
+  return report::latex_label(c.query_labels[t], index_fallback("q", t));
 }
 inline std::string nl(const config& c, std::size_t j) {  // a note's label for LaTeX
-  return report::latex_label(c.note_labels[j], "$" + index_label("h", j) + "$");
+  return report::latex_label(c.note_labels[j], index_fallback("h", j));
 }
 
 }  // namespace detail
@@ -193,9 +202,10 @@ inline report::table hidden_table(const config& c, const results& r, std::size_t
   const std::size_t k = c.v.size();
   std::vector<report::cell> cols;
   for (std::size_t i = 1; i <= k; ++i)
-    cols.emplace_back("u" + std::to_string(i), "$u_{" + std::to_string(i) + "}$");
+    cols.emplace_back(std::string("u") + std::to_string(i), std::string("$u_{") + std::to_string(i) + "}$");
   for (std::size_t i = 1; i <= k; ++i)
-    cols.emplace_back("tanh u" + std::to_string(i), "$\\tanh u_{" + std::to_string(i) + "}$");
+    cols.emplace_back(std::string("tanh u") + std::to_string(i),
+                      std::string("$\\tanh u_{") + std::to_string(i) + "}$");
   const std::string q = c.query_labels[t];
   return labelled(report::matrix_table(r.hidden[t], notes, cols, c.decimals, {},
                                        {"Additive score by hand for query " + q + ": u = W1 h_j + W2 q and tanh u; "
