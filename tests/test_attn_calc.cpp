@@ -2,6 +2,11 @@
 // kind of bad input is a usage_error naming the option; good input gives the unit's numbers.
 // The process-level checks (exit code 2, one line on stderr) are tests/cli/bad_input.cmake.
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,12 +16,33 @@
 #include "../examples/attn_calc/render.hpp"
 #include "attn/report/format.hpp"
 #include "attn_catch.hpp"
+#include "doc_snippets.hpp"
+#include "well_formed.hpp"
 
 using attn_calc::parse_args;
 using attn_calc::usage_error;
 
 namespace {
+std::size_t count(const std::string& s, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
 attn_calc::config parse(std::vector<std::string_view> args) { return parse_args(args); }
+
+/// A file in the temporary directory holding `contents`, removed with the object.
+struct temp_file {
+  std::filesystem::path path;
+  temp_file(const std::string& name, std::string_view contents)
+      : path(std::filesystem::temp_directory_path() / ("attn_calc_test_" + name)) {
+    std::ofstream(path, std::ios::binary).write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  }
+  ~temp_file() { std::filesystem::remove(path); }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  [[nodiscard]] std::string arg() const { return "@" + path.string(); }
+};
 
 /// The message of the usage_error that parsing `args` throws ("" if none).
 std::string refusal(std::vector<std::string_view> args) {
@@ -150,4 +176,316 @@ TEST_CASE("every format renders the same numbers", "[attn-calc]") {
   CHECK(json.find("\"query\": \"चाय\"") != std::string::npos);
   c.format = attn_calc::output_format::csv_long;
   CHECK(attn_calc::render(c, r) == "i,j,query,note,weight\n1,1,चाय,I,0.100\n1,2,चाय,drink,0.164\n1,3,चाय,tea,0.736\n");
+}
+
+TEST_CASE("@files are read as lines", "[attn-calc]") {
+  using attn_calc::parse_matrix;
+  const auto file = [](std::string_view text) { return parse_matrix(text, "--notes (f.csv)", true); };
+  const auto refusal_of = [&](std::string_view text) {
+    try {
+      (void)file(text);
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // a comment may hold ';' (it used to split the comment, and "one per line" was not a number)
+  CHECK(file("# notes; one per line\n1,0\n0,1\n").data == std::vector<double>{1, 0, 0, 1});
+  // a spreadsheet's decimal commas were read as other numbers, with exit code 0
+  CHECK(refusal_of("0,5;1,5\n").starts_with("--notes (f.csv), line 1: a ';', which separates rows only on the "
+                                            "command line: in a file each line is a row (a spreadsheet export "
+                                            "with decimal commas"));
+  CHECK(refusal_of("0,5 1,5\n").find("holds a space") != std::string::npos);
+  // a byte-order mark, tabs and spaces, CRLF and CR line ends
+  const auto m = file("\xEF\xBB\xBF# from a spreadsheet\r\n1\t2  3\r\n 4 5\t6\r7 8 9");
+  CHECK(m.rows == 3);
+  CHECK(m.data == std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(file("1, 2 ,3").data == std::vector<double>{1, 2, 3});
+  // a header row, and every message names the file's line
+  CHECK(refusal_of("x,y,z\n1,0,0\n") ==
+        "--notes (f.csv), line 1: \"x\" is not a number (a header row? start it with '#' to skip it)");
+  CHECK(refusal_of("# h\n\n1,2\n3,abc\n") == "--notes (f.csv), line 4: \"abc\" is not a number");
+  CHECK(refusal_of("# h\n1,2\n\n3\n") == "--notes (f.csv), line 4: row 2 has 1 number but row 1 (line 2) has 2");
+  CHECK(refusal_of("1,2\n3,nan\n") == "--notes (f.csv), line 2: \"nan\" is not a finite number");
+  CHECK(refusal_of("# only a comment\n") == "--notes (f.csv): no numbers given");
+  // a NUL byte: the message used to stop at it
+  const std::string nul("1,0\n2,\0x\n", 9);
+  CHECK(refusal_of(nul) == "--notes (f.csv), line 2: a NUL byte (is this a text file?)");
+  // inline, rows are separated by ';' and numbers may be separated by spaces too
+  CHECK(parse_matrix("0 0.5 2; 1 1 1", "--q").data == std::vector<double>{0, 0.5, 2, 1, 1, 1});
+  // and through the command line
+  const temp_file notes("notes.csv", "# notes; one per line\n1\t0\t0\n0 1 0\n0,0,1\n");
+  CHECK(parse({"--q", "0,0.5,2", "--notes", notes.arg()}).notes.data == std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+  const temp_file commas("commas.csv", "0,5;1,5\n");
+  CHECK(refusal({"--q", commas.arg()}).starts_with("--q (" + commas.path.string() + "), line 1: a ';'"));
+}
+
+TEST_CASE("labels come from a file too, one per line, commas and all", "[attn-calc]") {
+  const temp_file words("words.txt", "\xEF\xBB\xBFI\r\ndrink, hot\n\n  tea  \n");
+  const auto c = parse({"--note-labels", words.arg()});
+  CHECK(c.note_labels == std::vector<std::string>{"I", "drink, hot", "tea"});
+  const temp_file bad("bad.txt", "a\nb\x01\nc\n");
+  CHECK(refusal({"--note-labels", bad.arg()}) ==
+        "--note-labels (" + bad.path.string() + "), line 2: the label is not printable UTF-8 text");
+  const temp_file empty("empty.txt", "\n\n");
+  CHECK(refusal({"--note-labels", empty.arg()}) == "--note-labels (" + empty.path.string() + "): no labels given");
+  // U+FFFE and U+FFFF cannot go into XML: not printable, as control characters are not
+  CHECK(refusal({"--note-labels", "I,a\xEF\xBF\xBE,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
+  CHECK(refusal({"--note-labels", "I,\xEF\xBF\xBF,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
+}
+
+TEST_CASE("every message is one line, whatever the input held", "[attn-calc]") {
+  // a value with a line break, an escape sequence, a NUL-free but huge token
+  CHECK(refusal({"--beta", "2\n3"}) == "--beta: \"2\\n3\" is not a number");
+  CHECK(refusal({"--beta", "\x1b[2J\x1b[31mred"}) == "--beta: \"\\x1b[2J\\x1b[31mred\" is not a number");
+  CHECK(refusal({"--format", "s\rvg"}) == "--format: unknown format \"s\\rvg\" (text, md, latex, json, csv, csv-long or svg)");
+  CHECK(refusal({"--score", "\xC2\x9B" "31m"}).starts_with("--score: unknown score \"\\u{9b}31m\""));  // 8-bit CSI
+  CHECK(refusal({"--score", "dot\xE2\x80\xAE"}).starts_with("--score: unknown score \"dot\\u{202e}\""));
+  CHECK(refusal({"--score", "a\xFF"}).starts_with("--score: unknown score \"a\\xff\""));
+  const std::string huge = std::string(100'000, '1') + "x";
+  const std::string m = refusal({"--beta", huge});
+  CHECK(m == "--beta: \"" + std::string(40, '1') + "\xE2\x80\xA6" + std::string(11, '1') + "x\" (100001 bytes) is not a number");
+  // whatever builds a message, the exception holds no control character
+  CHECK(std::string(usage_error(std::string("a\nb\0c", 5)).what()) == "a\\nb\\0c");
+}
+
+TEST_CASE("@file refuses special files and files beyond 64 MiB", "[attn-calc]") {
+  if (std::filesystem::exists("/dev/zero"))  // it used to be read until memory ran out
+    CHECK(refusal({"--q", "@/dev/zero"}) ==
+          "--q: \"/dev/zero\" is not a regular file (a device, a pipe or a socket): give a file");
+  const temp_file big("big.csv", "");
+  std::filesystem::resize_file(big.path, attn_calc::max_file_bytes + 1);  // sparse: costs nothing
+  CHECK(refusal({"--q", big.arg()}) == "--q: \"" + big.path.string() + "\" is 67108865 bytes; attn-calc reads files "
+                                       "of up to 67108864 bytes (64 MiB)");
+}
+
+TEST_CASE("counts agree in number, and --mask takes a row or a column", "[attn-calc]") {
+  CHECK(refusal({"--score", "additive", "--q", "1", "--notes", "1", "--W1", "1,1", "--W2", "1", "--v", "1"}) ==
+        "--W1 has 2 columns but each note has 1 number");
+  CHECK(refusal({"--score", "additive", "--q", "1,2", "--notes", "1", "--W1", "1", "--W2", "1", "--v", "1"}) ==
+        "--W2 has 1 column but each query has 2 numbers");
+  CHECK(refusal({"--q", "1;2", "--notes", "1", "--query-labels", "a"}) == "--query-labels gives 1 label but there are 2 queries");
+  CHECK(refusal({"--q", "1", "--notes", "1", "--query-labels", "a,b"}) == "--query-labels gives 2 labels but there is 1 query");
+  CHECK(parse({"--mask", "1;1;0"}).mask == parse({"--mask", "1,1,0"}).mask);
+}
+
+TEST_CASE("an option the format cannot show is refused, not ignored", "[attn-calc]") {
+  // --jacobian with csv or svg used to be accepted and left out of the output
+  CHECK(refusal({"--jacobian", "--format", "csv"}) == "--jacobian is not shown by --format csv: use text, md, latex or json");
+  CHECK(refusal({"--jacobian", "--format", "csv-long"}) ==
+        "--jacobian is not shown by --format csv-long: use text, md, latex or json");
+  CHECK(refusal({"--jacobian", "--format", "svg"}) == "--jacobian is not shown by --format svg: use text, md, latex or json");
+  CHECK(refusal({"--steps", "--format", "json"}) == "--steps is not shown by --format json: use text, md or latex");
+  CHECK(refusal({"--no-attention", "--format", "svg"}) ==
+        "--no-attention is not shown by --format svg: use text, md, latex or json");
+  CHECK(refusal({"--map-only", "--format", "csv"}) == "--map-only is not shown by --format csv: use text, md or latex");
+  CHECK(refusal({"--title", "T", "--format", "json"}) == "--title is not shown by --format json: use text, md, latex or svg");
+  CHECK(refusal({"--no-values", "--format", "md"}) == "--no-values is not shown by --format md: use svg");
+  CHECK(refusal({"--scale", "0,1", "--format", "latex"}) == "--scale is not shown by --format latex: use svg");
+  CHECK(refusal({"--row-axis", "x", "--format", "text"}) == "--row-axis is not shown by --format text: use svg");
+  CHECK(refusal({"--label", "x", "--format", "md"}) == "--label is not shown by --format md: use latex");
+  CHECK(refusal({"--map-only", "--steps"}) == "--map-only prints the map alone: leave out --steps");
+  CHECK(refusal({"--map-only", "--jacobian", "--format", "md"}) == "--map-only prints the map alone: leave out --jacobian");
+  CHECK(refusal({"--steps", "--steps"}) == "--steps is given twice");
+  CHECK(refusal({"--no-values=1", "--format", "svg"}) == "--no-values takes no value");
+}
+
+TEST_CASE("attn-calc --jacobian refuses inputs past 5e8 steps of work, and says why", "[attn-calc]") {
+  // n = 1600 notes of d = 20 took 3.6 s: its checks by finite differences grow as T·n²·d²
+  std::string notes, q;
+  for (int j = 0; j < 1600; ++j) notes += (j ? ";" : "") + std::string("1,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0");
+  for (int i = 0; i < 20; ++i) q += (i ? ",0" : "1");
+  CHECK(refusal({"--q", q, "--notes", notes, "--jacobian"}) ==
+        "--jacobian: 1 query and 1600 notes of 40 numbers need about 4.1e+09 steps (T·n²·d²: every Jacobian is "
+        "checked by finite differences); attn-calc stops at 5e8: give fewer queries or notes");
+  CHECK(refusal({"--q", q, "--notes", notes}).empty());  // without --jacobian the map is quick
+  // the lesson's sizes are far below: E6's 35×30 map with notes of 8 numbers
+  std::string q35, h30;
+  for (int i = 0; i < 35; ++i) q35 += (i ? ";" : "") + std::string("1,0,0,0,0,0,0,1");
+  for (int j = 0; j < 30; ++j) h30 += (j ? ";" : "") + std::string("0,1,0,0,0,0,0,1");
+  CHECK(attn_calc::jacobian_work(parse({"--q", q35, "--notes", h30, "--jacobian"})) < attn_calc::max_jacobian_work / 50);
+}
+
+TEST_CASE("attn-calc --keys and --values: the scores look at the keys, the contexts blend the values", "[attn-calc]") {
+  const auto c = parse({"--q", "0,0.5", "--keys", "1,0;0,1;1,1", "--values", "1,0,0;0,1,0;0,0,1", "--jacobian",
+                        "--no-attention"});
+  CHECK(c.keys_and_values());
+  const auto r = attn_calc::compute(c);
+  const attn::Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}}, values{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const std::vector<double> q{0, 0.5};
+  const auto ref = attn::attend(q, keys, values, attn::dot);
+  for (std::size_t j = 0; j < 3; ++j) {
+    CHECK(r.weights(0, j) == ref.weights[j]);
+    CHECK(r.contexts(0, j) == ref.context[j]);
+  }
+  // ∂c/∂v_j = α_j I; every Jacobian checked against finite differences
+  REQUIRE(r.value_jacobians.size() == 1);
+  CHECK(r.value_jacobians[0][1](1, 1) == ref.weights[1]);
+  CHECK(r.value_jacobians[0][1](0, 1) == 0);
+  CHECK(r.note_jacobians[0][2].rows() == 3);
+  CHECK(r.note_jacobians[0][2].cols() == 2);
+  CHECK(r.fd_notes.max_abs_error < 1e-9);
+  CHECK(r.fd_values.max_abs_error < 1e-9);
+  CHECK(r.fd_query.max_abs_error < 1e-9);
+  // the baseline without attention is the last value
+  CHECK(r.no_attention(0, 2) == 1);
+  CHECK(r.no_attention(0, 0) == 0);
+  auto shown = c;
+  const std::string text = attn_calc::render(shown, r);
+  for (const char* part : {"Keys k_j", "Values v_j", "Scores s_tj = score(q_t, k_j)", "Contexts c_t = Σ_j α_tj v_j",
+                           "dot, s_tj = q_t · k_j", "∂c/∂k_j for query q, note h1", "∂c/∂v_j for query q, note h3"})
+    CHECK(text.find(part) != std::string::npos);
+  shown.format = attn_calc::output_format::json;
+  const std::string json = attn_calc::render(shown, r);
+  for (const char* part : {"\"keys\": [", "\"values\": [", "\"dc_dk\": [", "\"dc_dv\": [", "\"no_attention\": {"})
+    CHECK(json.find(part) != std::string::npos);
+  CHECK(json.find("\"notes\": [") == std::string::npos);
+  // what does not fit
+  CHECK(refusal({"--q", "1", "--keys", "1;2"}) == "--keys needs --values (the scores look at the keys, the contexts blend the values)");
+  CHECK(refusal({"--q", "1", "--values", "1;2"}) == "--values needs --keys (the scores look at the keys, the contexts blend the values)");
+  CHECK(refusal({"--q", "1", "--notes", "1", "--keys", "1", "--values", "1"}) ==
+        "give --notes (each note both key and value) or --keys and --values, not both");
+  CHECK(refusal({"--keys", "1", "--values", "1"}) == "--keys needs --q (the queries that look at the notes)");
+  CHECK(refusal({"--q", "1", "--keys", "1;2;3", "--values", "1;2"}) == "--values has 2 rows but --keys has 3 (one value per key)");
+  CHECK(refusal({"--q", "1,2", "--keys", "1;2", "--values", "1;2"}).starts_with("--q has 2 numbers per query but each key has 1"));
+}
+
+TEST_CASE("attn-calc --no-attention: Unit 17's baseline, every word the same summary", "[attn-calc]") {
+  auto c = parse({"--no-attention"});
+  const auto r = attn_calc::compute(c);
+  REQUIRE(r.no_attention.rows() == 4);
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t i = 0; i < 3; ++i) CHECK(r.no_attention(t, i) == (i == 2 ? 1.0 : 0.0));  // h_tea
+  const std::string text = attn_calc::render(c, r);
+  CHECK(text.find("Contexts without attention: c_t = the last note, tea\n"
+                  "          1      2      3\n"
+                  "----  -----  -----  -----\n"
+                  "मैं     0.000  0.000  1.000\n") != std::string::npos);
+  auto plain = parse({});
+  CHECK(attn_calc::render(plain, attn_calc::compute(plain)).find("without attention") == std::string::npos);
+}
+
+TEST_CASE("attn-calc --steps shows the unit's hand steps: E1's e^s and their sum, E5's W1h + W2q and tanh", "[attn-calc]") {
+  // E1: softmax (e^0, e^0.5, e^2) / (1 + 1.649 + 7.389)
+  auto c1 = parse({"--q", "0,0.5,2", "--steps"});
+  const auto r1 = attn_calc::compute(c1);
+  CHECK_FALSE(r1.exp_shifted);
+  CHECK(r1.exps(0, 0) == 1);
+  CHECK_THAT(r1.exps(0, 2), Catch::Matchers::WithinRel(7.38905609893065, 1e-15));
+  CHECK(attn::report::fixed(r1.exp_sums[0], 3) == "10.038");
+  // the steps give the library's weights: two exps (1 and 1.5 ulp), two sums of n terms and two
+  // quotients differ by at most (2n + 5)u = (n + 2.5)ε
+  const double eps = std::numeric_limits<double>::epsilon();
+  for (std::size_t j = 0; j < 3; ++j)
+    CHECK_THAT(r1.exps(0, j) / r1.exp_sums[0], Catch::Matchers::WithinRel(r1.weights(0, j), 5.5 * eps));
+  const std::string text = attn_calc::render(c1, r1);
+  const auto steps_at = text.find("Softmax by hand: e^(s_tj) and their sum; α_tj = e^(s_tj) / sum\n"
+                                  "       I  drink    tea     sum\n"
+                                  "-  -----  -----  -----  ------\n"
+                                  "q  1.000  1.649  7.389  10.038\n");
+  CHECK(steps_at != std::string::npos);
+  CHECK(steps_at > text.find("Scores s_tj"));  // after the scores, before the weights
+  CHECK(steps_at < text.find("Weights α_tj"));
+  // E5: W1 h + W2 q = (1.5, −0.5), (0.5, 0.5), (1.5, 0.5); tanh (0.905, −0.462), (0.462, 0.462), (0.905, 0.462)
+  auto c5 = parse({"--score", "additive", "--steps"});
+  const auto r5 = attn_calc::compute(c5);
+  REQUIRE(r5.hidden.size() == 1);
+  const auto& h = r5.hidden[0];
+  CHECK(h(0, 0) == 1.5);
+  CHECK(h(0, 1) == -0.5);
+  CHECK(h(2, 1) == 0.5);
+  CHECK(attn::report::fixed(h(0, 2), 3) == "0.905");
+  CHECK(attn::report::fixed(h(0, 3), 3) == "-0.462");
+  // v · tanh u is the library's score (v = (1, 1)): two tanh of 1 ulp each side, and a sum
+  for (std::size_t j = 0; j < 3; ++j)
+    CHECK_THAT(h(j, 2) + h(j, 3),
+               Catch::Matchers::WithinAbs(r5.scores(0, j), 3 * eps * (std::abs(h(j, 2)) + std::abs(h(j, 3)))));
+  const std::string t5 = attn_calc::render(c5, r5);
+  const auto hidden_at = t5.find("Additive score by hand for query q: u = W1 h_j + W2 q and tanh u; s_j = v · tanh u\n"
+                                 "       u1      u2  tanh u1  tanh u2\n"
+                                 "--  -----  ------  -------  -------\n"
+                                 "h1  1.500  -0.500    0.905   -0.462\n"
+                                 "h2  0.500   0.500    0.462    0.462\n"
+                                 "h3  1.500   0.500    0.905    0.462\n");
+  CHECK(hidden_at != std::string::npos);
+  CHECK(hidden_at < t5.find("Scores s_tj"));  // before the scores
+  // β·s beyond e^±700: each row shifted by its largest β·s, and the title says so; masked notes are 0
+  auto big = parse({"--q", "400,399,0", "--beta", "2", "--mask", "1,1,0", "--steps"});
+  const auto rb = attn_calc::compute(big);
+  CHECK(rb.exp_shifted);
+  CHECK(rb.exps(0, 0) == 1);  // e^(2·(400 − 400))
+  CHECK_THAT(rb.exps(0, 1), Catch::Matchers::WithinRel(std::exp(-2.0), 1e-15));
+  CHECK(rb.exps(0, 2) == 0);  // masked
+  CHECK_THAT(rb.exps(0, 1) / rb.exp_sums[0], Catch::Matchers::WithinRel(rb.weights(0, 1), 5.5 * eps));
+  CHECK(attn_calc::render(big, rb).find("e^(β (s_tj − s_tp)), with p the note of the row's largest β s_tp") != std::string::npos);
+}
+
+TEST_CASE("attn-calc --map-only: one table, no heading, for Markdown, LaTeX and text", "[attn-calc]") {
+  auto c = parse({"--q", "0,1,4", "--query-labels", "चाय", "--format", "md", "--map-only"});
+  const auto r = attn_calc::compute(c);
+  CHECK(attn_calc::render(c, r) ==
+        "**Weights α_tj: the alignment map (each row sums to 1)**\n\n"
+        "|     |     I | drink |   tea |   sum |\n"
+        "| :-- | ----: | ----: | ----: | ----: |\n"
+        "| चाय | 0.017 | 0.047 | 0.936 | 1.000 |\n");
+  c.format = attn_calc::output_format::latex;
+  const std::string tex = attn_calc::render(c, r);
+  CHECK(tex.starts_with("\\providecommand{\\attnlabel}"));  // चाय needs it
+  CHECK(count(tex, "\\begin{table}") == 1);
+  CHECK(tex.find("\\label{attn:map}") != std::string::npos);
+  CHECK(tex.find("attn-calc") == std::string::npos);
+  auto ascii = parse({"--q", "0,1,4", "--format", "latex", "--map-only", "--label", "lesson3", "--title", "E2's map"});
+  const std::string t2 = attn_calc::render(ascii, attn_calc::compute(ascii));
+  CHECK(t2.starts_with("\\begin{table}[htbp]\n  \\centering\n  \\caption{E2's map}\n  \\label{lesson3:map}\n"));
+  c.format = attn_calc::output_format::text;
+  CHECK(attn_calc::render(c, r).starts_with("Weights α_tj: the alignment map (each row sums to 1)\n"));
+  CHECK(refusal({"--label", "my label", "--format", "latex"}) == "--label: \"my label\" must be ASCII letters, digits and : . - _ /");
+}
+
+TEST_CASE("the SVG options reach the picture: title, axes, values, scale, masked notes", "[attn-calc]") {
+  auto c = parse({"--format", "svg", "--title", "E3 <map>", "--row-axis", "Hindi", "--col-axis", "English",
+                  "--no-values", "--scale", "0,0.5", "--mask", "1,1,0"});
+  const std::string svg = attn_calc::render(c, attn_calc::compute(c));
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find(">E3 &lt;map&gt;</text>") != std::string::npos);
+  CHECK(svg.find(">Hindi</text>") != std::string::npos);
+  CHECK(svg.find(">English</text>") != std::string::npos);
+  CHECK(svg.find(">0.818</text>") == std::string::npos);  // no values in the cells
+  CHECK(svg.find(": 0.818</title>") != std::string::npos);  // but in the tooltips
+  CHECK(svg.find(">0.125</text>") != std::string::npos);   // the legend's ticks: 0 to 0.5
+  CHECK(svg.find(">0.5</text>") != std::string::npos);
+  CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 4 + 1);  // tea's column and the legend
+  CHECK(svg.find("(masked)") == std::string::npos);          // the hatch says it, not the label
+  // every note masked: the title does not say each row sums to 1
+  auto none = parse({"--format", "svg", "--mask", "0,0,0"});
+  const std::string empty = attn_calc::render(none, attn_calc::compute(none));
+  CHECK(empty.find("each row sums to 1") == std::string::npos);
+  CHECK(empty.find("nothing kept: every weight is 0") != std::string::npos);
+  CHECK(refusal({"--format", "svg", "--scale", "1,0.5"}) == "--scale: LO must be below HI, and 1 is not below 0.5");
+  CHECK(refusal({"--format", "svg", "--scale", "1"}) == "--scale needs two numbers, LO,HI (the colours' range), not 1x1");
+  CHECK(refusal({"--format", "svg", "--title", "a\x01"}) == "--title: \"a\\x01\" is not printable UTF-8 text");
+}
+
+TEST_CASE("attn-calc --help gives every option an example, and docs/course-authors.md shows each", "[attn-calc]") {
+  const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
+  REQUIRE_FALSE(docs.empty());
+  std::istringstream help{std::string(attn_calc::help_text)};
+  std::vector<std::string> options;
+  std::vector<bool> examples;
+  for (std::string line; std::getline(help, line);) {
+    if (line.starts_with("  --")) {
+      options.push_back(line.substr(2, line.find(' ', 2) - 2));
+      examples.push_back(false);
+    } else if (!options.empty() && line.find("e.g. ") != std::string::npos) {
+      examples.back() = true;
+    }
+  }
+  CHECK(options.size() == 26);
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    const std::string& option = options[i];
+    INFO(option);
+    CHECK(examples[i]);
+    CHECK(docs.find("`" + option + "`") != std::string::npos);
+    if (option != "--help") CHECK_FALSE(refusal({option}).starts_with("unknown option"));  // the parser knows it
+  }
 }

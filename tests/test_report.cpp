@@ -2,13 +2,16 @@
 // JSON and the SVG heatmap.
 
 #include <clocale>
+#include <cstdint>
 #include <locale>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
 #include "attn/report.hpp"
 #include "attn_catch.hpp"
+#include "well_formed.hpp"
 
 namespace report = attn::report;
 
@@ -25,6 +28,42 @@ std::size_t count(const std::string& s, const std::string& what) {
   for (auto at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
   return n;
 }
+
+/// stem1, stem2, …, stemN (appended: "q" + std::string draws g++'s false -Wrestrict at -O3)
+std::vector<std::string> numbered(const std::string& stem, std::size_t n) {
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i <= n; ++i) {
+    std::string label = stem;
+    label += std::to_string(i);
+    out.push_back(std::move(label));
+  }
+  return out;
+}
+
+/// The cells of a GitHub-flavoured Markdown table row: split at the '|' that no backslash escapes.
+std::vector<std::string> markdown_cells(std::string_view line) {
+  std::vector<std::string> cells{""};
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (line[i] == '\\' && i + 1 < line.size()) {
+      cells.back() += line.substr(i, 2);
+      ++i;
+    } else if (line[i] == '|') {
+      cells.emplace_back();
+    } else {
+      cells.back() += line[i];
+    }
+  }
+  return cells;
+}
+
+/// Labels that a careless writer turns into broken XML, JSON, CSV or LaTeX: markup, quotes,
+/// control characters and escape sequences, bytes that are not UTF-8 (a lone continuation
+/// byte, a truncated sequence, an overlong '/', an encoded surrogate, 0xFF), the
+/// noncharacters U+FFFE and U+FFFF, and formula starts.
+const std::vector<std::string> hostile_labels{
+    "<tea & co>", "\"q'\"", "]]>", "a\nb\r", "\x01\x1b[31mred", "\x80", "\xC3\x28", "\xE0\xA4",
+    "\xC0\xAF", "\xED\xA0\x80", "\xFF", "\xEF\xBF\xBE", "\xEF\xBF\xBF", "=1+1", "@SUM(A1)",
+    "-2+3", "+x", "[x]", "50% & $5 #1 ~ ^ _ {} \\", "a|b", "<eos>", "--", "मैं"};
 }  // namespace
 
 TEST_CASE("fixed rounds half away from zero and never writes -0.000", "[report]") {
@@ -47,6 +86,35 @@ TEST_CASE("fixed rounds half away from zero and never writes -0.000", "[report]"
   CHECK(report::fixed(std::numeric_limits<double>::quiet_NaN(), 3) == "nan");
   CHECK(report::fixed(-std::numeric_limits<double>::infinity(), 3) == "-inf");
   CHECK(report::fixed(1.5, -2) == "2");
+}
+
+TEST_CASE("fixed writes any number of decimals exactly, never NUL bytes", "[report]") {
+  // 4500 decimals used to return the 4404 NUL bytes of a buffer too small for them
+  const std::string one = report::fixed(1.0, 4500);
+  CHECK(one.size() == 4502);
+  CHECK(one.find('\0') == std::string::npos);
+  CHECK(one == "1." + std::string(4500, '0'));
+  // the largest double in fixed notation, with decimals: 309 digits, the point and 20 zeros
+  const std::string big = report::fixed(-std::numeric_limits<double>::max(), 20);
+  CHECK(big.size() == 1 + 309 + 1 + 20);
+  CHECK(big.starts_with("-17976931348623157"));
+  CHECK(big.ends_with("." + std::string(20, '0')));
+  // the smallest subnormal has exactly 1074 decimals, the last a 5; more decimals add zeros
+  const double tiny = std::numeric_limits<double>::denorm_min();
+  const std::string exact = report::fixed(tiny, 1074);
+  CHECK(exact.size() == 2 + 1074);
+  CHECK(exact.starts_with("0.000"));
+  CHECK(exact.ends_with("625"));
+  CHECK(report::fixed(tiny, 1100) == exact + std::string(26, '0'));
+  CHECK(report::fixed(tiny, 1073).ends_with("726563"));  // the tie at the 1074th rounds up
+  CHECK(report::fixed(std::numeric_limits<float>::denorm_min(), 160).size() == 162);
+  CHECK(report::fixed(0.5L, 20000) == "0.5" + std::string(19999, '0'));
+  // ties round away from zero on their exact digits, carrying through nines
+  CHECK(report::fixed(99.5, 0) == "100");
+  CHECK(report::fixed(-0.5, 0) == "-1");
+  CHECK(report::fixed(-9.75, 1) == "-9.8");
+  CHECK(report::fixed(9.96875, 4) == "9.9688");
+  CHECK(report::fixed(1 - 0x1p-16, 15) == "0.999984741210938");
 }
 
 TEST_CASE("shortest writes the shortest text that reads back exactly", "[report]") {
@@ -107,7 +175,7 @@ TEST_CASE("a table in text, Markdown, LaTeX and CSV", "[report]") {
   const std::string tex = report::to_latex(t);
   CHECK(tex.find("\\caption{Title}") != std::string::npos);
   CHECK(tex.find("\\begin{tabular}{lrr}") != std::string::npos);
-  CHECK(tex.find("a|b & x\\_1 \\\\") != std::string::npos);
+  CHECK(tex.find("a\\textbar{}b & x\\_1 \\\\") != std::string::npos);
   CHECK(tex.find("\\attnlabel{मैं}{?} & 0.736 & $-$0.037 \\\\") != std::string::npos);
   CHECK(count(tex, "\\toprule") == 1);
   CHECK(count(tex, "\\bottomrule") == 1);
@@ -193,4 +261,241 @@ TEST_CASE("the heatmap's colours darken with the value and keep text readable", 
     const double ratio = white ? 1.05 / (l + 0.05) : (l + 0.05) / 0.05;
     CHECK(ratio >= 4.5);
   }
+}
+
+TEST_CASE("the well-formedness checkers find what they are for", "[report]") {
+  CHECK(attn_test::xml_problem("<a b=\"1\"><c/>x &amp; &#x1F600;</a>\n").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a><b></a>").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a>\xEF\xBF\xBE</a>").empty());   // U+FFFE
+  CHECK_FALSE(attn_test::xml_problem("<a>\xC3\x28</a>").empty());       // not UTF-8
+  CHECK_FALSE(attn_test::xml_problem("<a>\x1b</a>").empty());            // a control character
+  CHECK_FALSE(attn_test::xml_problem("<a x=\"1\" x=\"2\"/>").empty());
+  CHECK_FALSE(attn_test::xml_problem("<a>&nbsp;</a>").empty());
+  CHECK(attn_test::json_problem("{\"a\": [1, -0.5e-3, \"\\u00e9\", null]}\n").empty());
+  CHECK_FALSE(attn_test::json_problem("{\"a\": \"\x01\"}").empty());
+  CHECK_FALSE(attn_test::json_problem("[1, 2,]").empty());
+  CHECK_FALSE(attn_test::json_problem("[01]").empty());
+  CHECK(attn_test::read_csv("a,\"b,\"\"c\"\"\"\n,d\n") ==
+        std::vector<std::vector<std::string>>{{"a", "b,\"c\""}, {"", "d"}});
+  CHECK_THROWS(attn_test::read_csv("a\"b\n"));
+}
+
+TEST_CASE("heatmap_svg gives well-formed XML for every label it accepts", "[report]") {
+  // labels that are not UTF-8, or hold U+FFFE/U+FFFF, used to go into the XML as they were
+  const std::size_t n = hostile_labels.size();
+  attn::Matrix<double> m(2, n, 0.25);
+  m(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  report::heatmap_options opt;
+  for (const std::string& label : hostile_labels) {
+    INFO(label);
+    opt.title = opt.row_axis = opt.col_axis = label;
+    const std::string svg = report::heatmap_svg(m, {label, label}, hostile_labels, opt);
+    CHECK(attn_test::xml_problem(svg) == "");
+  }
+  // each character XML cannot hold becomes U+FFFD; the markup characters become entities
+  CHECK(report::detail::xml_escape("a\xEF\xBF\xBE" "b\xFF<") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD&lt;");
+  CHECK(report::detail::xml_escape("\xF0\x9F\x98\x80\t") == "\xF0\x9F\x98\x80\t");
+  // an id that could not be referenced (url(#…)) or would break an attribute is refused
+  for (const char* bad : {"", "1x", "a b", "a\"b", "x#y", "m\xC3\xA4p"}) {
+    opt.id = bad;
+    CHECK_THROWS_AS(report::heatmap_svg(m, {"a", "b"}, hostile_labels, opt), attn::domain_error);
+  }
+  opt.id = "map_2.a-b";
+  CHECK(report::heatmap_svg(m, {"a", "b"}, hostile_labels, opt).find("id=\"map_2.a-b-scale\"") != std::string::npos);
+}
+
+TEST_CASE("json_writer gives valid JSON for every string it accepts", "[report]") {
+  report::json_writer j;
+  j.begin_object();
+  for (const std::string& label : hostile_labels) j.key(label).string(label);
+  j.key("numbers").numbers(std::vector<double>{std::numeric_limits<double>::infinity(), -0.0, 1e-320, 1.7976931348623157e308});
+  j.end_object();
+  CHECK(attn_test::json_problem(j.str()) == "");
+}
+
+TEST_CASE("Markdown, CSV and LaTeX stay well-formed, and print every label as typed", "[report]") {
+  // Markdown: ~ (strikethrough, pandoc's subscript), & (entities), $ (math), ^ (superscript)
+  CHECK(report::detail::markdown_escape("~~x~~ &amp; $x$ 2^3^") == "\\~\\~x\\~\\~ \\&amp; \\$x\\$ 2\\^3\\^");
+  const std::size_t n = hostile_labels.size();
+  const attn::Matrix<double> m(n, n, -0.5);
+  const std::vector<report::cell> labels = report::to_cells(hostile_labels);
+  const report::table t = report::matrix_table(m, labels, labels, 3, {}, {"T"});
+  const std::string md = report::to_markdown(t);
+  std::size_t at = md.find("\n|");
+  std::size_t rows = 0;
+  while (at != std::string::npos) {
+    const std::size_t end = md.find('\n', at + 1);
+    CHECK(markdown_cells(std::string_view(md).substr(at + 1, end - at - 1)).size() == n + 3);
+    ++rows;
+    at = md.find("\n|", end);
+  }
+  CHECK(rows == n + 2);  // the header, the rule, the rows
+  CHECK(md.find("\xFF") == std::string::npos);  // bytes that are not UTF-8 became U+FFFD
+
+  // CSV: read back as the same cells, with a ' before each formula start (OWASP), none before
+  // a plain number
+  const auto records = attn_test::read_csv(report::to_csv(t));
+  REQUIRE(records.size() == n + 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string& label = hostile_labels[i];
+    INFO(label);
+    const std::string expected = report::detail::valid_utf8(label);
+    const bool formula = std::string_view("=+-@").find(label.front()) != std::string_view::npos;
+    CHECK(records[0][i + 1] == (formula ? "'" : "") + expected);
+    CHECK(records[i + 1][0] == (formula ? "'" : "") + expected);
+    CHECK(records[i + 1][1] == "-0.500");
+  }
+  CHECK(report::csv_field("-1e-5") == "-1e-5");
+  CHECK(report::csv_field("-inf") == "'-inf");
+  CHECK(report::csv_field("=HYPERLINK(\"x\")") == "\"'=HYPERLINK(\"\"x\"\")\"");
+  CHECK(report::csv_field("\tx") == "'\tx");
+
+  // LaTeX: < > | " print as typed under pdfLaTeX's OT1 fonts (not as ¡ ¿ — ”), a cell that
+  // starts with [ is not the optional argument of \\, ligatures are broken
+  CHECK(report::latex_escape("<eos>") == "\\textless{}eos\\textgreater{}");
+  CHECK(report::latex_escape("a|b \"q\"") == "a\\textbar{}b \\texttt{\\char34}q\\texttt{\\char34}");
+  CHECK(report::latex_escape("[x]") == "{[}x{]}");
+  CHECK(report::latex_escape("a--b ,,c'' ``d !`e") == "a-{}-b ,{},c'{}' `{}`d !{}`e");
+  CHECK(report::latex_label("[चाय]", "$q_{1}$") == "\\attnlabel{{[}चाय{]}}{$q_{1}$}");
+  CHECK(report::latex_label("a\xFF", "?") == "\\attnlabel{a\xEF\xBF\xBD}{?}");
+  report::table labelled = t;
+  labelled.label = "tab:attn-map";
+  const std::string tex = report::to_latex(labelled);
+  CHECK(tex.find("  \\caption{T}\n  \\label{tab:attn-map}\n") != std::string::npos);
+  CHECK(report::to_latex(t).find("\\label") == std::string::npos);
+  for (const std::string& row : {std::string("\n    {[}x{]} & "), std::string("\n    \\textless{}eos\\textgreater{} & ")})
+    CHECK(tex.find(row) != std::string::npos);
+  for (const char* bad : {"a b", "x}", "m\\n", "é"}) {
+    labelled.label = bad;
+    CHECK_THROWS_AS(report::to_latex(labelled), attn::domain_error);
+  }
+}
+
+namespace {
+/// The values of every attribute `name`="…" in an SVG, as integers.
+std::vector<int> int_attributes(const std::string& svg, const std::string& name) {
+  std::vector<int> out;
+  const std::string key = " " + name + "=\"";
+  for (auto at = svg.find(key); at != std::string::npos; at = svg.find(key, at + 1))
+    out.push_back(std::stoi(svg.substr(at + key.size())));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("heatmap_svg draws masked cells hatched and names them in the legend", "[report]") {
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 4, 3> states{{2, 0.5, 0}, {0, 0.5, 2}, {0, 2, 0.5}, {1.5, 1.5, 0}};
+  const bool keep[] = {true, true, false};
+  const auto r = attn::align(states, notes, attn::dot, {.mask = std::span<const bool>(keep, 3)});
+  const std::vector<std::string> rows{"a", "b", "c", "d"}, cols{"I", "drink", "tea"};
+  report::heatmap_options opt;
+  opt.masked = {false, false, true};  // one per column: attend's mask
+  const std::string svg = report::heatmap_svg(r.weights, rows, cols, opt);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<pattern id=\"attn-masked\"") == 1);
+  CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 4 + 1);  // the column's four cells, the swatch
+  CHECK(count(svg, ": masked</title>") == 4);
+  CHECK(count(svg, ">masked</text>") == 1);                 // the legend names it
+  CHECK(count(svg, ">0.000</text>") == 0);                  // a masked cell is not drawn as a 0
+  // one entry per cell
+  opt.masked = std::vector<bool>(12, false);
+  opt.masked[5] = true;
+  CHECK(count(report::heatmap_svg(r.weights, rows, cols, opt), "fill=\"url(#attn-masked)\"") == 1 + 1);
+  opt.masked = {true, false};
+  CHECK_THROWS_AS(report::heatmap_svg(r.weights, rows, cols, opt), attn::dimension_error);
+  // NaN cells are grey and named too; without either the legend is the scale alone
+  attn::Matrix<double> nan_map(r.weights.view());
+  nan_map(0, 0) = std::numeric_limits<double>::quiet_NaN();
+  opt.masked.clear();
+  CHECK(count(report::heatmap_svg(nan_map, rows, cols, opt), ">NaN</text>") == 1);
+  const std::string plain = report::heatmap_svg(r.weights, rows, cols, opt);
+  CHECK(plain.find("pattern") == std::string::npos);
+  CHECK(plain.find(">NaN</text>") == std::string::npos);
+}
+
+TEST_CASE("the alignment map's title says what its rows sum to", "[report]") {
+  const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 2, 3> states{{2, 0.5, 0}, {0, 0.5, 2}};
+  const std::vector<std::string> rows{"a", "b"}, cols{"I", "drink", "tea"};
+  const auto title = [&](const attn::Matrix<double>& w) {
+    const std::string svg = report::alignment_map_svg(w, rows, cols);
+    const auto at = svg.find("<title id=\"attn-title\">") + 23;
+    return svg.substr(at, svg.find("</title>", at) - at);
+  };
+  const attn::Matrix<double> kept(attn::align(states, notes, attn::dot).weights.view());
+  CHECK(title(kept) == "Alignment map \xCE\xB1 (each row sums to 1)");
+  // every note masked: rows of zeros under a title that said each row sums to 1
+  const bool none[] = {false, false, false};
+  const attn::Matrix<double> nothing(
+      attn::align(states, notes, attn::dot, {.mask = std::span<const bool>(none, 3)}).weights.view());
+  CHECK(title(nothing) == "Alignment map \xCE\xB1 (nothing kept: every weight is 0)");
+  attn::Matrix<double> mixed(kept);
+  for (std::size_t j = 0; j < 3; ++j) mixed(1, j) = 0;
+  CHECK(title(mixed) == "Alignment map \xCE\xB1 (each row sums to 1, or is 0 where nothing is kept)");
+  mixed(1, 0) = std::numeric_limits<double>::quiet_NaN();
+  CHECK(title(mixed) == "Alignment map \xCE\xB1");
+  // float weights are held to float's rounding
+  const attn::Matrix<float, 2, 3> fstates{{2, 0.5f, 0}, {0, 0.5f, 2}};
+  const attn::Matrix<float, 3, 3> fnotes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  CHECK(report::alignment_map_options(attn::align(fstates, fnotes, attn::dot).weights).title ==
+        "Alignment map \xCE\xB1 (each row sums to 1)");
+}
+
+TEST_CASE("a 35x30 map fits a 760-pixel lesson column and stays legible", "[report]") {
+  // E6's map: 35 words written, 30 read. Its cells used to be 60 px wide: a 1,900-px picture
+  // that a lesson column shrinks to 40 %, its 13-px values to 5 px.
+  attn::Matrix<double> w(35, 30);
+  const std::vector<std::string> rows = numbered("q", 35), cols = numbered("h", 30);
+  for (std::size_t i = 0; i < 35; ++i)
+    for (std::size_t j = 0; j < 30; ++j) w(i, j) = (i % 30 == j ? 0.71 : 0.01);
+  const std::string svg = report::alignment_map_svg(w, rows, cols);
+  CHECK(attn_test::xml_problem(svg) == "");
+  const int width = int_attributes(svg, "width").front();
+  CHECK(width <= 760);
+  CHECK(width >= 600);  // and uses the column
+  for (const int size : int_attributes(svg, "font-size")) CHECK(size >= 12);
+  for (const auto& label : rows) CHECK(count(svg, ">" + label + "</text>") == 1);
+  for (const auto& label : cols) CHECK(count(svg, ">" + label + "</text>") == 1);
+  CHECK(count(svg, "rotate(-90") == 30 + 1);      // the column labels read upwards, as the row axis
+  CHECK(count(svg, ">0.710</text>") == 0);        // 19-px cells: the values are in the tooltips
+  CHECK(count(svg, ": 0.710</title>") == 35);
+  // cells are square and at least a label high
+  const auto rect = svg.find("<rect x=", svg.find("<g>"));
+  const int cell = int_attributes(svg.substr(rect), "width").front();
+  CHECK(cell >= 14);
+  CHECK(int_attributes(svg.substr(rect), "height").front() == cell);
+  // max_width = 0: no limit, the values in 60-px cells as before
+  auto opt = report::alignment_map_options(w);
+  opt.max_width = 0;
+  const std::string wide = report::heatmap_svg(w, rows, cols, opt);
+  CHECK(int_attributes(wide, "width").front() > 1800);
+  CHECK(count(wide, ">0.710</text>") == 35);
+}
+
+TEST_CASE("a 512x512 map is a few megabytes, not 61", "[report]") {
+  // Every cell was a group with a tooltip and a value: 61 MB. Past 4096 cells, a cell is a
+  // stroke in one path per colour (and a run of one colour one stroke). Uniform random values
+  // are the worst case: no runs.
+  attn::Matrix<double> w(512, 512);
+  std::uint64_t state = 88172645463325252u;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;  // xorshift64
+    w.data()[i] = static_cast<double>(state >> 11) * 0x1p-53;
+  }
+  const std::vector<std::string> labels = numbered("w", 512);
+  auto opt = report::alignment_map_options(w);
+  opt.masked = std::vector<bool>(512, false);
+  opt.masked[7] = true;
+  const std::string svg = report::heatmap_svg(w, labels, labels, opt);
+  CHECK(svg.size() < 4'000'000);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(int_attributes(svg, "width").front() <= 760);
+  CHECK(svg.find("<title>") == std::string::npos);        // no tooltips
+  CHECK(count(svg, "<path stroke=") <= 256 + 2);           // one path per colour at most
+  CHECK(count(svg, "url(#attn-masked-cells)") == 1);      // the masked column, hatched
+  CHECK(count(svg, ">masked</text>") == 1);
+  // a map of attention (mostly near 0) is far smaller
+  attn::Matrix<double> peaked(512, 512, 0.0);
+  for (std::size_t i = 0; i < 512; ++i) peaked(i, (i * 7) % 512) = 1;
+  CHECK(report::alignment_map_svg(peaked, labels, labels).size() < 100'000);
 }

@@ -1,9 +1,11 @@
 #pragma once
 /// \file examples/attn_calc/calc.hpp
 /// What attn-calc computes from a checked config: the map (scores, weights, contexts) through
-/// attn::align, and, with --jacobian, every ∂c_t/∂h_j and ∂c_t/∂q_t with its finite-difference
-/// check (attn/jacobian.hpp, attn/gradcheck.hpp). A result that is not finite (scores that
-/// overflow a double) is refused as bad input.
+/// attn::align; with --steps the hand steps (e^(βs) and their sum; additive's W1 h + W2 q and
+/// its tanh); with --no-attention Unit 17's baseline (attn::no_attention); with --jacobian every
+/// ∂c_t/∂h_j (or ∂c_t/∂k_j and ∂c_t/∂v_j) and ∂c_t/∂q_t with its finite-difference check
+/// (attn/jacobian.hpp, attn/gradcheck.hpp). A result that is not finite (scores that overflow a
+/// double) is refused as bad input.
 
 #include <algorithm>
 #include <cmath>
@@ -27,13 +29,25 @@ namespace attn_calc {
 struct results {
   attn::Matrix<double> scores;    ///< T × n
   attn::Matrix<double> weights;   ///< T × n: the alignment map
-  attn::Matrix<double> contexts;  ///< T × d
+  attn::Matrix<double> contexts;  ///< T × d_v
   std::vector<double> row_sums;   ///< Σ_j α_tj from the unrounded weights
-  /// --jacobian: note_jacobians[t][j] = ∂c_t/∂h_j (d × d), query_jacobians[t] = ∂c_t/∂q_t (d × d_q)
+  /// --steps: exps(t, j) = e^(β s_tj), or e^(β (s_tj − s_tp)) with p the note of the row's
+  /// largest β s_tp when exp_shifted (some e^(β s) would overflow or vanish); 0 for a masked
+  /// note. exp_sums[t] = Σ_j exps(t, j), so α_tj = exps(t, j) / exp_sums[t].
+  attn::Matrix<double> exps;
+  std::vector<double> exp_sums;
+  bool exp_shifted = false;
+  /// --steps with the additive score: hidden[t] is n × 2k, row j = (W1 h_j + W2 q_t, tanh of it)
+  std::vector<attn::Matrix<double>> hidden;
+  attn::Matrix<double> no_attention;  ///< --no-attention: T × d_v, every row the last note
+  /// --jacobian: note_jacobians[t][j] = ∂c_t/∂h_j (d × d; with keys ≠ values ∂c_t/∂k_j, d_v × d_k),
+  /// value_jacobians[t][j] = ∂c_t/∂v_j (keys ≠ values only), query_jacobians[t] = ∂c_t/∂q_t (d_v × d_q)
   std::vector<std::vector<attn::Matrix<double>>> note_jacobians;
+  std::vector<std::vector<attn::Matrix<double>>> value_jacobians;
   std::vector<attn::Matrix<double>> query_jacobians;
-  attn::gradcheck_report<double> fd_notes;  ///< every ∂c/∂h_j against central finite differences
-  attn::gradcheck_report<double> fd_query;  ///< every ∂c/∂q against central finite differences
+  attn::gradcheck_report<double> fd_notes;   ///< every ∂c/∂h_j (or ∂c/∂k_j) against central finite differences
+  attn::gradcheck_report<double> fd_values;  ///< every ∂c/∂v_j (keys ≠ values)
+  attn::gradcheck_report<double> fd_query;   ///< every ∂c/∂q against central finite differences
 };
 
 /// Calls f(score) with the attn score object the config asks for (parameters borrowed from c).
@@ -54,13 +68,53 @@ inline void require_finite(const attn::Matrix<double>& m, const config& c, const
   for (std::size_t t = 0; t < m.rows(); ++t)
     for (std::size_t j = 0; j < m.cols(); ++j)
       if (!std::isfinite(m(t, j)))
-        throw usage_error(std::string("the ") + what + " of query \"" + c.query_labels[t] +
-                          "\" are not finite (the inputs are too large for a double)");
+        throw usage_error(std::string("the ") + what + " of query " + shown(c.query_labels[t]) +
+                          " are not finite (the inputs are too large for a double)");
+}
+
+/// The softmax steps of --steps (see results::exps).
+inline void exp_steps(const config& c, results& r) {
+  const std::size_t T = r.scores.rows(), n = r.scores.cols();
+  auto kept = [&](std::size_t j) { return c.mask.empty() || c.mask[j] != 0; };
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t j = 0; j < n; ++j) {
+      const double y = c.beta * r.scores(t, j);
+      // e^y is a double with most of its digits from e^-700 to e^700
+      if (kept(j) && !(std::abs(y) <= 700)) r.exp_shifted = true;
+    }
+  r.exps = attn::Matrix<double>(T, n, 0.0);
+  r.exp_sums.assign(T, 0.0);
+  for (std::size_t t = 0; t < T; ++t) {
+    std::size_t p = n;  // the kept note of the largest β s_tp
+    for (std::size_t j = 0; j < n; ++j)
+      if (kept(j) && (p == n || c.beta * r.scores(t, j) > c.beta * r.scores(t, p))) p = j;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (!kept(j)) continue;
+      r.exps(t, j) = r.exp_shifted ? std::exp(c.beta * (r.scores(t, j) - r.scores(t, p)))
+                                   : std::exp(c.beta * r.scores(t, j));
+      r.exp_sums[t] += r.exps(t, j);
+    }
+  }
+}
+
+/// The additive score's steps of --steps: W1 h_j + W2 q_t (the score's own pre_activation) and tanh.
+inline void hidden_steps(const config& c, results& r) {
+  const attn::additive<double> score(c.W1.view(), c.W2.view(), std::span<const double>(c.v));
+  const std::size_t k = c.v.size();
+  for (std::size_t t = 0; t < c.queries.rows; ++t) {
+    attn::Matrix<double> h(c.notes.rows, 2 * k);
+    for (std::size_t j = 0; j < c.notes.rows; ++j)
+      for (std::size_t i = 0; i < k; ++i) {
+        h(j, i) = score.pre_activation(i, c.queries.view().row(t), c.notes.view().row(j));
+        h(j, k + i) = std::tanh(h(j, i));
+      }
+    r.hidden.push_back(std::move(h));
+  }
 }
 }  // namespace detail
 
-/// Computes the map (and the Jacobians when c.jacobian). Throws usage_error when a result is
-/// not finite.
+/// Computes the map (and what c asks for besides: the steps, the baseline without attention,
+/// the Jacobians). Throws usage_error when a result is not finite.
 [[nodiscard]] inline results compute(const config& c) {
   const std::size_t n = c.notes.rows;
   std::unique_ptr<bool[]> mask;
@@ -72,10 +126,11 @@ inline void require_finite(const attn::Matrix<double>& m, const config& c, const
     opt.mask = std::span<const bool>(mask.get(), n);
   }
   const auto queries = c.queries.view();
-  const auto notes = c.notes.view();
+  const auto keys = c.notes.view();
+  const auto values = c.blended().view();
   results r;
   with_score(c, [&](const auto& score) {
-    auto map = attn::align(queries, notes, score, opt);
+    auto map = attn::align(queries, keys, values, score, opt);
     r.scores = std::move(map.scores);
     r.weights = std::move(map.weights);
     r.contexts = std::move(map.contexts);
@@ -90,26 +145,44 @@ inline void require_finite(const attn::Matrix<double>& m, const config& c, const
     if (!c.jacobian) return;
     for (std::size_t t = 0; t < queries.rows(); ++t) {
       const std::span<const double> q = queries.row(t);
-      std::vector<attn::Matrix<double>> per_note;
+      std::vector<attn::Matrix<double>> per_key, per_value;
       for (std::size_t j = 0; j < n; ++j) {
-        per_note.push_back(attn::jacobian_note(q, notes, score, j, opt));
-        detail::require_finite(per_note.back(), c, "Jacobians");
-        // c as a function of note j alone, for the finite differences
-        attn::Matrix<double> moved(notes);
-        auto context_of_note = [&](std::span<const double> h) {
-          for (std::size_t k = 0; k < h.size(); ++k) moved(j, k) = h[k];
-          return attn::attend(q, moved, score, opt).context;
+        // c as a function of row j of the keys (the notes) alone, and of the values, for the finite differences
+        attn::Matrix<double> moved_keys(keys), moved_values(values);
+        auto context_of_key = [&](std::span<const double> h) {
+          for (std::size_t k = 0; k < h.size(); ++k) moved_keys(j, k) = h[k];
+          return c.keys_and_values() ? attn::attend(q, moved_keys, values, score, opt).context
+                                     : attn::attend(q, moved_keys, score, opt).context;
         };
-        r.fd_notes.merge(attn::check_jacobian(context_of_note, notes.row(j), per_note.back(),
-                                              "h_" + std::to_string(j + 1)));
+        per_key.push_back(c.keys_and_values() ? attn::jacobian_key(q, keys, values, score, j, opt)
+                                              : attn::jacobian_note(q, keys, score, j, opt));
+        detail::require_finite(per_key.back(), c, "Jacobians");
+        r.fd_notes.merge(attn::check_jacobian(context_of_key, keys.row(j), per_key.back(),
+                                              (c.keys_and_values() ? "k_" : "h_") + std::to_string(j + 1)));
+        if (!c.keys_and_values()) continue;
+        auto context_of_value = [&](std::span<const double> x) {
+          for (std::size_t k = 0; k < x.size(); ++k) moved_values(j, k) = x[k];
+          return attn::attend(q, keys, moved_values, score, opt).context;
+        };
+        per_value.push_back(attn::jacobian_value(q, keys, values, score, j, opt));
+        r.fd_values.merge(attn::check_jacobian(context_of_value, values.row(j), per_value.back(),
+                                               "v_" + std::to_string(j + 1)));
       }
-      r.note_jacobians.push_back(std::move(per_note));
-      r.query_jacobians.push_back(attn::jacobian_query(q, notes, score, opt));
+      r.note_jacobians.push_back(std::move(per_key));
+      if (c.keys_and_values()) r.value_jacobians.push_back(std::move(per_value));
+      r.query_jacobians.push_back(attn::jacobian_query(q, keys, values, score, opt));
       detail::require_finite(r.query_jacobians.back(), c, "Jacobians");
-      auto context_of_query = [&](std::span<const double> x) { return attn::attend(x, notes, score, opt).context; };
+      auto context_of_query = [&](std::span<const double> x) {
+        return attn::attend(x, keys, values, score, opt).context;
+      };
       r.fd_query.merge(attn::check_jacobian(context_of_query, q, r.query_jacobians.back(), "q"));
     }
   });
+  if (c.steps) {
+    detail::exp_steps(c, r);
+    if (c.score == score_kind::additive) detail::hidden_steps(c, r);
+  }
+  if (c.no_attention) r.no_attention = attn::no_attention(queries, values);
   return r;
 }
 

@@ -7,32 +7,101 @@
 /// Numbers are read with std::from_chars: a '.' decimal point in every locale, exponents
 /// allowed ("1e-3"), a leading '+' allowed, "nan" and "inf" refused. A matrix is written
 /// inline, rows separated by ';' and numbers by ',' ("1,0,0;0,1,0"), or read from a file with
-/// '@' ("@notes.csv": one row per line, ',' between numbers, blank lines and lines starting
-/// with '#' skipped).
+/// '@' ("@notes.csv"): one row per line, numbers separated by ',' or by spaces and tabs, blank
+/// lines and lines starting with '#' skipped, a UTF-8 byte-order mark skipped; a ';' in a file
+/// is refused (a spreadsheet's decimal commas, "0,5;1,5", would read as other numbers). Labels
+/// are separated by ',' or read from a file, one per line. Every message is one line: what the
+/// input held is shown escaped and, past 60 bytes, shortened.
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
-#include <sstream>
+#include <initializer_list>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attn/matrix.hpp"
+#include "attn/report/detail/utf8.hpp"
+#include "attn/report/format.hpp"
 
 namespace attn_calc {
 
-/// Bad input: the message names the option and what is wrong with it.
+namespace detail {
+
+/// `s` on one line of a terminal, every byte visible: line breaks, tabs, NUL and the other
+/// control characters, the escape sequences they start, C1 controls, bidirectional controls,
+/// line and paragraph separators and bytes that are not UTF-8 are written as \n, \r, \t, \0,
+/// \x1b, \u{202e}, \xff. Anything else is kept.
+[[nodiscard]] inline std::string one_line(std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = attn::report::detail::decode_utf8(s, i);
+    const char32_t u = c.code_point;
+    if (!c.valid || u < 0x20 || u == 0x7F) {
+      switch (u) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case 0: out += "\\0"; break;
+        default: out += "\\x", out += hex[(u >> 4) & 0xF], out += hex[u & 0xF];
+      }
+    } else if ((u >= 0x80 && u < 0xA0) || (u >= 0x202A && u <= 0x202E) || (u >= 0x2066 && u <= 0x2069) ||
+               u == 0x2028 || u == 0x2029 || u == 0x200E || u == 0x200F) {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "\\u{%x}", static_cast<unsigned>(u));
+      out += buf;
+    } else {
+      out.append(s.substr(i, c.length));
+    }
+    i += c.length;
+  }
+  return out;
+}
+
+/// The length of the longest prefix of `s` of at most `n` bytes that does not cut a UTF-8
+/// sequence (a byte that is not UTF-8 counts as one).
+[[nodiscard]] inline std::size_t utf8_prefix(std::string_view s, std::size_t n) noexcept {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t next = i + attn::report::detail::decode_utf8(s, i).length;
+    if (next > n) break;
+    i = next;
+  }
+  return i;
+}
+
+}  // namespace detail
+
+/// Bad input: the message names the option and what is wrong with it, always on one line
+/// (detail::one_line), whatever the input held.
 class usage_error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit usage_error(const std::string& message) : std::runtime_error(detail::one_line(message)) {}
 };
+
+/// `s` shown in quotes for a message, on one line (detail::one_line); a value longer than 60 bytes
+/// is shortened to its first 40 and last 12 and its length: "1111…1111" (1073741824 bytes).
+[[nodiscard]] inline std::string shown(std::string_view s) {
+  constexpr std::size_t most = 60, head = 40, tail = 12;
+  if (s.size() <= most) return "\"" + detail::one_line(s) + "\"";
+  const std::size_t h = detail::utf8_prefix(s, head);
+  std::size_t t = s.size() - tail;
+  while (t < s.size() && (static_cast<unsigned char>(s[t]) & 0xC0u) == 0x80u) ++t;  // a whole character
+  return "\"" + detail::one_line(s.substr(0, h)) + "\xE2\x80\xA6" + detail::one_line(s.substr(t)) + "\" (" +
+         std::to_string(s.size()) + " bytes)";
+}
 
 enum class score_kind { dot, scaled_dot, general, additive };
 enum class output_format { text, md, latex, json, csv, csv_long, svg };
@@ -56,7 +125,8 @@ struct config {
   score_kind score = score_kind::dot;
   output_format format = output_format::text;
   matrix queries;                         ///< T × d_q, one query per row
-  matrix notes;                           ///< n × d_h, one note per row
+  matrix notes;                           ///< n × d_h, one note per row (--keys: the keys, n × d_k)
+  matrix values;                          ///< --values: n × d_v (empty: the notes are the values)
   matrix W;                               ///< general: d_q × d_h
   matrix W1;                              ///< additive: k × d_h
   matrix W2;                              ///< additive: k × d_q
@@ -67,7 +137,19 @@ struct config {
   std::vector<std::string> note_labels;   ///< one per note
   int decimals = 3;                       ///< digits after the point in printed numbers
   bool jacobian = false;                  ///< also ∂c/∂h_j and ∂c/∂q, checked by finite differences
+  bool steps = false;                     ///< also the hand steps: e^(βs) and their sum; additive's W1h + W2q, tanh
+  bool no_attention = false;              ///< also Unit 17's baseline: every query gets the last note
+  bool map_only = false;                  ///< text, md, latex: the map's table alone
+  std::optional<std::string> title;       ///< the map's title (svg) or caption (its table)
+  std::optional<std::string> row_axis;    ///< svg: the rows' title
+  std::optional<std::string> col_axis;    ///< svg: the columns' title
+  bool values_shown = true;               ///< svg: the values in the cells (--no-values: not)
+  double scale_lo = 0.0, scale_hi = 1.0;  ///< svg: the colour scale's range
+  std::string latex_label = "attn";       ///< latex: the tables' \\label prefix (attn:map, ...)
   bool help = false;                      ///< --help: print the help and nothing else
+  [[nodiscard]] bool keys_and_values() const noexcept { return !values.empty(); }
+  /// The values the contexts blend: --values, or the notes.
+  [[nodiscard]] const matrix& blended() const noexcept { return values.empty() ? notes : values; }
   unit_example example = unit_example::none;
 };
 
@@ -87,14 +169,14 @@ struct config {
   if (digits.front() == '+') digits.remove_prefix(1);
   double x = 0;
   const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), x);
-  if (ec == std::errc::result_out_of_range)
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is out of the range of a double");
+  if (ec == std::errc::result_out_of_range && ptr == digits.data() + digits.size())
+    throw usage_error(std::string(what) + ": " + shown(t) + " is out of the range of a double");
   const bool two_signs = !digits.empty() && digits.size() < t.size() &&
                          (digits.front() == '+' || digits.front() == '-');
   if (ec != std::errc() || ptr != digits.data() + digits.size() || two_signs)
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a number");
   if (!std::isfinite(x))
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a finite number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a finite number");
   return x;
 }
 
@@ -104,56 +186,161 @@ struct config {
   int x = 0;
   const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
   if (t.empty() || ec != std::errc() || ptr != t.data() + t.size())
-    throw usage_error(std::string(what) + ": \"" + std::string(t) + "\" is not a whole number");
+    throw usage_error(std::string(what) + ": " + shown(t) + " is not a whole number");
   if (x < lo || x > hi)
     throw usage_error(std::string(what) + ": " + std::to_string(x) + " is outside " +
                       std::to_string(lo) + ".." + std::to_string(hi));
   return x;
 }
 
-/// Returns the matrix `text` spells: rows separated by ';' or line breaks, numbers by ','.
-/// Blank rows (and, when `comments`, rows starting with '#') are skipped. Throws usage_error
-/// for a bad number, rows of different lengths, or no numbers at all.
-[[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what,
-                                         bool comments = false) {
-  matrix m;
-  std::size_t line_no = 0;
-  while (!text.empty() || line_no == 0) {
-    const auto end = text.find_first_of(";\n");
-    const std::string_view line = trim(text.substr(0, end));
-    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
-    ++line_no;
-    if (line.empty() || (comments && line.front() == '#')) continue;
-    std::size_t count = 0;
-    std::string_view rest = line;
-    while (true) {
-      const auto comma = rest.find(',');
-      m.data.push_back(parse_number(rest.substr(0, comma), what));
-      ++count;
-      if (comma == std::string_view::npos) break;
-      rest = rest.substr(comma + 1);
+namespace detail {
+
+/// "1 note", "3 notes", "2 entries".
+inline std::string count(std::size_t n, std::string_view one, std::string_view many = {}) {
+  if (n == 1) return "1 " + std::string(one);
+  return std::to_string(n) + " " + (many.empty() ? std::string(one) + "s" : std::string(many));
+}
+
+/// "there is 1 note", "there are 3 notes".
+inline std::string there_are(std::size_t n, std::string_view one, std::string_view many = {}) {
+  return (n == 1 ? "there is " : "there are ") + count(n, one, many);
+}
+
+inline bool is_blank(char c) noexcept { return c == ' ' || c == '\t'; }
+
+/// The numbers of one row, separated by ',' (spaces around it allowed) or, in a row without a
+/// comma, by spaces and tabs. `where` names the row in messages; `header_hint` adds one for a
+/// file's first row that holds a word.
+inline void read_row(std::string_view row, const std::string& where, bool header_hint, std::vector<double>& out) {
+  const bool commas = row.find(',') != std::string_view::npos;
+  while (true) {
+    std::size_t end = 0;
+    if (commas) {
+      end = row.find(',');
+    } else {
+      while (end < row.size() && !is_blank(row[end])) ++end;
     }
-    if (m.rows > 0 && count != m.cols)
-      throw usage_error(std::string(what) + ": row " + std::to_string(m.rows + 1) + " has " +
-                        std::to_string(count) + " numbers but row 1 has " + std::to_string(m.cols));
-    m.cols = count;
-    ++m.rows;
+    const std::string_view field = trim(row.substr(0, end == std::string_view::npos ? row.size() : end));
+    if (commas && std::find_if(field.begin(), field.end(), is_blank) != field.end())
+      throw usage_error(where + ": " + shown(field) +
+                        " holds a space: separate a row's numbers by ',' or by spaces, not both (a decimal "
+                        "comma, as in 0,5, is not read: write 0.5)");
+    try {
+      out.push_back(parse_number(field, where));
+    } catch (const usage_error& e) {
+      const char f = field.empty() ? ' ' : static_cast<char>(field.front() | 0x20);
+      if (!header_hint || f < 'a' || f > 'z' || std::string_view(e.what()).ends_with("is not a finite number")) throw;
+      throw usage_error(std::string(e.what()) + " (a header row? start it with '#' to skip it)");
+    }
+    if (end == std::string_view::npos || end >= row.size()) break;
+    row = commas ? row.substr(end + 1) : trim(row.substr(end));
+  }
+}
+
+/// Appends a row to `m`, checking its length against the first row's.
+inline void add_row(matrix& m, const std::vector<double>& row, const std::string& where, const std::string& first) {
+  if (m.rows > 0 && row.size() != m.cols)
+    throw usage_error(where + ": row " + std::to_string(m.rows + 1) + " has " + count(row.size(), "number") +
+                      " but row 1" + first + " has " + std::to_string(m.cols));
+  m.cols = row.size();
+  m.data.insert(m.data.end(), row.begin(), row.end());
+  ++m.rows;
+}
+
+/// One line of a file: its number (from 1) and its text without the line end.
+struct text_line {
+  std::size_t number;
+  std::string_view text;
+};
+
+/// The lines of a file: a UTF-8 byte-order mark skipped, lines ended by \n, \r\n or \r.
+inline std::vector<text_line> lines_of(std::string_view contents) {
+  if (contents.starts_with("\xEF\xBB\xBF")) contents.remove_prefix(3);
+  std::vector<text_line> lines;
+  std::size_t number = 1;
+  while (!contents.empty()) {
+    const std::size_t end = contents.find_first_of("\r\n");
+    lines.push_back({number++, contents.substr(0, end)});
+    if (end == std::string_view::npos) break;
+    contents.remove_prefix(end + (contents.substr(end).starts_with("\r\n") ? 2 : 1));
+  }
+  return lines;
+}
+
+}  // namespace detail
+
+/// Returns the matrix `text` spells. Inline (`file` false): rows separated by ';' or line
+/// breaks. A file's contents (`file` true): one row per line (lines starting with '#' skipped,
+/// a ';' or a NUL byte refused, messages naming the line). Numbers are separated by ',' or,
+/// in a row without a comma, by spaces and tabs; blank rows are skipped. Throws usage_error
+/// for a bad number, rows of different lengths, or no numbers at all.
+[[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what, bool file = false) {
+  matrix m;
+  std::vector<double> row;
+  if (!file) {
+    while (true) {
+      const auto end = text.find_first_of(";\r\n");
+      const std::string_view line = trim(text.substr(0, end));
+      if (!line.empty()) {
+        row.clear();
+        detail::read_row(line, std::string(what), false, row);
+        detail::add_row(m, row, std::string(what), "");
+      }
+      if (end == std::string_view::npos) break;
+      text.remove_prefix(end + 1);
+    }
+  } else {
+    std::size_t first_line = 0;
+    for (const auto& [number, raw] : detail::lines_of(text)) {
+      const std::string where = std::string(what) + ", line " + std::to_string(number);
+      if (raw.find('\0') != std::string_view::npos) throw usage_error(where + ": a NUL byte (is this a text file?)");
+      const std::string_view line = trim(raw);
+      if (line.empty() || line.front() == '#') continue;
+      if (line.find(';') != std::string_view::npos)
+        throw usage_error(where + ": a ';', which separates rows only on the command line: in a file each line "
+                                  "is a row (a spreadsheet export with decimal commas, such as 0,5;1,5, is not "
+                                  "read: save it with '.' as the decimal point and ',' between numbers)");
+      row.clear();
+      detail::read_row(line, where, first_line == 0, row);
+      if (first_line == 0) first_line = number;
+      detail::add_row(m, row, where, " (line " + std::to_string(first_line) + ")");
+    }
   }
   if (m.rows == 0) throw usage_error(std::string(what) + ": no numbers given");
   return m;
 }
 
-/// Returns the contents of the file `path`; throws usage_error naming `what` if it cannot be read.
+/// The most bytes attn-calc reads from an @file (64 MiB): a 1000×1000 matrix at full precision
+/// is about 25 MB.
+inline constexpr std::size_t max_file_bytes = std::size_t{64} << 20;
+
+/// Returns the contents of the regular file `path`. Throws usage_error naming `what` if it
+/// cannot be read, is not a regular file (a directory, a device such as /dev/zero, a pipe, a
+/// socket) or holds more than max_file_bytes.
 [[nodiscard]] inline std::string read_file(const std::string& path, std::string_view what) {
+  namespace fs = std::filesystem;
+  const std::string where = std::string(what) + ": " + shown(path);
+  const std::string too_big =
+      " bytes; attn-calc reads files of up to " + std::to_string(max_file_bytes) + " bytes (64 MiB)";
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw usage_error(std::string(what) + ": \"" + path + "\" is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw usage_error(std::string(what) + ": cannot read the file \"" + path + "\"");
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw usage_error(std::string(what) + ": cannot read the file \"" + path + "\"");
-  return std::move(s).str();
+  const fs::file_status status = fs::status(path, ec);  // follows links, opens nothing
+  if (ec || !fs::exists(status)) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  if (fs::is_directory(status)) throw usage_error(where + " is a directory, not a file");
+  if (!fs::is_regular_file(status))
+    throw usage_error(where + " is not a regular file (a device, a pipe or a socket): give a file");
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > max_file_bytes) throw usage_error(where + " is " + std::to_string(size) + too_big);
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!in) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  std::string contents;
+  char buffer[1 << 16];
+  std::size_t got = 0;
+  while ((got = std::fread(buffer, 1, sizeof buffer, in.get())) > 0) {
+    contents.append(buffer, got);
+    if (contents.size() > max_file_bytes) throw usage_error(where + " is more than " + std::to_string(max_file_bytes) + too_big);
+  }
+  if (std::ferror(in.get())) throw usage_error(std::string(what) + ": cannot read the file " + shown(path));
+  return contents;
 }
 
 /// A matrix argument: "@path" reads the file, anything else is the matrix itself.
@@ -161,35 +348,22 @@ struct config {
   if (!arg.empty() && arg.front() == '@') {
     const std::string path(arg.substr(1));
     if (path.empty()) throw usage_error(std::string(what) + ": '@' needs a file name");
-    return parse_matrix(read_file(path, what), std::string(what) + " (" + path + ")", true);
+    return parse_matrix(read_file(path, what), std::string(what) + " (" + detail::one_line(path) + ")", true);
   }
   return parse_matrix(arg, what);
 }
 
-/// True when `s` is well-formed UTF-8 without control characters (labels go into tables,
-/// JSON, LaTeX and SVG, where a line break or a stray byte would break the layout).
+/// True when `s` is well-formed UTF-8 without control characters (C0, DEL, C1) or
+/// noncharacters (U+FFFE, U+FFFF, U+FDD0..U+FDEF and the last two of every plane): labels go
+/// into tables, JSON, LaTeX and SVG, where a line break would break the layout and XML cannot
+/// hold U+FFFE or U+FFFF.
 [[nodiscard]] inline bool printable_utf8(std::string_view s) noexcept {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b == 0x7F) return false;
-    std::size_t len = 1;
-    char32_t c = b;
-    if (b >= 0x80) {
-      if (b >= 0xC2 && b < 0xE0) len = 2, c = b & 0x1Fu;
-      else if (b >= 0xE0 && b < 0xF0) len = 3, c = b & 0x0Fu;
-      else if (b >= 0xF0 && b < 0xF5) len = 4, c = b & 0x07u;
-      else return false;
-      if (i + len > s.size()) return false;
-      for (std::size_t k = 1; k < len; ++k) {
-        const auto cb = static_cast<unsigned char>(s[i + k]);
-        if ((cb & 0xC0u) != 0x80u) return false;
-        c = (c << 6) | (cb & 0x3Fu);
-      }
-      const char32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
-      if (c < least || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF) || (c >= 0x80 && c < 0xA0)) return false;
-    }
-    i += len;
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = attn::report::detail::decode_utf8(s, i);
+    const char32_t u = c.code_point;
+    if (!c.valid || u < 0x20 || (u >= 0x7F && u < 0xA0) || (u & 0xFFFE) == 0xFFFE || (u >= 0xFDD0 && u <= 0xFDEF))
+      return false;
+    i += c.length;
   }
   return true;
 }
@@ -208,6 +382,32 @@ struct config {
     text = text.substr(comma + 1);
   }
   return labels;
+}
+
+/// Returns the labels of a file's contents: one per line (spaces around it trimmed, commas
+/// kept), blank lines skipped. `what` names the option and the file.
+[[nodiscard]] inline std::vector<std::string> parse_label_lines(std::string_view contents, std::string_view what) {
+  std::vector<std::string> labels;
+  for (const auto& [number, raw] : detail::lines_of(contents)) {
+    const std::string_view label = trim(raw);
+    if (label.empty()) continue;
+    if (!printable_utf8(label))
+      throw usage_error(std::string(what) + ", line " + std::to_string(number) + ": the label is not printable UTF-8 text");
+    labels.emplace_back(label);
+  }
+  if (labels.empty()) throw usage_error(std::string(what) + ": no labels given");
+  return labels;
+}
+
+/// A labels argument: "@path" reads one label per line of the file, anything else is the
+/// labels separated by ','.
+[[nodiscard]] inline std::vector<std::string> labels_argument(std::string_view arg, std::string_view what) {
+  if (!arg.empty() && arg.front() == '@') {
+    const std::string path(arg.substr(1));
+    if (path.empty()) throw usage_error(std::string(what) + ": '@' needs a file name");
+    return parse_label_lines(read_file(path, what), std::string(what) + " (" + detail::one_line(path) + ")");
+  }
+  return parse_labels(arg, what);
 }
 
 [[nodiscard]] inline std::string_view score_name(score_kind s) noexcept {
@@ -262,34 +462,27 @@ inline void need(bool ok, const std::string& message) {
   if (!ok) throw usage_error(message);
 }
 
-/// "1 note", "3 notes", "2 entries".
-inline std::string count(std::size_t n, std::string_view one, std::string_view many = {}) {
-  if (n == 1) return "1 " + std::string(one);
-  return std::to_string(n) + " " + (many.empty() ? std::string(one) + "s" : std::string(many));
-}
-
 /// Every size check, after all options are read.
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
+  const std::string note = c.keys_and_values() ? "key" : "note";
   switch (c.score) {
     case score_kind::dot:
     case score_kind::scaled_dot:
-      need(dq == dh, "--q has " + count(dq, "number") + " per query but each note has " +
+      need(dq == dh, "--q has " + count(dq, "number") + " per query but each " + note + " has " +
                          std::to_string(dh) + "; --score " + std::string(score_name(c.score)) +
                          " needs the same length (--score general or additive allow different ones)");
       break;
     case score_kind::general:
       need(c.W.rows == dq && c.W.cols == dh,
            "--W is " + std::to_string(c.W.rows) + "x" + std::to_string(c.W.cols) +
-               " but --score general needs (query length) x (note length) = " + std::to_string(dq) +
+               " but --score general needs (query length) x (" + note + " length) = " + std::to_string(dq) +
                "x" + std::to_string(dh));
       break;
     case score_kind::additive: {
       const std::size_t k = c.v.size();
-      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each note has " +
-                                std::to_string(dh) + " numbers");
-      need(c.W2.cols == dq, "--W2 has " + count(c.W2.cols, "column") + " but each query has " +
-                                std::to_string(dq) + " numbers");
+      need(c.W1.cols == dh, "--W1 has " + count(c.W1.cols, "column") + " but each " + note + " has " + count(dh, "number"));
+      need(c.W2.cols == dq, "--W2 has " + count(c.W2.cols, "column") + " but each query has " + count(dq, "number"));
       need(c.W1.rows == k, "--W1 has " + count(c.W1.rows, "row") + " but --v has " +
                                count(k, "number") + " (both are the hidden size k)");
       need(c.W2.rows == k, "--W2 has " + count(c.W2.rows, "row") + " but --v has " +
@@ -297,14 +490,17 @@ inline void check_sizes(const config& c) {
       break;
     }
   }
+  if (c.keys_and_values())
+    need(c.values.rows == n, "--values has " + count(c.values.rows, "row") + " but --keys has " +
+                                 std::to_string(n) + " (one value per key)");
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
-                                 " but there are " + count(n, "note"));
+                                 " but " + there_are(n, "note"));
   need(c.note_labels.size() == n, "--note-labels gives " + count(c.note_labels.size(), "label") +
-                                      " but there are " + count(n, "note"));
+                                      " but " + there_are(n, "note"));
   need(c.query_labels.size() == c.queries.rows,
-       "--query-labels gives " + count(c.query_labels.size(), "label") + " but there are " +
-           count(c.queries.rows, "query", "queries"));
+       "--query-labels gives " + count(c.query_labels.size(), "label") + " but " +
+           there_are(c.queries.rows, "query", "queries"));
 }
 
 inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
@@ -314,25 +510,62 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
   return out;
 }
 
+/// The formats an option's output appears in, as a bit set of output_format.
+constexpr unsigned formats(std::initializer_list<output_format> fs) {
+  unsigned bits = 0;
+  for (const auto f : fs) bits |= 1u << static_cast<unsigned>(f);
+  return bits;
+}
+
+/// "text, md, latex or json"
+inline std::string format_list(unsigned bits) {
+  std::vector<std::string> names;
+  for (unsigned f = 0; f <= static_cast<unsigned>(output_format::svg); ++f)
+    if (bits & (1u << f)) names.emplace_back(format_name(static_cast<output_format>(f)));
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
+}
+
 }  // namespace detail
+
+/// The work of --jacobian, in multiply-adds: every Jacobian is checked by central finite
+/// differences, 2·d attends of n notes for each of n notes, so it grows as T·n²·d² (d: the
+/// numbers of a note, keys and values together).
+[[nodiscard]] inline double jacobian_work(const config& c) {
+  const double T = static_cast<double>(c.queries.rows), n = static_cast<double>(c.notes.rows);
+  const double d = static_cast<double>(c.notes.cols + c.blended().cols), dq = static_cast<double>(c.queries.cols);
+  return T * n * d * (n * d + dq);
+}
+
+/// The most work --jacobian takes on (jacobian_work); docs/performance.md gives its time.
+inline constexpr double max_jacobian_work = 5e8;
 
 /// Reads attn-calc's arguments (without the program name) into a checked config. Options take
 /// their value as the next argument or after '=' ("--beta 2", "--beta=2"). Throws usage_error
-/// for an unknown option, a missing or bad value, an option given twice, or sizes that do not fit.
+/// for an unknown option, a missing or bad value, an option given twice, an option that the
+/// format does not show, or sizes that do not fit.
 [[nodiscard]] inline config parse_args(const std::vector<std::string_view>& args) {
   config c;
   struct raw {
     std::string_view value;
     bool given = false;
   };
-  raw score, format, q, notes, W, W1, W2, v, beta, mask, note_labels, query_labels, decimals;
+  raw score, format, q, notes, keys, values, W, W1, W2, v, beta, mask, note_labels, query_labels, decimals, title,
+      row_axis, col_axis, scale, label;
   const std::pair<std::string_view, raw*> valued[] = {
-      {"--score", &score},     {"--format", &format},           {"--q", &q},
-      {"--notes", &notes},     {"--W", &W},                     {"--W1", &W1},
-      {"--W2", &W2},           {"--v", &v},                     {"--beta", &beta},
-      {"--mask", &mask},       {"--note-labels", &note_labels}, {"--query-labels", &query_labels},
-      {"--decimals", &decimals}};
-  bool jacobian_given = false;
+      {"--score", &score},       {"--format", &format},           {"--q", &q},
+      {"--notes", &notes},       {"--keys", &keys},               {"--values", &values},
+      {"--W", &W},               {"--W1", &W1},                   {"--W2", &W2},
+      {"--v", &v},               {"--beta", &beta},               {"--mask", &mask},
+      {"--note-labels", &note_labels}, {"--query-labels", &query_labels}, {"--decimals", &decimals},
+      {"--title", &title},       {"--row-axis", &row_axis},       {"--col-axis", &col_axis},
+      {"--scale", &scale},       {"--label", &label}};
+  bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false;
+  const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
+                                                      {"--no-attention", &no_attention}, {"--map-only", &map_only},
+                                                      {"--no-values", &no_values}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -349,11 +582,13 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
       c.help = true;
       return c;
     }
-    if (name == "--jacobian") {
-      detail::need(!has_inline, "--jacobian takes no value");
-      detail::need(!jacobian_given, "--jacobian is given twice");
-      jacobian_given = true;
-      c.jacobian = true;
+    bool* flag = nullptr;
+    for (const auto& [option, target] : flags)
+      if (name == option) flag = target;
+    if (flag != nullptr) {
+      detail::need(!has_inline, std::string(name) + " takes no value");
+      detail::need(!*flag, std::string(name) + " is given twice");
+      *flag = true;
       continue;
     }
     raw* slot = nullptr;
@@ -361,9 +596,8 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
       if (name == option) slot = target;
     if (slot == nullptr) {
       if (name.starts_with("-"))
-        throw usage_error("unknown option \"" + std::string(name) + "\" (attn-calc --help lists them)");
-      throw usage_error("unexpected argument \"" + std::string(name) +
-                        "\" (values follow an option, such as --q 0,0.5,2)");
+        throw usage_error("unknown option " + shown(name) + " (attn-calc --help lists them)");
+      throw usage_error("unexpected argument " + shown(name) + " (values follow an option, such as --q 0,0.5,2)");
     }
     detail::need(!slot->given, std::string(name) + " is given twice");
     slot->given = true;
@@ -382,8 +616,7 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
     else if (s == "general") c.score = score_kind::general;
     else if (s == "additive") c.score = score_kind::additive;
     else
-      throw usage_error("--score: unknown score \"" + std::string(s) +
-                        "\" (dot, scaled_dot, general or additive)");
+      throw usage_error("--score: unknown score " + shown(s) + " (dot, scaled_dot, general or additive)");
   }
   if (format.given) {
     const std::string_view f = trim(format.value);
@@ -395,9 +628,30 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
     else if (f == "csv-long" || f == "csv_long") c.format = output_format::csv_long;
     else if (f == "svg") c.format = output_format::svg;
     else
-      throw usage_error("--format: unknown format \"" + std::string(f) +
-                        "\" (text, md, latex, json, csv, csv-long or svg)");
+      throw usage_error("--format: unknown format " + shown(f) + " (text, md, latex, json, csv, csv-long or svg)");
   }
+
+  // An option whose output the format does not show is refused, not ignored.
+  using F = output_format;
+  constexpr unsigned documents = detail::formats({F::text, F::md, F::latex});
+  const std::tuple<std::string_view, bool, unsigned> shown_in[] = {
+      {"--jacobian", jacobian, documents | detail::formats({F::json})},
+      {"--steps", steps, documents},
+      {"--no-attention", no_attention, documents | detail::formats({F::json})},
+      {"--map-only", map_only, documents},
+      {"--title", title.given, documents | detail::formats({F::svg})},
+      {"--row-axis", row_axis.given, detail::formats({F::svg})},
+      {"--col-axis", col_axis.given, detail::formats({F::svg})},
+      {"--no-values", no_values, detail::formats({F::svg})},
+      {"--scale", scale.given, detail::formats({F::svg})},
+      {"--label", label.given, detail::formats({F::latex})}};
+  for (const auto& [option, given, bits] : shown_in)
+    detail::need(!given || (bits & (1u << static_cast<unsigned>(c.format))),
+                 std::string(option) + " is not shown by --format " + std::string(format_name(c.format)) +
+                     ": use " + detail::format_list(bits));
+  for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
+                                      {"--steps", steps}, {"--no-attention", no_attention}})
+    detail::need(!map_only || !given, "--map-only prints the map alone: leave out " + std::string(option));
 
   // Parameters a score does not use are refused: they are almost always a mistake.
   const bool general = c.score == score_kind::general, additive = c.score == score_kind::additive;
@@ -405,16 +659,28 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
   detail::need(!(W1.given || W2.given || v.given) || additive,
                std::string(W1.given ? "--W1" : W2.given ? "--W2" : "--v") +
                    " is only used by --score additive");
+  detail::need(!notes.given || (!keys.given && !values.given),
+               "give --notes (each note both key and value) or --keys and --values, not both");
+  detail::need(keys.given == values.given, keys.given ? "--keys needs --values (the scores look at the keys, the "
+                                                        "contexts blend the values)"
+                                                      : "--values needs --keys (the scores look at the keys, the "
+                                                        "contexts blend the values)");
+  const bool own_notes = notes.given || keys.given;
 
-  if (additive && !q.given && !notes.given && !W1.given && !W2.given && !v.given) {
+  if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;
   } else {
     if (q.given) c.queries = matrix_argument(q.value, "--q");
     if (notes.given) c.notes = matrix_argument(notes.value, "--notes");
-    detail::need(q.given || !notes.given, "--notes needs --q (the queries that look at the notes)");
-    if (!q.given && !notes.given) c.example = unit_example::e3_alignment_map;
-    if (!notes.given) use_unit_notes(c);
+    if (keys.given) {
+      c.notes = matrix_argument(keys.value, "--keys");
+      c.values = matrix_argument(values.value, "--values");
+    }
+    detail::need(q.given || !own_notes, std::string(notes.given ? "--notes" : "--keys") +
+                                            " needs --q (the queries that look at the notes)");
+    if (!q.given && !own_notes) c.example = unit_example::e3_alignment_map;
+    if (!own_notes) use_unit_notes(c);
     if (!q.given) use_unit_queries(c);
     if (W.given) c.W = matrix_argument(W.value, "--W");
     if (W1.given) c.W1 = matrix_argument(W1.value, "--W1");
@@ -431,24 +697,150 @@ inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
                  "unit's example)");
   }
   if (q.given) c.query_labels = detail::numbered("q", c.queries.rows);
-  if (notes.given || c.example == unit_example::e5_additive) c.note_labels = detail::numbered("h", c.notes.rows);
+  if (own_notes || c.example == unit_example::e5_additive) c.note_labels = detail::numbered("h", c.notes.rows);
   if (c.example == unit_example::e5_additive) c.query_labels = {"q"};
 
   if (beta.given) c.beta = parse_number(beta.value, "--beta");
   if (decimals.given) c.decimals = parse_int(decimals.value, "--decimals", 0, 17);
   if (mask.given) {
     const matrix m = matrix_argument(mask.value, "--mask");
-    detail::need(m.rows == 1 || m.cols == 1, "--mask must be one row of 0s and 1s");
+    detail::need(m.rows == 1 || m.cols == 1, "--mask must be one row or one column of 0s and 1s, not " +
+                                                 std::to_string(m.rows) + "x" + std::to_string(m.cols));
     for (const double x : m.data) {
       detail::need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
       c.mask.push_back(x == 1.0 ? 1 : 0);
     }
   }
-  if (note_labels.given) c.note_labels = parse_labels(note_labels.value, "--note-labels");
-  if (query_labels.given) c.query_labels = parse_labels(query_labels.value, "--query-labels");
+  if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
+  if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
+  for (const auto& [option, text, target] :
+       {std::tuple<std::string_view, const raw&, std::optional<std::string>&>{"--title", title, c.title},
+        {"--row-axis", row_axis, c.row_axis},
+        {"--col-axis", col_axis, c.col_axis}}) {
+    if (!text.given) continue;
+    const std::string_view t = trim(text.value);
+    detail::need(printable_utf8(t), std::string(option) + ": " + shown(t) + " is not printable UTF-8 text");
+    target = std::string(t);
+  }
+  if (scale.given) {
+    const matrix m = parse_matrix(scale.value, "--scale");
+    detail::need(m.rows == 1 && m.cols == 2, "--scale needs two numbers, LO,HI (the colours' range), not " +
+                                                 std::to_string(m.rows) + "x" + std::to_string(m.cols));
+    detail::need(m.data[0] < m.data[1], "--scale: LO must be below HI, and " + attn::report::shortest(m.data[0]) +
+                                            " is not below " + attn::report::shortest(m.data[1]));
+    c.scale_lo = m.data[0];
+    c.scale_hi = m.data[1];
+  }
+  if (label.given) {
+    c.latex_label = std::string(trim(label.value));
+    const bool ok = !c.latex_label.empty() &&
+                    std::all_of(c.latex_label.begin(), c.latex_label.end(), [](char ch) {
+                      return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                             ch == ':' || ch == '.' || ch == '-' || ch == '_' || ch == '/';
+                    });
+    detail::need(ok, "--label: " + shown(label.value) + " must be ASCII letters, digits and : . - _ /");
+  }
+  c.jacobian = jacobian;
+  c.steps = steps;
+  c.no_attention = no_attention;
+  c.map_only = map_only;
+  c.values_shown = !no_values;
   detail::check_sizes(c);
+  if (c.jacobian) {
+    const double work = jacobian_work(c);
+    char amount[32];
+    std::snprintf(amount, sizeof amount, "%.1e", work);
+    detail::need(work <= max_jacobian_work,
+                 "--jacobian: " + detail::count(c.queries.rows, "query", "queries") + " and " +
+                     detail::count(c.notes.rows, "note") + " of " + std::to_string(c.notes.cols + c.blended().cols) +
+                     " numbers need about " + amount +
+                     " steps (T·n²·d²: every Jacobian is checked by finite differences); attn-calc stops at 5e8: give "
+                     "fewer queries or notes");
+  }
   return c;
 }
+
+/// What attn-calc --help prints: every option, each with an example.
+inline constexpr std::string_view help_text = R"(attn-calc: attention by hand, for lessons. Computes the scores, the weights (the
+alignment map) and the context vectors of queries looking at notes, and prints them.
+With no options it prints the unit's "I drink tea" example (E1, and E3's map).
+
+Usage: attn-calc [options]
+
+A matrix is rows separated by ';' and numbers separated by ',' (quote it for the shell),
+or @file: a file with one row per line, numbers separated by ',' or by spaces and tabs
+(lines starting with # and blank lines skipped; a ';' in a file is refused).
+A file may be at most 64 MiB and must be a regular file.
+
+Inputs
+  --q Q               the queries (decoder states), one per row
+                        e.g. --q 0,0.5,2    or several: --q "0,0.5,2;0,1,4"
+  --notes H           the notes h_j, one per row (default: the unit's I, drink, tea)
+                        e.g. --notes "1,0,0;0,1,0;0,0,1"    or --notes @notes.csv
+  --keys K            instead of --notes: the keys k_j the scores look at, one per row
+                        e.g. --q 0,1 --keys "1,0;0,1;1,1" --values "1,0,0;0,1,0;0,0,1"
+  --values V          with --keys: the values v_j the contexts blend, one per row
+                        e.g. --values @values.csv
+  --score S           dot (default), scaled_dot (q.h/sqrt d), general (q^T W h) or
+                      additive (v^T tanh(W1 h + W2 q))
+                        e.g. --score scaled_dot
+  --W W               general: the matrix W, query length x note length
+                        e.g. --score general --q 1,2 --W "1,0,0;0,1,1"
+  --W1 W1             additive: k x note length
+                        e.g. --W1 "1,0;0,1"
+  --W2 W2             additive: k x query length
+                        e.g. --W2 "1,0;0,1"
+  --v V               additive: k numbers (with none of --q --notes --W1 --W2 --v,
+                      --score additive shows the unit's additive example)
+                        e.g. --v 1,1
+  --beta B            sharpness, "how sure": the scores are multiplied by B (default 1)
+                        e.g. --beta 2
+  --mask M            one 1 (keep) or 0 (mask out) per note, as a row or a column; a
+                      masked note gets weight 0
+                        e.g. --mask 1,1,0
+  --note-labels L     names of the notes, separated by ',', or @file: one per line
+                        e.g. --note-labels I,drink,tea    or --note-labels @words.txt
+  --query-labels L    names of the queries, separated by ',', or @file: one per line
+                        e.g. --query-labels "मैं,चाय,पीता,हूँ"
+
+Output (on stdout)
+  --format F          text (default), md, latex, json, csv (the map, a row per query),
+                      csv-long (the map, a row per cell: i,j,query,note,weight) or svg
+                      (the map as a heatmap)
+                        e.g. --format md > lesson.md    --format svg > map.svg
+  --decimals N        digits after the point, 0 to 17 (default 3); JSON also has every
+                      number at full precision
+                        e.g. --decimals 4
+  --steps             text, md, latex: also the hand steps: e^(beta s) and their sum
+                      before the weights (E1), W1 h + W2 q and its tanh before the
+                      scores (additive, E5)
+                        e.g. --q 0,0.5,2 --steps    --score additive --steps
+  --no-attention      text, md, latex, json: also Unit 17's baseline without attention:
+                      every query gets the last note, and there is no map
+                        e.g. attn-calc --no-attention
+  --map-only          text, md, latex: the map's table alone, no heading or paragraphs
+                        e.g. --format latex --map-only > map.tex
+  --jacobian          text, md, latex, json: also dc/dh_j for every note and dc/dq, each
+                      checked against central finite differences (refused past 5e8 steps:
+                      they grow as queries x notes^2 x length^2)
+                        e.g. --q 0,0.5,2 --jacobian
+  --title T           the map's title: the SVG's, or the caption of the map's table
+                        e.g. --format svg --title "E3: I drink tea"
+  --row-axis T        svg: the title of the rows (default: queries (words written))
+                        e.g. --format svg --row-axis Hindi
+  --col-axis T        svg: the title of the columns (default: notes (words read))
+                        e.g. --format svg --col-axis English
+  --no-values         svg: colours only, the values in each cell's tooltip
+                        e.g. --format svg --no-values
+  --scale LO,HI       svg: the range of the colour scale (default 0,1)
+                        e.g. --format svg --scale 0,0.5
+  --label L           latex: the prefix of the tables' \label (default attn: attn:map, ...)
+                        e.g. --format latex --label lesson3
+  --help              print this help
+                        e.g. attn-calc --help
+
+Exit status: 0 on success; 2 on bad input, with one line on stderr that says what.
+)";
 
 /// parse_args for main's argc/argv (argv[0], the program name, is skipped).
 [[nodiscard]] inline config parse_args(int argc, char** argv) {

@@ -1,9 +1,14 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
-#   attn_calc_golden_<format>  the unit's example with --jacobian, byte for byte (tests/golden/)
-#   attn_calc_from_files       the same map from @file inputs and labels
+#   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
+#                              byte for byte (tests/golden/)
+#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG
+#   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
+#                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
 #   example_alignment_map_svg  ... and what the alignment_map example draws
 #   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
+#   attn_calc_outputs_parse    every format read back by Python's parsers (skipped without python3)
+#   attn_calc_latex_compiles   the LaTeX through pdflatex, labels as typed (skipped without it)
 set(attn_cli_dir "${PROJECT_SOURCE_DIR}/tests/cli")
 set(attn_golden_dir "${PROJECT_SOURCE_DIR}/tests/golden")
 set(attn_cli_out "${CMAKE_CURRENT_BINARY_DIR}/cli_out")
@@ -13,14 +18,31 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:sv
   string(REPLACE ":" ";" pair "${pair}")
   list(GET pair 0 format)
   list(GET pair 1 ext)
+  set(jacobian "|--jacobian")  # the formats that show it
+  if(format MATCHES "csv|svg")
+    set(jacobian "")
+  endif()
   add_test(NAME attn_calc_golden_${format}
-    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|--jacobian|--format|${format}" -DCAPTURE=ON
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>${jacobian}|--format|${format}" -DCAPTURE=ON
             "-DOUT=${attn_cli_out}/unit_example.${ext}" "-DGOLDEN=${attn_golden_dir}/unit_example.${ext}"
             -P "${attn_cli_dir}/golden.cmake")
 endforeach()
+# attn_calc_golden(<name> <golden file> <arg>...): attn-calc <arg>... gives the golden file
+function(attn_calc_golden name golden)
+  list(JOIN ARGN "|" args)
+  add_test(NAME attn_calc_golden_${name}
+    COMMAND "${CMAKE_COMMAND}" "-DRUN=$<TARGET_FILE:attn-calc>|${args}" -DCAPTURE=ON
+            "-DOUT=${attn_cli_out}/${golden}" "-DGOLDEN=${attn_golden_dir}/${golden}" -P "${attn_cli_dir}/golden.cmake")
+endfunction()
+attn_calc_golden(e1_steps e1_steps.txt --q 0,0.5,2 --query-labels चाय --steps)
+attn_calc_golden(e5_steps e5_steps.md --score additive --steps --format md)
+attn_calc_golden(e3_no_attention e3_no_attention.txt --no-attention)
+attn_calc_golden(map_only_md map_only.md --format md --map-only)
+attn_calc_golden(map_only_latex map_only.tex --format latex --map-only)
+attn_calc_golden(masked_svg masked.svg --format svg --mask 1,1,0)
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
-          "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|मैं,चाय,पीता,हूँ|--note-labels|I,drink,tea|--format|csv"
+          "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
           -DCAPTURE=ON "-DOUT=${attn_cli_out}/from_files.csv" "-DGOLDEN=${attn_golden_dir}/unit_example.csv"
           -P "${attn_cli_dir}/golden.cmake")
 add_test(NAME attn_calc_docs_svg
@@ -55,7 +77,7 @@ attn_calc_bad(additive_sizes "--W1 has 3 columns but each note has 2" --score ad
 attn_calc_bad(additive_missing "--score additive needs --W1, --W2 and --v" --score additive --W1 1,0)
 attn_calc_bad(general_missing "--score general needs --W" --score general)
 attn_calc_bad(unused_parameter "--W is only used by --score general" --W 1,0,0)
-attn_calc_bad(ragged "row 2 has 2 numbers but row 1 has 3" --q 1,0,0 --notes @${attn_cli_dir}/ragged.csv)
+attn_calc_bad(ragged "ragged.csv), line 2: row 2 has 2 numbers but row 1 (line 1) has 3" --q 1,0,0 --notes @${attn_cli_dir}/ragged.csv)
 attn_calc_bad(empty_notes "--notes: no numbers given" --q 1,0,0 --notes=)
 attn_calc_bad(empty_file "no numbers given" --q 1,0,0 --notes @${attn_cli_dir}/empty.csv)
 attn_calc_bad(missing_file "cannot read the file" --q 1,0,0 --notes @${attn_cli_dir}/no_such_file.csv)
@@ -73,3 +95,33 @@ attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" -
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
 attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --decimals 2.5)
+# @files are read as lines; every message is one line of printable text, whatever the input held
+attn_calc_bad(decimal_commas "decimal_commas.csv), line 1: a ';', which separates rows only on the command line"
+              --q @${attn_cli_dir}/decimal_commas.csv)
+attn_calc_bad(header_row "header.csv), line 1: \"I\" is not a number (a header row? start it with '#' to skip it)"
+              --q 1,0,0 --notes @${attn_cli_dir}/header.csv)
+attn_calc_bad(nul_in_file "nul.csv), line 2: a NUL byte (is this a text file?)" --q 1,0,0 --notes @${attn_cli_dir}/nul.csv)
+attn_calc_bad(newline_in_value "--beta: \"2\\n3\" is not a number" --beta "2\n3")
+string(ASCII 27 attn_esc)
+attn_calc_bad(escape_sequence "--beta: \"\\x1b[2J\\x1b[31mred\" is not a number" --beta "${attn_esc}[2J${attn_esc}[31mred")
+string(REPEAT "1" 100000 attn_huge)
+attn_calc_bad(huge_token "(100001 bytes) is not a number" --beta "${attn_huge}x")
+if(EXISTS /dev/zero)
+  attn_calc_bad(special_file "--notes: \"/dev/zero\" is not a regular file" --q 1,0,0 --notes @/dev/zero)
+endif()
+
+# Every format read back by a real parser: Python's (SVG, JSON, CSV, Markdown tables) and pdfLaTeX.
+# Each is skipped, and says so, where its tool is not installed; CI does not need them.
+find_package(Python3 COMPONENTS Interpreter QUIET)
+if(Python3_Interpreter_FOUND)
+  add_test(NAME attn_calc_outputs_parse
+    COMMAND "${Python3_EXECUTABLE}" "${attn_cli_dir}/parse_outputs.py" $<TARGET_FILE:attn-calc> "${attn_cli_out}/parse")
+else()
+  add_test(NAME attn_calc_outputs_parse COMMAND "${CMAKE_COMMAND}" -E echo "SKIPPED: python3 was not found")
+endif()
+find_program(ATTN_PDFLATEX pdflatex)
+find_program(ATTN_PDFTOTEXT pdftotext)
+add_test(NAME attn_calc_latex_compiles
+  COMMAND "${CMAKE_COMMAND}" "-DCALC=$<TARGET_FILE:attn-calc>" "-DCLI=${attn_cli_dir}" "-DWORK=${attn_cli_out}/latex"
+          "-DPDFLATEX=${ATTN_PDFLATEX}" "-DPDFTOTEXT=${ATTN_PDFTOTEXT}" -P "${attn_cli_dir}/latex.cmake")
+set_tests_properties(attn_calc_outputs_parse attn_calc_latex_compiles PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED:")

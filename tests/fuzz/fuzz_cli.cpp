@@ -3,7 +3,7 @@
 // config whose every size is consistent, and then compute (small inputs only, to stay fast)
 // must give finite results or a usage_error, and every output format must render. Nothing else
 // may escape: an attn::dimension_error here is a size check the parser missed. The same bytes
-// are also read as the contents of an "@file" matrix and as labels.
+// are also read as the contents of an "@file" matrix and as labels, inline and from a file.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +25,9 @@ void check_config(const attn_calc::config& c) {
                   "matrix data and shape disagree");
   ATTN_FUZZ_CHECK(c.note_labels.size() == n && c.query_labels.size() == t, "labels and rows disagree");
   ATTN_FUZZ_CHECK(c.mask.empty() || c.mask.size() == n, "mask and notes disagree");
+  ATTN_FUZZ_CHECK(c.values.empty() || (c.values.rows == n && c.values.data.size() == n * c.values.cols),
+                  "values and keys disagree");
+  for (const double x : c.values.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a value is not finite");
   ATTN_FUZZ_CHECK(std::isfinite(c.beta), "beta not finite");
   ATTN_FUZZ_CHECK(c.decimals >= 0 && c.decimals <= 17, "decimals out of range");
   for (const double x : c.notes.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a note number is not finite");
@@ -46,6 +49,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const std::string& label : attn_calc::parse_labels(bytes, "--note-labels"))
       ATTN_FUZZ_CHECK(!label.empty() && attn_calc::printable_utf8(label), "a label that is not printable");
   } catch (const attn_calc::usage_error&) {
+  }
+  try {
+    for (const std::string& label : attn_calc::parse_label_lines(bytes, "--note-labels (file)"))
+      ATTN_FUZZ_CHECK(!label.empty() && attn_calc::printable_utf8(label), "a label that is not printable");
+  } catch (const attn_calc::usage_error& e) {
+    // every message is one line of printable text, whatever the bytes held
+    for (const char ch : std::string_view(e.what()))
+      ATTN_FUZZ_CHECK(static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F, "a message with a control character");
   }
 
   // The bytes as a command line. '@' would read files: left to the contents check above.

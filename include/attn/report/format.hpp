@@ -13,12 +13,15 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "attn/report/detail/unicode_width.hpp"
+#include "attn/report/detail/utf8.hpp"
 #include "attn/vector.hpp"
 
 namespace attn::report {
@@ -33,28 +36,63 @@ namespace detail {
   return true;
 }
 
-/// Writes x with std::to_chars(args...) into a string, growing the buffer if it must.
-template <class T, class... Args>
-[[nodiscard]] std::string to_chars_string(T x, Args... args) {
+/// x in fixed notation with `precision` decimals (0 or more), or, with no precision, in its
+/// shortest form. The shortest form fits 128 bytes; fixed notation needs at most
+/// max_exponent10 + 1 digits before the point, a sign, the point and the decimals.
+template <class T>
+[[nodiscard]] std::string to_chars_string(T x, int precision = -1) {
   std::array<char, 128> small{};
-  auto r = std::to_chars(small.data(), small.data() + small.size(), x, args...);
+  auto write = [&](char* first, char* last) {
+    return precision < 0 ? std::to_chars(first, last, x)
+                         : std::to_chars(first, last, x, std::chars_format::fixed, precision);
+  };
+  auto r = write(small.data(), small.data() + small.size());
   if (r.ec == std::errc()) return std::string(small.data(), r.ptr);
-  // fixed notation of a huge number: up to max_exponent10 digits before the point
-  std::vector<char> big(static_cast<std::size_t>(std::numeric_limits<T>::max_exponent10) + 4096);
-  r = std::to_chars(big.data(), big.data() + big.size(), x, args...);
-  return std::string(big.data(), r.ptr);
+  std::string big(static_cast<std::size_t>(std::numeric_limits<T>::max_exponent10) + 8 +
+                      static_cast<std::size_t>(precision < 0 ? 0 : precision),
+                  '\0');
+  r = write(big.data(), big.data() + big.size());
+  if (r.ec != std::errc()) throw std::length_error("attn::report: a number does not fit its buffer");
+  big.resize(static_cast<std::size_t>(r.ptr - big.data()));
+  return big;
 }
 
-/// True when x lies exactly halfway between two numbers of `decimals` decimals. Such an x has
-/// at most decimals + 1 binary fraction digits (x·10^(d+1) = k·5 needs 2^e | 10^(d+1)), so
-/// x·2^(d+1) is a whole number and to_chars with d + 1 decimals writes x exactly.
+/// The most digits after the point that any T's exact value has: T's smallest subnormal is
+/// 2^-(digits - min_exponent), and 2^-k has exactly k decimals (1074 for a double).
 template <class T>
-[[nodiscard]] bool is_decimal_tie(T x, int decimals) {
-  if (decimals > std::numeric_limits<T>::max_exponent) return false;
-  const T scaled = std::ldexp(x, decimals + 1);  // exact: a power-of-two scaling
-  if (!std::isfinite(scaled) || scaled != std::trunc(scaled)) return false;
-  const std::string s = to_chars_string(x, std::chars_format::fixed, decimals + 1);
-  return !s.empty() && s.back() == '5';
+inline constexpr int exact_decimals = std::numeric_limits<T>::digits - std::numeric_limits<T>::min_exponent;
+
+/// x written exactly with decimals + 1 digits after the point when it lies exactly halfway
+/// between two numbers of `decimals` decimals (its last digit is then 5), else "". Such an x
+/// has at most decimals + 1 binary fraction digits (x·10^(d+1) = k·5 needs 2^e | 10^(d+1)), so
+/// x·2^(d+1) is a whole number.
+template <class T>
+[[nodiscard]] std::string decimal_tie(T x, int decimals) {
+  if (decimals >= exact_decimals<T>) return {};  // x ends before the digit a tie needs
+  const T scaled = std::ldexp(x, decimals + 1);   // exact: a power-of-two scaling
+  if (!std::isfinite(scaled) || scaled != std::trunc(scaled)) return {};
+  std::string s = to_chars_string(x, decimals + 1);
+  return s.back() == '5' ? s : std::string{};
+}
+
+/// Rounds the text of a tie ("-0.0625" for 3 decimals) away from zero ("-0.063"): drops the
+/// final 5 and adds one in the last place left, carrying through nines ("9.95" → "10.0").
+inline std::string round_tie_away(std::string s) {
+  s.pop_back();
+  if (s.back() == '.') s.pop_back();
+  std::size_t i = s.size();
+  while (i > 0) {
+    char& c = s[--i];
+    if (c == '.') continue;
+    if (c == '-') break;
+    if (c != '9') {
+      ++c;
+      return s;
+    }
+    c = '0';
+  }
+  s.insert(s[0] == '-' ? 1 : 0, 1, '1');  // every digit was 9
+  return s;
 }
 
 }  // namespace detail
@@ -62,18 +100,20 @@ template <class T>
 /// Returns x with exactly `decimals` digits after the point (none and no point when 0),
 /// rounded half away from zero ("0.0625" → "0.063", as taught in school), in any locale.
 /// A result that rounds to zero has no minus sign. NaN, +inf and −inf give "nan", "inf",
-/// "-inf". A negative `decimals` counts as 0.
+/// "-inf". A negative `decimals` counts as 0; any larger count is exact (the digits past x's
+/// last one are zeros).
 template <real T>
 [[nodiscard]] std::string fixed(T x, int decimals) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
   if (decimals < 0) decimals = 0;
-  // to_chars rounds an exact tie to even; step one ulp away from zero to round it up instead
-  if (detail::is_decimal_tie(x, decimals))
-    x = std::nextafter(x, x < 0 ? -std::numeric_limits<T>::infinity()
-                                : std::numeric_limits<T>::infinity());
-  std::string s = detail::to_chars_string(x, std::chars_format::fixed, decimals);
+  // to_chars rounds an exact tie to even; round it away from zero on its exact digits instead
+  std::string s = detail::decimal_tie(x, decimals);
+  // past exact_decimals every digit of x is 0: write those, then the zeros
+  const int written = decimals < detail::exact_decimals<T> ? decimals : detail::exact_decimals<T>;
+  s = s.empty() ? detail::to_chars_string(x, written) : detail::round_tie_away(std::move(s));
   if (detail::is_negative_zero_text(s)) s.erase(0, 1);
+  s.append(static_cast<std::size_t>(decimals - written), '0');
   return s;
 }
 
@@ -92,39 +132,10 @@ template <real T>
 /// take none, East Asian wide characters two). A byte that is not valid UTF-8 counts one.
 [[nodiscard]] constexpr std::size_t display_width(std::string_view utf8) noexcept {
   std::size_t width = 0;
-  std::size_t i = 0;
-  while (i < utf8.size()) {
-    const auto b = static_cast<unsigned char>(utf8[i]);
-    std::size_t len = 1;
-    char32_t c = b;
-    if (b >= 0xF0 && b < 0xF8) {
-      len = 4;
-      c = b & 0x07u;
-    } else if (b >= 0xE0) {
-      len = b < 0xF0 ? 3 : 1;
-      c = b & 0x0Fu;
-    } else if (b >= 0xC2) {
-      len = 2;
-      c = b & 0x1Fu;
-    } else if (b >= 0x80) {
-      len = 1;  // a stray continuation byte or an invalid lead byte
-    }
-    bool valid = len == 1 || i + len <= utf8.size();
-    for (std::size_t k = 1; valid && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(utf8[i + k]);
-      if ((cb & 0xC0u) != 0x80u) valid = false;
-      c = (c << 6) | (cb & 0x3Fu);
-    }
-    if (!valid) {
-      width += 1;
-      i += 1;
-      continue;
-    }
-    if (len == 1 && b >= 0x80)
-      width += 1;
-    else
-      width += static_cast<std::size_t>(detail::code_point_width(c));
-    i += len;
+  for (std::size_t i = 0; i < utf8.size();) {
+    const detail::utf8_char c = detail::decode_utf8(utf8, i);
+    width += c.valid ? static_cast<std::size_t>(detail::code_point_width(c.code_point)) : 1;
+    i += c.length;
   }
   return width;
 }

@@ -20,6 +20,7 @@
 
 #include "attn/error.hpp"
 #include "attn/matrix.hpp"
+#include "attn/report/detail/utf8.hpp"
 #include "attn/report/format.hpp"
 #include "attn/vector.hpp"
 
@@ -54,30 +55,13 @@ namespace attn::report {
       ++i;
       continue;
     }
-    // a multi-byte sequence: keep it if it is well formed (no overlong forms, no surrogates)
-    std::size_t len = 0;
-    char32_t c = 0, least = 0;
-    if (b >= 0xC2 && b < 0xE0) {
-      len = 2, c = b & 0x1Fu, least = 0x80;
-    } else if (b >= 0xE0 && b < 0xF0) {
-      len = 3, c = b & 0x0Fu, least = 0x800;
-    } else if (b >= 0xF0 && b < 0xF5) {
-      len = 4, c = b & 0x07u, least = 0x10000;
-    }
-    bool ok = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const auto cb = static_cast<unsigned char>(s[i + k]);
-      ok = (cb & 0xC0u) == 0x80u;
-      c = (c << 6) | (cb & 0x3Fu);
-    }
-    ok = ok && c >= least && c <= 0x10FFFF && !(c >= 0xD800 && c <= 0xDFFF);
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
+    // a multi-byte sequence: kept if it is well formed (no overlong forms, no surrogates)
+    const detail::utf8_char c = detail::decode_utf8(s, i);
+    if (c.valid)
+      out.append(s.substr(i, c.length));
+    else
       out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
-      ++i;
-    }
+    i += c.length;
   }
   out += '"';
   return out;

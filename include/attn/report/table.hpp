@@ -14,14 +14,17 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <charconv>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "attn/error.hpp"
 #include "attn/matrix.hpp"
+#include "attn/report/detail/utf8.hpp"
 #include "attn/report/format.hpp"
 
 namespace attn::report {
@@ -45,6 +48,7 @@ struct cell {
 /// `aligns` gives one alignment per column (missing: the first column left, the others right).
 struct table {
   cell title;
+  std::string label;  ///< to_latex: the table's \label (empty: none)
   std::vector<cell> header;
   std::vector<std::vector<cell>> rows;
   std::vector<align> aligns;
@@ -85,9 +89,13 @@ inline void trim_trailing_spaces(std::string& line) {
   return b >= 0x80 || (b >= '0' && b <= '9') || ((b | 0x20u) >= 'a' && (b | 0x20u) <= 'z');
 }
 
-/// Escapes what GitHub-flavoured Markdown would read as markup; an underscore inside a word
-/// ("h_j") cannot start emphasis there, so it stays as it is.
-[[nodiscard]] inline std::string markdown_escape(std::string_view s) {
+/// Escapes what GitHub-flavoured Markdown (or pandoc's) would read as markup: emphasis, code,
+/// tables, links and HTML, strikethrough and subscripts (~), entities (&), math ($) and
+/// superscripts (^). An underscore inside a word ("h_j") cannot start emphasis there, so it
+/// stays as it is.
+[[nodiscard]] inline std::string markdown_escape(std::string_view text) {
+  const std::string valid = valid_utf8(text);  // bytes that are not UTF-8 become U+FFFD
+  const std::string_view s = valid;
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
@@ -98,7 +106,8 @@ inline void trim_trailing_spaces(std::string& line) {
           break;
         }
         [[fallthrough]];
-      case '\\': case '|': case '*': case '`': case '<': case '>': case '[': case ']':
+      case '\\': case '|': case '*': case '`': case '<': case '>': case '[': case ']': case '~':
+      case '&': case '$': case '^':
         out += '\\';
         out += c;
         break;
@@ -121,10 +130,19 @@ inline void trim_trailing_spaces(std::string& line) {
 }
 
 namespace detail {
-/// `s` with LaTeX's ten special characters escaped; non-ASCII bytes are kept as they are.
+/// `s` with LaTeX's ten special characters escaped, and what pdfLaTeX's default OT1 fonts (and
+/// T1's ligatures) would print otherwise set as typed: < > | as \textless, \textgreater,
+/// \textbar; " as a typewriter " (OT1's roman fonts have none); [ ] braced, so that a cell
+/// starting with [ is not read as the optional argument of the \\ before it; and {} between
+/// the characters of a ligature (-- ,, '' `` !` ?`). Non-ASCII bytes are kept as they are.
 [[nodiscard]] inline std::string latex_escape_ascii(std::string_view s) {
   std::string out;
+  char previous = 0;
   for (const char ch : s) {
+    const bool ligature = (ch == '-' && previous == '-') || (ch == ',' && previous == ',') ||
+                          (ch == '\'' && previous == '\'') || (ch == '`' && (previous == '`' || previous == '!' || previous == '?'));
+    if (ligature) out += "{}";
+    previous = ch;
     switch (ch) {
       case '&': out += "\\&"; break;
       case '%': out += "\\%"; break;
@@ -136,11 +154,24 @@ namespace detail {
       case '~': out += "\\textasciitilde{}"; break;
       case '^': out += "\\textasciicircum{}"; break;
       case '\\': out += "\\textbackslash{}"; break;
+      case '<': out += "\\textless{}"; break;
+      case '>': out += "\\textgreater{}"; break;
+      case '|': out += "\\textbar{}"; break;
+      case '"': out += "\\texttt{\\char34}"; break;
+      case '[': out += "{[}"; break;
+      case ']': out += "{]}"; break;
       case '\n': case '\r': out += ' '; break;
       default: out += ch;
     }
   }
   return out;
+}
+[[nodiscard]] inline bool valid_latex_label(std::string_view s) noexcept {
+  for (const char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ':' ||
+          c == '.' || c == '-' || c == '_' || c == '/'))
+      return false;
+  return true;
 }
 [[nodiscard]] inline bool is_ascii(std::string_view s) noexcept {
   for (const char ch : s)
@@ -162,7 +193,7 @@ namespace detail {
       out += detail::latex_escape_ascii(s.substr(i, j - i));
     } else {
       out += "\\attnlabel{";
-      out.append(s.substr(i, j - i));
+      out += detail::valid_utf8(s.substr(i, j - i));
       out += "}{";
       out.append(fallback);
       out += '}';
@@ -176,7 +207,7 @@ namespace detail {
 /// it wrapped as \attnlabel{<label>}{`fallback`} (the fallback is raw LaTeX, such as "$q_{1}$").
 [[nodiscard]] inline std::string latex_label(std::string_view s, std::string_view fallback) {
   if (detail::is_ascii(s)) return detail::latex_escape_ascii(s);
-  return "\\attnlabel{" + detail::latex_escape_ascii(s) + "}{" + std::string(fallback) + "}";
+  return "\\attnlabel{" + detail::latex_escape_ascii(detail::valid_utf8(s)) + "}{" + std::string(fallback) + "}";
 }
 
 /// Returns the table as aligned text: the title, the header, a rule of dashes under each
@@ -188,16 +219,16 @@ namespace detail {
   std::vector<std::vector<std::string>> lines;
   lines.reserve(t.rows.size() + 1);
   std::vector<std::string> head;
-  for (const auto& c : t.header) head.push_back(c.text);
+  for (const auto& c : t.header) head.push_back(detail::valid_utf8(c.text));
   lines.push_back(std::move(head));
   for (const auto& row : t.rows) {
     std::vector<std::string> line;
-    for (const auto& c : row) line.push_back(c.text);
+    for (const auto& c : row) line.push_back(detail::valid_utf8(c.text));
     lines.push_back(std::move(line));
   }
   const auto w = detail::column_widths(lines, n, 1);
   std::string out;
-  if (!t.title.text.empty()) out += t.title.text + "\n";
+  if (!t.title.text.empty()) out += detail::valid_utf8(t.title.text) + "\n";
   auto emit = [&](const std::vector<std::string>& line) {
     std::string s;
     for (std::size_t c = 0; c < n; ++c) {
@@ -259,15 +290,19 @@ namespace detail {
 }
 
 /// Returns the table as a LaTeX `table` float: \centering, \caption (when there is a title),
-/// a booktabs `tabular` (\toprule, \midrule, \bottomrule; `l`/`r` columns). Needs
-/// \usepackage{booktabs}, and latex_label_macro() once when a cell holds non-ASCII text.
-/// Throws dimension_error as to_text.
+/// \label (when there is one), a booktabs `tabular` (\toprule, \midrule, \bottomrule; `l`/`r`
+/// columns). Needs \usepackage{booktabs}, and latex_label_macro() once when a cell holds
+/// non-ASCII text. Throws dimension_error as to_text; domain_error for a label with other
+/// characters than ASCII letters, digits and : . - _ /.
 [[nodiscard]] inline std::string to_latex(const table& t) {
   detail::check_table("attn::report::to_latex", t);
+  if (!detail::valid_latex_label(t.label))
+    throw domain_error("attn::report::to_latex: a \\label may hold only ASCII letters, digits and : . - _ /");
   const std::size_t n = t.header.size();
   auto spell = [](const cell& c) { return c.latex.empty() ? latex_escape(c.text) : c.latex; };
   std::string out = "\\begin{table}[htbp]\n  \\centering\n";
   if (!t.title.text.empty() || !t.title.latex.empty()) out += "  \\caption{" + spell(t.title) + "}\n";
+  if (!t.label.empty()) out += "  \\label{" + t.label + "}\n";
   out += "  \\begin{tabular}{";
   for (std::size_t c = 0; c < n; ++c) out += detail::column_align(t, c) == align::left ? 'l' : 'r';
   out += "}\n    \\toprule\n";
@@ -288,8 +323,23 @@ namespace detail {
 }
 
 /// Returns `s` as one CSV field: quoted (with doubled quotes) when it holds a comma, a quote,
-/// a line break, or spaces at either end.
-[[nodiscard]] inline std::string csv_field(std::string_view s) {
+/// a line break, or spaces at either end. A field that a spreadsheet would run as a formula
+/// (it starts with = + - @, a tab or a carriage return, and is not a plain number such as
+/// "-0.25") gets a leading ', as OWASP's advice on CSV injection says: "=1+1" → "'=1+1".
+[[nodiscard]] inline std::string csv_field(std::string_view text) {
+  std::string guarded = detail::valid_utf8(text);  // bytes that are not UTF-8 become U+FFFD
+  std::string_view s = guarded;
+  if (!s.empty() && std::string_view("=+-@\t\r").find(s.front()) != std::string_view::npos) {
+    const std::string_view digits = s.front() == '-' ? s.substr(1) : std::string_view{};
+    double x = 0;
+    const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), x);
+    const bool number = !digits.empty() && (digits.front() == '.' || (digits.front() >= '0' && digits.front() <= '9')) &&
+                        r.ec == std::errc() && r.ptr == digits.data() + digits.size();
+    if (!number) {
+      guarded.insert(0, 1, '\'');
+      s = guarded;
+    }
+  }
   const bool quote = s.find_first_of(",\"\r\n") != std::string_view::npos ||
                      (!s.empty() && (s.front() == ' ' || s.back() == ' '));
   if (!quote) return std::string(s);

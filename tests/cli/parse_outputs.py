@@ -1,0 +1,144 @@
+"""attn-calc's outputs, read back with Python's own parsers (CTest: attn_calc_outputs_parse).
+
+    python3 parse_outputs.py <attn-calc> <scratch directory>
+
+Runs attn-calc with labels that break careless writers (markup, quotes, formula starts,
+Markdown and LaTeX specials, Devanagari, CJK, an emoji, commas from a label file) in every
+format, and checks that each output is well-formed and gives the labels back as typed: SVG with
+xml.etree, JSON with json, CSV with csv (formula starts prefixed with ' as documented), the
+Markdown tables by GFM's rules (cells split at unescaped '|', backslash escapes undone). Also
+parses the 35x30 and 512x512 maps as SVG. Exits non-zero with a message on the first problem.
+"""
+
+import csv
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+CALC = sys.argv[1]
+SCRATCH = sys.argv[2]
+os.makedirs(SCRATCH, exist_ok=True)
+
+NOTE_LABELS = ["<tea & co>", "\"q'\"", "]]>", "=1+1", "@SUM(A1)", "-2+3", "+x", "[x]", "a|b", "~x~ &amp; $x$ 2^3",
+               "h_j *b* `c`", "मैं", "日本", "\U0001F600", "a, b"]
+QUERY_LABELS = ["[CLS]", "-1", "चाय"]
+
+
+def fail(what):
+    print("attn_calc_outputs_parse: " + what)
+    sys.exit(1)
+
+
+def run(*args):
+    done = subprocess.run([CALC, *args], capture_output=True)
+    if done.returncode != 0:
+        fail(" ".join(args) + " exited with " + str(done.returncode) + ": " + done.stderr.decode("utf-8", "replace"))
+    return done.stdout.decode("utf-8")  # raises on bytes that are not UTF-8
+
+
+def write_lines(name, lines):
+    path = os.path.join(SCRATCH, name)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    return "@" + path
+
+
+n = len(NOTE_LABELS)
+notes = ";".join(",".join("1" if i == j % 3 else "0" for i in range(3)) for j in range(n))
+common = ["--q", "0,0.5,2;2,0,0;1,1,1", "--notes", notes, "--note-labels", write_lines("notes.txt", NOTE_LABELS),
+          "--query-labels", write_lines("queries.txt", QUERY_LABELS), "--mask", ",".join(["1"] * (n - 1) + ["0"])]
+
+
+def svg_texts(text, what):
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as e:
+        fail(what + " is not well-formed XML: " + str(e))
+    return ["".join(e.itertext()) for e in root.iter() if e.tag.endswith("}text")]
+
+
+# SVG: every label is the text of a label element, as typed
+texts = svg_texts(run(*common, "--format", "svg", "--title", "<map> & \"more\""), "the SVG")
+for label in NOTE_LABELS + QUERY_LABELS + ["<map> & \"more\""]:
+    if label not in texts:
+        fail("the SVG does not show the label " + repr(label))
+
+# JSON: the labels and the numbers come back
+doc = json.loads(run(*common, "--format", "json", "--jacobian", "--no-attention"))
+if doc["inputs"]["note_labels"] != NOTE_LABELS or doc["inputs"]["query_labels"] != QUERY_LABELS:
+    fail("JSON labels differ: " + repr(doc["inputs"]["note_labels"]))
+for result in doc["results"]:
+    if abs(sum(result["weights"]) - 1) > 1e-15 * n:
+        fail("JSON weights do not sum to 1")
+
+
+def guarded(label):  # the documented CSV rule: a formula start gets a ' unless it is a plain number
+    if label[:1] in ("=", "+", "-", "@") and not re.fullmatch(r"-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?", label):
+        return "'" + label
+    return label
+
+
+# CSV, wide and long: the labels (guarded), and numbers that read as numbers
+rows = list(csv.reader(io.StringIO(run(*common, "--format", "csv"), newline="")))
+if rows[0] != ["query"] + [guarded(x) for x in NOTE_LABELS]:
+    fail("the CSV header differs: " + repr(rows[0]))
+if [r[0] for r in rows[1:]] != [guarded(x) for x in QUERY_LABELS]:
+    fail("the CSV query labels differ: " + repr([r[0] for r in rows[1:]]))
+for r in rows[1:]:
+    if len(r) != n + 1:
+        fail("a CSV row has " + str(len(r)) + " cells")
+    [float(x) for x in r[1:]]
+rows = list(csv.reader(io.StringIO(run(*common, "--format", "csv-long"), newline="")))
+if len(rows) != 1 + 3 * n or any(len(r) != 5 for r in rows):
+    fail("csv-long has the wrong shape")
+if rows[1 + n - 1][3] != guarded(NOTE_LABELS[-1]) or rows[1][2] != guarded(QUERY_LABELS[0]):
+    fail("csv-long labels differ")
+
+
+# Markdown: every table row has the header's number of cells, and the cells read back as typed
+def gfm_cells(line):
+    cells, cell, i = [], "", 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line):
+            cell += line[i:i + 2]
+            i += 2
+            continue
+        if line[i] == "|":
+            cells.append(cell)
+            cell = ""
+        else:
+            cell += line[i]
+        i += 1
+    cells.append(cell)
+    return [c.strip() for c in cells[1:-1]]
+
+
+def unescape(md):  # CommonMark: a backslash before ASCII punctuation is that character
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", md)
+
+
+md = run(*common, "--format", "md", "--map-only")
+table = [line for line in md.splitlines() if line.startswith("|")]
+header = gfm_cells(table[0])
+if [unescape(c) for c in header[1:-1]] != [x + (" (masked)" if i == n - 1 else "") for i, x in enumerate(NOTE_LABELS)]:
+    fail("the Markdown header does not read back: " + repr(header))
+for line in table[1:]:
+    if len(gfm_cells(line)) != len(header):
+        fail("a Markdown row has another number of cells: " + line)
+if [unescape(gfm_cells(line)[0]) for line in table[2:]] != QUERY_LABELS:
+    fail("the Markdown query labels do not read back")
+
+# Large maps stay well-formed too
+q35 = ";".join(",".join(str((t * 7 + i) % 5) for i in range(4)) for t in range(35))
+h30 = ";".join(",".join(str((j * 3 + i) % 4) for i in range(4)) for j in range(30))
+svg_texts(run("--q", q35, "--notes", h30, "--format", "svg"), "the 35x30 SVG")
+q512 = ";".join(",".join(str((t * 7 + i) % 5 - 2) for i in range(4)) for t in range(512))
+big = run("--q", q512, "--notes", q512, "--format", "svg", "--no-values")
+svg_texts(big, "the 512x512 SVG")
+if len(big.encode("utf-8")) > 4_000_000:
+    fail("the 512x512 SVG is " + str(len(big)) + " bytes")
+print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed")
