@@ -12,6 +12,7 @@
 #include <limits>
 #include <span>
 #include <type_traits>
+#include <vector>
 
 #include "attn/detail/online.hpp"
 #include "attn/detail/prefetch.hpp"
@@ -19,6 +20,7 @@
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/softmax_row.hpp"
+#include "attn/detail/tile.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/matrix.hpp"
@@ -332,6 +334,137 @@ concept output_for = mutable_vector_like<Out> && std::same_as<scalar_of<Out>, T>
 
 }  // namespace detail
 
+/// Where attention over many queries writes (scaled_dot_product_attention): Y, and each of the
+/// others when it has rows.
+template <real T>
+struct attention_views {
+  MatrixView<T> out{};       ///< Y = A V (T × d_v)
+  MatrixView<T> weights{};   ///< A (T × n): the map, stored only when given
+  MatrixView<T> scores{};    ///< S = Q Kᵀ·scale (T × n), before β and the masks
+  std::span<T> logsumexp{};  ///< L_t = log Σ_j exp(β s_tj) over the keys query t may see (T)
+};
+
+namespace detail {
+
+template <class M, class T>
+concept matrix_of = matrix_like<M> && std::same_as<matrix_scalar_of<M>, T>;
+
+/// The checks of T queries over n keys and values, before anything is written: sizes, masks, β
+/// and (policy throw_error) that every row keeps a key.
+template <real T, class S>
+constexpr void check_many_queries(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                                  MatrixView<const T> V, const S& score, const options& opt) {
+  const std::size_t tq = Q.rows(), n = K.rows();
+  check_nonempty(where, "the queries matrix", tq);
+  check_score(where, score, Q.cols(), K.cols());
+  check_nonempty(where, "the keys matrix", n);
+  check_equal(where, "rows of values", V.rows(), "rows of keys", n);
+  check_masks(where, opt, tq, n);
+  check_beta<T>(where, opt);
+  if (opt.if_all_masked == all_masked_policy::throw_error) {
+    row_options row_opt(opt, tq, n);
+    for (std::size_t t = 0; t < tq; ++t) check_something_kept(where, Q.row(t), K, score, row_opt(t));
+  }
+}
+
+/// The shapes of the outputs given: Y T × d_v, the map's weights and scores T × n, L of T.
+template <real T>
+constexpr void check_attention_outputs(const char* where, const attention_views<T>& out,
+                                       std::size_t tq, std::size_t n, std::size_t dv) {
+  check_shape(where, "the output", out.out.rows(), out.out.cols(), tq, dv);
+  if (out.weights.rows() != 0)
+    check_shape(where, "the weights", out.weights.rows(), out.weights.cols(), tq, n);
+  if (out.scores.rows() != 0)
+    check_shape(where, "the scores", out.scores.rows(), out.scores.cols(), tq, n);
+  if (!out.logsumexp.empty())
+    check_equal(where, "size of the log-sum-exp", out.logsumexp.size(), "number of queries", tq);
+}
+
+/// Row t by the exact rules of one query (attend's paths with row t's mask): its output, weights,
+/// scores and log-sum-exp. Scratch for the scores and weights not asked for.
+template <real T, class S>
+constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
+                    MatrixView<const T> V, const S& score, const attention_views<T>& out,
+                    const options& row, std::vector<T>& scratch) {
+  const std::size_t n = K.rows();
+  if (scratch.size() < 2 * n) scratch = std::vector<T>(2 * n, T(0));  // (not resize: clang 14)
+  const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch.data(), n);
+  const std::span<T> w =
+      out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch.data() + n, n);
+  attend_views<T>(where, Q.row(t), K, V, score, s, w, out.out.row(t), row);
+  if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(s), row);
+}
+
+/// Every row by exact_row (constant evaluation, and scores that are not the dot family).
+template <real T, class S>
+constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                            MatrixView<const T> V, const S& score, const attention_views<T>& out,
+                            const options& opt) {
+  row_options row_opt(opt, Q.rows(), K.rows());
+  std::vector<T> scratch;
+  for (std::size_t t = 0; t < Q.rows(); ++t)
+    exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
+}
+
+template <class T>
+[[nodiscard]] constexpr tile_matrix<const T> tile_of(MatrixView<const T> m) noexcept {
+  return {m.data(), m.rows(), m.cols(), m.row_stride()};
+}
+template <class T>
+[[nodiscard]] constexpr tile_matrix<T> tile_of(MatrixView<T> m) noexcept {
+  return {m.data(), m.rows(), m.cols(), m.row_stride()};
+}
+
+/// The masks of opt as the tiled kernel reads them (run time only: bytes).
+[[nodiscard]] inline tile_masks tile_masks_of(const options& opt, std::size_t tq, std::size_t n) {
+  tile_masks m;
+  m.keys = opt.mask.bytes();
+  if (!opt.row_mask.empty()) {
+    m.rows = opt.row_mask.row_bytes(0);
+    m.row_stride = opt.row_mask.row_stride();
+  }
+  m.causal = opt.causal;
+  m.tq = tq;
+  m.n = n;
+  return m;
+}
+
+/// The rows of T queries over n keys, sizes checked: the tiled kernel (dot-product scores, keys
+/// up to 256 numbers long, at run time) with the rows it leaves taken exactly, or every row
+/// exactly (attend's paths with the row's mask).
+template <real T, class S>
+constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                                 MatrixView<const T> V, const S& score,
+                                 const attention_views<T>& out, const options& opt) {
+  if constexpr (dot_product_score<S, T>) {
+    if (!std::is_constant_evaluated() && K.cols() <= 256) {
+      row_options row_opt(opt, Q.rows(), K.rows());
+      std::vector<T> scratch;
+      const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
+                              out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
+      tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
+                       static_cast<T>(opt.beta), tile_masks_of(opt, Q.rows(), K.rows()), o, 0,
+                       Q.rows(), [&](std::size_t t) {
+                         exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
+                       });
+      return;
+    }
+  }
+  rows_one_by_one<T>(where, Q, K, V, score, out, opt);
+}
+
+/// T queries over n keys on views (scaled_dot_product_attention): every check, then the rows.
+template <real T, class S>
+constexpr void many_queries_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                                  MatrixView<const T> V, const S& score,
+                                  const attention_views<T>& out, const options& opt) {
+  check_many_queries<T>(where, Q, K, V, score, opt);
+  check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
+  many_queries_rows<T>(where, Q, K, V, score, out, opt);
+}
+
+}  // namespace detail
+
 /// Attention over keys and values that differ (a soft lookup): s_j = score(q, k_j),
 /// α = softmax(β·s, mask), c = Σ_j α_j v_j, written into the caller's buffers (n, n and d_v
 /// numbers); allocates nothing. Sizes that disagree do not compile when fixed and throw
@@ -390,8 +523,9 @@ template <vector_like Q, matrix_like N, class S>
 /// The alignment map of T queries (rows of `queries`) over keys and values, written into
 /// the caller's T×n scores and weights and T×d_v contexts. opt.mask applies to every row,
 /// opt.row_mask row t to query t, and opt.causal lets query t see keys 0 … t + n − T. All sizes
-/// are checked before anything is written. Allocates nothing unless a row mask or causal meets
-/// more than 1024 notes (one row's combined mask, on the heap).
+/// are checked before anything is written. Dot-product scores take the tiled kernel
+/// (attn/sdpa.hpp), others attend's paths row by row. Allocates nothing unless a row mask or
+/// causal meets more than 1024 notes, or a row holds a kept ±inf or NaN score.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
@@ -414,9 +548,8 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
   for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
     detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(),
                             row_opt(t));
-  for (std::size_t t = 0; t < qv.rows(); ++t)
-    detail::attend_views<T>(where, qv.row(t), kv, vv, score, sv.row(t), wv.row(t), cv.row(t),
-                            row_opt(t));
+  detail::many_queries_rows<T>(where, qv, kv, vv, score,
+                               attention_views<T>{.out = cv, .weights = wv, .scores = sv}, opt);
 }
 
 /// The alignment map of T queries over notes that are both keys and values, written into the

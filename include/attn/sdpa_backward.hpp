@@ -96,7 +96,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   if (recompute) {  // the forward, into storage of our own
     y_own = Matrix<T>(tq, dv);
     lse_own.assign(tq, T(0));
-    sdpa_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
+    many_queries_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
                   opt);
     saved = {y_own.view(), lse_own};
   }
