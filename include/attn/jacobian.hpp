@@ -17,6 +17,7 @@
 #include <concepts>
 #include <cstddef>
 #include <span>
+#include <string>
 
 #include "attn/attention.hpp"
 #include "attn/detail/rows.hpp"
@@ -271,6 +272,73 @@ template <vector_like Q, matrix_like N, class S>
 [[nodiscard]] Matrix<scalar_of<Q>, cols_of<N>, extent_of<Q>>
 jacobian_query(const Q& q, const N& notes, const S& score, const options& opt = {}) {
   return jacobian_query(q, notes, notes, score, opt);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Row t of many queries (align, scaled_dot_product_attention): attend's Jacobians with row t's
+// mask (opt.mask, row t of opt.row_mask, causal), y_t = Σ_j α_tj v_j.
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+/// Checks opt's masks against T queries over n keys and t < T; returns row t's options.
+template <class Q, class K>
+[[nodiscard]] const options& row_of(const char* where, row_options& rows, const Q& queries, const K& keys,
+                                    std::size_t t, const options& opt) {
+  check_masks(where, opt, as_view(queries).rows(), as_view(keys).rows());
+  if (t >= as_view(queries).rows())
+    throw dimension_error(std::string(where) + ": query index " + std::to_string(t) +
+                          " is out of range for " + std::to_string(as_view(queries).rows()) +
+                          " queries");
+  return rows(t);
+}
+}  // namespace detail
+
+/// Writes ∂y_t/∂q_t = β Σ_j α_tj (v_j − y_t)(∂s_tj/∂q_t)ᵀ (d_v × d_q) for query row t of
+/// `queries` over keys and values, with row t's masks, into `out`. Errors as jacobian_query's,
+/// and dimension_error unless t < T.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+      detail::matrix_output_for<Out, matrix_scalar_of<Qs>, cols_of<V>, cols_of<Qs>>
+void jacobian_query(const Qs& queries, const K& keys, const V& values, const S& score,
+                    std::size_t t, Out&& out, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const char* where = "attn::jacobian_query";
+  detail::row_options rows(opt, as_view(queries).rows(), as_view(keys).rows());
+  const options& row = detail::row_of(where, rows, queries, keys, t, opt);
+  detail::jacobian_query_into<T, dynamic, dynamic, dynamic>(
+      where, score, std::span<const T>(as_view(queries).row(t)), MatrixView<const T>(as_view(keys)),
+      MatrixView<const T>(as_view(values)), MatrixView<T>(as_mutable_view(out)), row);
+}
+
+/// Writes ∂y_t/∂k_j = β α_tj (v_j − y_t)(∂s_tj/∂k_j)ᵀ (d_v × d_k) for query row t, with row t's
+/// masks, into `out`.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+      detail::matrix_output_for<Out, matrix_scalar_of<Qs>, cols_of<V>, cols_of<K>>
+void jacobian_key(const Qs& queries, const K& keys, const V& values, const S& score, std::size_t t,
+                  std::size_t j, Out&& out, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const char* where = "attn::jacobian_key";
+  detail::row_options rows(opt, as_view(queries).rows(), as_view(keys).rows());
+  const options& row = detail::row_of(where, rows, queries, keys, t, opt);
+  detail::jacobian_key_into<T, dynamic, dynamic, dynamic>(
+      where, score, std::span<const T>(as_view(queries).row(t)), MatrixView<const T>(as_view(keys)),
+      MatrixView<const T>(as_view(values)), j, MatrixView<T>(as_mutable_view(out)), false, row);
+}
+
+/// Writes ∂y_t/∂v_j = α_tj I (d_v × d_v) for query row t, with row t's masks, into `out`.
+template <matrix_like Qs, matrix_like K, matrix_like V, class S, class Out>
+  requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
+      detail::matrix_output_for<Out, matrix_scalar_of<Qs>, cols_of<V>, cols_of<V>>
+void jacobian_value(const Qs& queries, const K& keys, const V& values, const S& score,
+                    std::size_t t, std::size_t j, Out&& out, const options& opt = {}) {
+  using T = matrix_scalar_of<Qs>;
+  const char* where = "attn::jacobian_value";
+  detail::row_options rows(opt, as_view(queries).rows(), as_view(keys).rows());
+  const options& row = detail::row_of(where, rows, queries, keys, t, opt);
+  detail::jacobian_value_into<T, dynamic, dynamic>(
+      where, score, std::span<const T>(as_view(queries).row(t)), MatrixView<const T>(as_view(keys)),
+      MatrixView<const T>(as_view(values)), j, MatrixView<T>(as_mutable_view(out)), row);
 }
 
 }  // namespace attn

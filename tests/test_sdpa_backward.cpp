@@ -1,0 +1,185 @@
+// The backward of scaled_dot_product_attention (attn/sdpa_backward.hpp) and the Jacobians of one
+// query row (attn/jacobian.hpp): against central finite differences (the public checker), against
+// each other (Jᵀg = VJP) and against align_backward (the exact rules row by row), in float,
+// double and long double, over key, row and causal masks, T ≠ n, and every all-masked policy.
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn/gradcheck.hpp"
+#include "attn_catch.hpp"
+
+using attn::Matrix;
+using attn::MatrixView;
+
+namespace {
+
+template <class T>
+Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng, double scale = 1) {
+  std::normal_distribution<double> normal(0, scale);
+  Matrix<T> m(r, c);
+  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
+  return m;
+}
+
+template <class T>
+std::span<const T> flat(const Matrix<T>& m) {
+  return {m.data(), m.size()};
+}
+
+// The problem: Q (T × d), K (n × d), V (n × dv), the masks of case `masks`, and dY.
+template <class T>
+struct problem {
+  Matrix<T> Q, K, V, dY;
+  std::vector<char> keys, rows;
+  attn::options opt;
+};
+
+template <class T>
+problem<T> make_problem(std::size_t tq, std::size_t n, std::size_t d, std::size_t dv, int masks,
+                        std::mt19937_64& rng) {
+  problem<T> p{random_matrix<T>(tq, d, rng), random_matrix<T>(n, d, rng), random_matrix<T>(n, dv, rng),
+               random_matrix<T>(tq, dv, rng), std::vector<char>(n, 1), std::vector<char>(tq * n, 1), {}};
+  p.opt.beta = 1.4;
+  p.keys[n / 2] = 0;
+  for (std::size_t t = 0; t < tq; ++t) p.rows[t * n + (t + 1) % n] = 0;
+  if (masks & 1) p.opt.mask = p.keys;
+  if (masks & 2) p.opt.row_mask = attn::mask_matrix_view(p.rows, tq, n);
+  if (masks & 4) p.opt.causal = true;
+  return p;
+}
+
+// Each gradient against central differences of ⟨dY, Y(·)⟩.
+template <class T>
+void check_finite_differences(const problem<T>& p) {
+  const auto g = attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, {}, p.dY, p.opt);
+  const auto forward_with = [&](const Matrix<T>& Q, const Matrix<T>& K, const Matrix<T>& V) {
+    const auto r = attn::scaled_dot_product_attention(Q, K, V, p.opt);
+    return std::vector<T>(r.out.data(), r.out.data() + r.out.size());
+  };
+  const auto replaced = [](const Matrix<T>& m, std::span<const T> x) {
+    Matrix<T> c(m.rows(), m.cols());
+    for (std::size_t i = 0; i < x.size(); ++i) c.data()[i] = x[i];
+    return c;
+  };
+  const T tol = attn::gradcheck_tolerance<T>();
+  CHECK(attn::check_vjp([&](std::span<const T> x) { return forward_with(replaced(p.Q, x), p.K, p.V); },
+                        flat(p.Q), flat(p.dY), flat(g.queries), "Q")
+            .passed(tol));
+  CHECK(attn::check_vjp([&](std::span<const T> x) { return forward_with(p.Q, replaced(p.K, x), p.V); },
+                        flat(p.K), flat(p.dY), flat(g.keys), "K")
+            .passed(tol));
+  CHECK(attn::check_vjp([&](std::span<const T> x) { return forward_with(p.Q, p.K, replaced(p.V, x)); },
+                        flat(p.V), flat(p.dY), flat(g.values), "V")
+            .passed(tol));
+}
+
+// Row t's Jacobians against the backward of a dY that is g in row t and 0 elsewhere.
+template <class T>
+void check_jacobians_against_backward(const problem<T>& p, std::size_t t) {
+  const std::size_t tq = p.Q.rows(), n = p.K.rows(), d = p.K.cols(), dv = p.V.cols();
+  Matrix<T> dY(tq, dv);
+  for (std::size_t i = 0; i < dv; ++i) dY(t, i) = p.dY(t, i);
+  const auto b = attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, {}, dY, p.opt);
+  const std::span<const T> g(p.dY.row(t));
+  const T tol = attn::vjp_tolerance<T>();
+  Matrix<T> Jq(dv, d);
+  attn::jacobian_query(p.Q, p.K, p.V, attn::scaled_dot, t, Jq.view(), p.opt);
+  CHECK(attn::compare_vjp(Jq, g, std::span<const T>(b.queries.row(t))).passed(tol));
+  for (std::size_t j = 0; j < n; ++j) {
+    Matrix<T> Jk(dv, d), Jv(dv, dv);
+    attn::jacobian_key(p.Q, p.K, p.V, attn::scaled_dot, t, j, Jk.view(), p.opt);
+    attn::jacobian_value(p.Q, p.K, p.V, attn::scaled_dot, t, j, Jv.view(), p.opt);
+    INFO("t = " << t << ", j = " << j);
+    CHECK(attn::compare_vjp(Jk, g, std::span<const T>(b.keys.row(j))).passed(tol));
+    CHECK(attn::compare_vjp(Jv, g, std::span<const T>(b.values.row(j))).passed(tol));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("sdpa backward agrees with finite differences and with the Jacobians of each row",
+                   "[sdpa][derivatives]", float, double, long double) {
+  std::mt19937_64 rng(77);
+  for (const auto& [tq, n] : {std::pair<std::size_t, std::size_t>{3, 5}, {5, 3}, {4, 4}, {1, 6}})
+    for (int masks = 0; masks < 8; ++masks) {
+      INFO("T = " << tq << ", n = " << n << ", masks " << masks);
+      const auto p = make_problem<TestType>(tq, n, 4, 3, masks, rng);
+      check_finite_differences(p);
+      for (std::size_t t = 0; t < tq; ++t) check_jacobians_against_backward(p, t);
+    }
+}
+
+TEMPLATE_TEST_CASE("sdpa backward from the tiles agrees with align_backward's exact rows", "[sdpa][derivatives]",
+                   float, double) {
+  std::mt19937_64 rng(5);
+  using T = TestType;
+  for (const std::size_t tq : {1u, 7u, 70u})
+    for (const std::size_t n : {1u, 9u, 100u})
+      for (int masks = 0; masks < 8; ++masks) {
+        const auto p = make_problem<T>(tq, n, 16, 8, masks, rng);
+        const auto fw = attn::scaled_dot_product_attention(p.Q, p.K, p.V, p.opt);
+        const auto g = attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot,
+                                                                   {fw.out.view(), fw.logsumexp}, p.dY, p.opt);
+        const auto r = attn::align_backward(p.Q, p.K, p.V, attn::scaled_dot, p.dY, p.opt);
+        // Both are sums of the same terms in other orders, the tiles' ∂L/∂s_tj = β P_tj (dP_tj − D_t)
+        // without the dominant weight's form: within 4.5e3 ε of |terms| (vjp_tolerance's scale),
+        // measured here against the largest gradient entry.
+        const auto close = [](const Matrix<T>& a, const Matrix<T>& b) {
+          double top = 0, diff = 0;
+          for (std::size_t i = 0; i < a.size(); ++i) {
+            top = std::max(top, std::abs(static_cast<double>(b.data()[i])));
+            diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - static_cast<double>(b.data()[i])));
+          }
+          return diff <= static_cast<double>(attn::vjp_tolerance<T>()) * std::max(top, 1.0);
+        };
+        INFO("T = " << tq << ", n = " << n << ", masks " << masks);
+        CHECK(close(g.queries, r.queries));
+        CHECK(close(g.keys, r.keys));
+        CHECK(close(g.values, r.values));
+      }
+}
+
+TEST_CASE("sdpa backward: accumulate adds, left-out views are left out, all-masked rows follow the policy",
+          "[sdpa][derivatives][mask]") {
+  std::mt19937_64 rng(8);
+  auto p = make_problem<double>(4, 2, 3, 2, 4, rng);  // causal, T > n: rows 0 and 1 see nothing
+  for (const auto policy : {attn::all_masked_policy::zeros, attn::all_masked_policy::uniform}) {
+    p.opt.if_all_masked = policy;
+    const auto once = attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, {}, p.dY, p.opt);
+    const auto r = attn::align_backward(p.Q, p.K, p.V, attn::scaled_dot, p.dY, p.opt);
+    for (std::size_t i = 0; i < once.values.size(); ++i)
+      REQUIRE_THAT(once.values.data()[i], Catch::Matchers::WithinAbs(r.values.data()[i], 1e-14));
+    for (std::size_t i = 0; i < 3; ++i) REQUIRE(once.queries(0, i) == 0.0);  // no score terms
+    Matrix<double> dQ(4, 3, 1.0), dV(2, 2, 1.0);
+    attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, {}, p.dY,
+                                                {.queries = dQ.view(), .values = dV.view(), .accumulate = true}, p.opt);
+    for (std::size_t i = 0; i < dV.size(); ++i)
+      REQUIRE_THAT(dV.data()[i], Catch::Matchers::WithinAbs(1.0 + once.values.data()[i], 1e-14));
+    for (std::size_t i = 0; i < dQ.size(); ++i)
+      REQUIRE_THAT(dQ.data()[i], Catch::Matchers::WithinAbs(1.0 + once.queries.data()[i], 1e-14));
+  }
+  p.opt.if_all_masked = attn::all_masked_policy::nan;
+  const auto nan = attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, {}, p.dY, p.opt);
+  REQUIRE(std::isnan(nan.values(0, 0)));
+}
+
+TEST_CASE("sdpa backward: sizes that disagree name the buffer and write nothing", "[sdpa][errors]") {
+  const Matrix<double> Q(3, 4, 0.5), K(5, 4, 0.25), V(5, 2, 1.0), dY(3, 2, 1.0), dYbad(2, 2, 1.0);
+  Matrix<double> dQ(3, 4, 7.0), dK(5, 4, 7.0), dKbad(4, 4, 7.0);
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {}, dYbad,
+                                                                  {.queries = dQ.view()}),
+                      "attn::scaled_dot_product_attention_backward: dL/dY is 2x2 but should be 3x2");
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {}, dY,
+                                                                  {.queries = dQ.view(), .keys = dKbad.view()}),
+                      "attn::scaled_dot_product_attention_backward: dL/dK is 4x4 but should be 5x4");
+  REQUIRE(dQ(0, 0) == 7.0);
+  Matrix<double> J(2, 4);
+  REQUIRE_THROWS_WITH(attn::jacobian_query(Q, K, V, attn::scaled_dot, 3, J.view()),
+                      "attn::jacobian_query: query index 3 is out of range for 3 queries");
+}
