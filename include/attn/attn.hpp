@@ -10,6 +10,8 @@
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
 #include "attn/gradcheck.hpp"  // IWYU pragma: export
+#include "attn/heads.hpp"      // IWYU pragma: export
+#include "attn/heads_backward.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export

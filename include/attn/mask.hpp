@@ -129,6 +129,22 @@ public:
     return data_.bytes[j] != 0;
   }
 
+  /// Entries [first, first + count) as a view of their own (unchecked: within size()). A mask
+  /// copied from a std::vector<bool> must outlive the subview.
+  [[nodiscard]] constexpr mask_view subview(std::size_t first, std::size_t count) const noexcept {
+    switch (kind_) {
+    case element::bools:
+      return mask_view(data_.bools + first, count);
+    case element::chars:
+      return mask_view(data_.chars + first, count);
+    case element::signed_chars:
+      return mask_view(data_.signed_chars + first, count);
+    case element::bytes:
+      break;
+    }
+    return mask_view(data_.bytes + first, count);
+  }
+
   /// The entries as bytes, nonzero keeps (what the kernels read; not in constant expressions:
   /// detail::mask_bytes gives them there). Null when empty.
   [[nodiscard]] const detail::mask_byte* bytes() const noexcept {
@@ -177,6 +193,15 @@ public:
   [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
   [[nodiscard]] constexpr std::size_t row_stride() const noexcept { return stride_; }
   [[nodiscard]] constexpr bool empty() const noexcept { return rows_ == 0; }
+  /// Rows [first, first + count) (unchecked: within rows()).
+  [[nodiscard]] constexpr mask_matrix_view subrows(std::size_t first, std::size_t count) const {
+    mask_matrix_view m;
+    m.first_ = first_.subview(first * stride_, count == 0 ? 0 : (count - 1) * stride_ + cols_);
+    m.rows_ = count;
+    m.cols_ = cols_;
+    m.stride_ = stride_;
+    return m;
+  }
   /// Whether query t may attend to key j.
   [[nodiscard]] constexpr bool operator()(std::size_t t, std::size_t j) const noexcept {
     return first_[t * stride_ + j];

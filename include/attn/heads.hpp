@@ -1,0 +1,319 @@
+#pragma once
+/// \file attn/heads.hpp
+/// Self- and cross-attention with projections, one head or h of them (row vectors, PyTorch's
+/// head layout; docs/self-attention.md):
+///
+///   Q = X W_Q + b_Q,   K = X_kv W_K + b_K,   V = X_kv W_V + b_V,
+///   Z_i = softmax(β·Q_i K_iᵀ·scale, masks) V_i     (head i: columns [i·d_k, (i+1)·d_k) of Q and
+///                                                    K, [i·d_v, (i+1)·d_v) of V),
+///   Y = [Z_1 … Z_h] W_O + b_O                       (the concatenation itself without W_O),
+///
+/// X_kv = X for self-attention, the encoder's output for cross-attention; scale = 1/√d_k unless
+/// given. d_k and d_v are per-head sizes, so h need not divide d_model. A batch of B sentences is
+/// B·T rows of X (and B·n of X_kv), each sentence attending within itself. The backward is
+/// attn/heads_backward.hpp.
+
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "attn/attention.hpp"
+#include "attn/detail/products.hpp"
+#include "attn/error.hpp"
+#include "attn/extent.hpp"
+#include "attn/mask.hpp"
+#include "attn/matrix.hpp"
+#include "attn/score.hpp"
+#include "attn/softmax.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// The parameters of (multi-head) attention with projections, borrowed from the caller. A bias
+/// or W_O with no entries is left out.
+template <real T>
+struct multi_head_parameters {
+  MatrixView<const T> W_Q{};     ///< d_model × h·d_k
+  MatrixView<const T> W_K{};     ///< d_kv × h·d_k (d_kv: the columns of X_kv)
+  MatrixView<const T> W_V{};     ///< d_kv × h·d_v
+  MatrixView<const T> W_O{};     ///< h·d_v × d_out, or none (Y is then the concatenation)
+  std::span<const T> b_Q{};      ///< h·d_k, or none
+  std::span<const T> b_K{};      ///< h·d_k, or none
+  std::span<const T> b_V{};      ///< h·d_v, or none
+  std::span<const T> b_O{};      ///< d_out, or none
+  std::size_t heads = 1;         ///< h ≥ 1, dividing the columns of W_Q, W_K and W_V
+  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=)
+};
+
+/// What the forward keeps (and the backward reads), sized by the forward and reused: calls with
+/// the same shapes allocate nothing. Q, K, V and Z are the projections and the heads' outputs
+/// side by side (head i in its columns); logsumexp row (i·B + b) holds head i's L of sentence b.
+template <real T>
+struct multi_head_cache {
+  Matrix<T> queries;    ///< Q = X W_Q + b_Q (B·T × h·d_k)
+  Matrix<T> keys;       ///< K = X_kv W_K + b_K (B·n × h·d_k)
+  Matrix<T> values;     ///< V = X_kv W_V + b_V (B·n × h·d_v)
+  Matrix<T> heads_out;  ///< Z = [Z_1 … Z_h] (B·T × h·d_v)
+  Matrix<T> logsumexp;  ///< h·B × T
+  Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;  ///< the backward's, likewise
+};
+
+/// Where multi_head_attention writes: Y, and (when it has rows) every head's map, head i's of
+/// sentence b in rows [(i·B + b)·T, (i·B + b + 1)·T).
+template <real T>
+struct multi_head_views {
+  MatrixView<T> out{};   ///< Y (B·T × d_out)
+  MatrixView<T> maps{};  ///< the heads' weights (h·B·T × n), when given
+};
+
+namespace detail {
+
+/// The sizes of one call, read off the inputs and the parameters.
+struct head_sizes {
+  std::size_t rows, kv_rows, batch, tq, n, d_model, d_kv, heads, dk, dv, d_out;
+};
+
+/// Resizes m to r × c unless it has that shape (a Matrix of the same shape is reused).
+template <class T>
+void ensure_shape(Matrix<T>& m, std::size_t r, std::size_t c) {
+  if (m.rows() != r || m.cols() != c) m = Matrix<T>(r, c);
+}
+
+template <class T>
+[[nodiscard]] constexpr tile_matrix<const T> tile_of_const(MatrixView<const T> m) noexcept {
+  return {m.data(), m.rows(), m.cols(), m.row_stride()};
+}
+
+/// Columns [c0, c0 + cols) of rows [r0, r0 + rows) of m, as a view.
+template <class T>
+[[nodiscard]] constexpr MatrixView<T> block_of(MatrixView<T> m, std::size_t r0, std::size_t rows,
+                                               std::size_t c0, std::size_t cols) noexcept {
+  return MatrixView<T>(m.data() + r0 * m.row_stride() + c0, rows, cols, m.row_stride());
+}
+
+/// Checks every shape of one call (dimension_error naming the buffer), before anything is
+/// written; returns the sizes.
+template <real T>
+head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+                       const multi_head_parameters<T>& p, std::size_t batch, const options& opt) {
+  check_nonempty(where, "the number of heads", p.heads);
+  check_nonempty(where, "the batch", batch);
+  check_nonempty(where, "the inputs", X.rows());
+  check_nonempty(where, "the keys' inputs", X_kv.rows());
+  head_sizes s{};
+  s.rows = X.rows();
+  s.kv_rows = X_kv.rows();
+  s.batch = batch;
+  if (s.rows % batch != 0 || s.kv_rows % batch != 0)
+    throw dimension_error(std::string(where) + ": " + std::to_string(s.rows) + " rows of X and " +
+                          std::to_string(s.kv_rows) + " of X_kv are not " + std::to_string(batch) +
+                          " sentences of equal length");
+  s.tq = s.rows / batch;
+  s.n = s.kv_rows / batch;
+  s.d_model = X.cols();
+  s.d_kv = X_kv.cols();
+  s.heads = p.heads;
+  check_equal(where, "rows of W_Q", p.W_Q.rows(), "columns of X", s.d_model);
+  check_equal(where, "rows of W_K", p.W_K.rows(), "columns of X_kv", s.d_kv);
+  check_equal(where, "rows of W_V", p.W_V.rows(), "columns of X_kv", s.d_kv);
+  check_equal(where, "columns of W_K", p.W_K.cols(), "columns of W_Q", p.W_Q.cols());
+  if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % p.heads != 0)
+    throw dimension_error(std::string(where) + ": " + std::to_string(p.heads) +
+                          " heads do not divide the " + std::to_string(p.W_Q.cols()) +
+                          " columns of W_Q and the " + std::to_string(p.W_V.cols()) +
+                          " columns of W_V");
+  s.dk = p.W_Q.cols() / p.heads;
+  s.dv = p.W_V.cols() / p.heads;
+  check_nonempty(where, "a head's query and key size (columns of W_Q / heads)", s.dk);
+  if (!p.b_Q.empty()) check_equal(where, "size of b_Q", p.b_Q.size(), "columns of W_Q", p.W_Q.cols());
+  if (!p.b_K.empty()) check_equal(where, "size of b_K", p.b_K.size(), "columns of W_K", p.W_K.cols());
+  if (!p.b_V.empty()) check_equal(where, "size of b_V", p.b_V.size(), "columns of W_V", p.W_V.cols());
+  if (p.W_O.rows() != 0) {
+    check_equal(where, "rows of W_O", p.W_O.rows(), "columns of W_V", p.W_V.cols());
+    s.d_out = p.W_O.cols();
+  } else {
+    s.d_out = p.W_V.cols();
+  }
+  if (!p.b_O.empty()) check_equal(where, "size of b_O", p.b_O.size(), "columns of Y", s.d_out);
+  if (!opt.mask.empty() && opt.mask.size() != s.n)
+    check_equal(where, "mask size", opt.mask.size(), "number of keys of the batch", s.n * batch);
+  if (!opt.row_mask.empty()) {
+    check_equal(where, "rows of the row mask", opt.row_mask.rows(), "rows of X", s.rows);
+    check_equal(where, "columns of the row mask", opt.row_mask.cols(), "keys per sentence", s.n);
+  }
+  check_beta<T>(where, opt);
+  if (p.scale && !(*p.scale - *p.scale == 0))
+    throw domain_error(std::string(where) + ": the scale must be finite");
+  return s;
+}
+
+/// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask.
+inline options sentence_options(const options& opt, const head_sizes& s, std::size_t b) {
+  options o = opt;
+  if (!opt.mask.empty() && opt.mask.size() != s.n) o.mask = opt.mask.subview(b * s.n, s.n);
+  if (!opt.row_mask.empty()) o.row_mask = opt.row_mask.subrows(b * s.tq, s.tq);
+  return o;
+}
+
+/// The projections: Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V.
+template <real T>
+constexpr void project(MatrixView<const T> X, MatrixView<const T> X_kv, const multi_head_parameters<T>& p,
+                       MatrixView<T> Q, MatrixView<T> K, MatrixView<T> V) {
+  const auto with_bias = [](MatrixView<const T> in, MatrixView<const T> W, std::span<const T> b,
+                            MatrixView<T> out) {
+    if (!b.empty()) add_to_rows(b.data(), tile_of(out), false);
+    multiply(tile_of_const(in), tile_of_const(W), tile_of(out), !b.empty());
+  };
+  with_bias(X, p.W_Q, p.b_Q, Q);
+  with_bias(X_kv, p.W_K, p.b_K, K);
+  with_bias(X_kv, p.W_V, p.b_V, V);
+}
+
+/// Y = Z W_O + b_O (or Y = Z, + b_O).
+template <real T>
+constexpr void output_projection(MatrixView<const T> Z, const multi_head_parameters<T>& p,
+                                 MatrixView<T> Y) {
+  if (!p.b_O.empty()) add_to_rows(p.b_O.data(), tile_of(Y), false);
+  if (p.W_O.rows() != 0) {
+    multiply(tile_of_const(Z), tile_of_const(p.W_O), tile_of(Y), !p.b_O.empty());
+  } else {
+    for (std::size_t t = 0; t < Y.rows(); ++t)
+      for (std::size_t i = 0; i < Y.cols(); ++i)
+        Y(t, i) = (p.b_O.empty() ? T(0) : Y(t, i)) + Z(t, i);
+  }
+}
+
+/// Calls f(q, k, v, i, b) with head i of sentence b's queries, keys and values.
+template <real T, class F>
+constexpr void for_each_head(MatrixView<const T> Q, MatrixView<const T> K, MatrixView<const T> V,
+                             const head_sizes& s, F&& f) {
+  for (std::size_t i = 0; i < s.heads; ++i)
+    for (std::size_t b = 0; b < s.batch; ++b)
+      f(block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk), block_of(K, b * s.n, s.n, i * s.dk, s.dk),
+        block_of(V, b * s.n, s.n, i * s.dv, s.dv), i, b);
+}
+
+/// Every head of every sentence: Z_i = attention(Q_i, K_i, V_i) of its rows, into Z's columns,
+/// its log-sum-exp into row i·B + b of lse, its map (maps with rows) into its rows of maps.
+/// Under throw_error every head is checked before any is computed.
+template <real T, class S>
+constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                            MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
+                            MatrixView<T> maps, const head_sizes& s, const S& score,
+                            const options& opt) {
+  if (opt.if_all_masked == all_masked_policy::throw_error)
+    for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
+      check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
+    });
+  for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t i, std::size_t b) {
+    const std::size_t row = i * s.batch + b;
+    attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
+                           .logsumexp = lse.row(row)};
+    if (maps.rows() != 0) out.weights = block_of(maps, row * s.tq, s.tq, 0, s.n);
+    many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b));
+  });
+}
+
+/// Calls f with the score of these parameters: dot_scaled_by{scale} when given, else scaled_dot.
+template <real T, class F>
+constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
+  if (p.scale)
+    f(dot_scaled_by{*p.scale});
+  else
+    f(scaled_dot);
+}
+
+/// multi_head_attention on views: checks (every one, before anything is written), sizes the
+/// cache, projects, attends head by head, projects the output.
+template <real T>
+void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+                         const multi_head_parameters<T>& p, const multi_head_views<T>& out,
+                         multi_head_cache<T>& cache, const options& opt, std::size_t batch) {
+  const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
+  check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
+  if (out.maps.rows() != 0)
+    check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
+  ensure_shape(cache.queries, s.rows, s.heads * s.dk);
+  ensure_shape(cache.keys, s.kv_rows, s.heads * s.dk);
+  ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);
+  ensure_shape(cache.heads_out, s.rows, s.heads * s.dv);
+  ensure_shape(cache.logsumexp, s.heads * s.batch, s.tq);
+  project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
+  with_head_score(p, [&](const auto& score) {
+    attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
+                    cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score, opt);
+  });
+  output_projection<T>(cache.heads_out.view(), p, out.out);
+}
+
+template <class M, class T>
+concept input_matrix = matrix_like<M> && std::same_as<matrix_scalar_of<M>, T>;
+
+}  // namespace detail
+
+/// Cross-attention with projections and h heads of the rows of X (queries) over those of X_kv
+/// (keys and values), into out.out (and every head's map into out.maps when it has rows); the
+/// projections and heads' outputs are kept in `cache` for the backward. With batch = B, X holds
+/// B sentences of T rows and X_kv B of n; opt.mask has n entries (every sentence) or B·n (one
+/// row per sentence), opt.row_mask B·T × n. Every shape is checked before anything is written
+/// (dimension_error naming the buffer), and under throw_error every head before any output;
+/// nothing is allocated once the cache has these shapes (the cache is scratch on a throw).
+template <matrix_like Xm, matrix_like Xkv>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
+void multi_head_attention(const Xm& X, const Xkv& X_kv,
+                          const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                          const multi_head_views<matrix_scalar_of<Xm>>& out,
+                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
+                          std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  detail::multi_head_views_of<T>("attn::multi_head_attention", as_view(X), as_view(X_kv), params,
+                                 out, cache, opt, batch);
+}
+
+/// Self-attention with projections and h heads: X_kv = X.
+template <matrix_like Xm>
+void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                          const multi_head_views<matrix_scalar_of<Xm>>& out,
+                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
+                          std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const MatrixView<const T> x = as_view(X);
+  detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
+                                 batch);
+}
+
+/// What the returning multi_head_attention gives: Y and what the backward needs.
+template <real T>
+struct multi_head_result {
+  Matrix<T> out;              ///< Y
+  multi_head_cache<T> cache;  ///< the projections, the heads' outputs, their log-sum-exp
+};
+
+/// Cross-attention with projections and h heads; returns Y and the cache.
+template <matrix_like Xm, matrix_like Xkv>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+    const options& opt = {}, std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : params.W_V.cols();
+  multi_head_result<T> r{Matrix<T>(as_view(X).rows(), d_out), {}};
+  multi_head_attention(X, X_kv, params, multi_head_views<T>{.out = r.out.view()}, r.cache, opt,
+                       batch);
+  return r;
+}
+
+/// Self-attention with projections and h heads; returns Y and the cache.
+template <matrix_like Xm>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt = {},
+    std::size_t batch = 1) {
+  return multi_head_attention(X, X, params, opt, batch);
+}
+
+}  // namespace attn

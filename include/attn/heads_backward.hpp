@@ -1,0 +1,170 @@
+#pragma once
+/// \file attn/heads_backward.hpp
+/// Backward through attention with projections and heads (attn/heads.hpp), closed-form, from
+/// dY = ∂L/∂Y and the forward's cache:
+///
+///   ∂L/∂Z = dY W_Oᵀ,  ∂L/∂W_O = Zᵀ dY,  ∂L/∂b_O = Σ_t dY_t;
+///   each head: ∂L/∂Q_i, ∂L/∂K_i, ∂L/∂V_i by the attention backward (attn/sdpa_backward.hpp);
+///   ∂L/∂W_Q = Xᵀ ∂L/∂Q,  ∂L/∂b_Q = Σ_t ∂L/∂Q_t,  ∂L/∂X = ∂L/∂Q W_Qᵀ (and likewise K and V, into
+///   ∂L/∂X_kv; for self-attention all three into ∂L/∂X).
+///
+/// Every gradient may be left out (a view with no entries), and each is overwritten or, with
+/// `accumulate`, added to (training sums over a batch).
+
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
+#include <cstddef>
+#include <span>
+
+#include "attn/detail/products.hpp"
+#include "attn/heads.hpp"
+#include "attn/sdpa_backward.hpp"
+
+namespace attn {
+
+/// Where the backward of multi_head_attention writes: views of the caller's memory shaped like
+/// what they are the gradients of; each left out when empty, overwritten or (accumulate) added to.
+template <real T>
+struct multi_head_gradients {
+  MatrixView<T> inputs{};     ///< ∂L/∂X (self-attention: through Q, K and V)
+  MatrixView<T> kv_inputs{};  ///< ∂L/∂X_kv (cross-attention only)
+  MatrixView<T> W_Q{}, W_K{}, W_V{}, W_O{};  ///< ∂L/∂W
+  std::span<T> b_Q{}, b_K{}, b_V{}, b_O{};   ///< ∂L/∂b
+  bool accumulate = false;                   ///< add to what the views hold
+};
+
+namespace detail {
+
+template <real T>
+void check_head_gradients(const char* where, const head_sizes& s, const multi_head_parameters<T>& p,
+                          const multi_head_gradients<T>& g, bool self) {
+  const auto shape = [&](const char* what, MatrixView<T> m, MatrixView<const T> like) {
+    if (m.rows() != 0) check_shape(where, what, m.rows(), m.cols(), like.rows(), like.cols());
+  };
+  if (g.inputs.rows() != 0)
+    check_shape(where, "dL/dX", g.inputs.rows(), g.inputs.cols(), s.rows, s.d_model);
+  if (g.kv_inputs.rows() != 0) {
+    if (self)
+      throw dimension_error(std::string(where) +
+                            ": dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
+    check_shape(where, "dL/dX_kv", g.kv_inputs.rows(), g.kv_inputs.cols(), s.kv_rows, s.d_kv);
+  }
+  shape("dL/dW_Q", g.W_Q, p.W_Q);
+  shape("dL/dW_K", g.W_K, p.W_K);
+  shape("dL/dW_V", g.W_V, p.W_V);
+  if (g.W_O.rows() != 0) {
+    if (p.W_O.rows() == 0) throw dimension_error(std::string(where) + ": dL/dW_O given but no W_O");
+    shape("dL/dW_O", g.W_O, p.W_O);
+  }
+  const auto size = [&](const char* what, std::span<T> b, std::size_t want) {
+    if (!b.empty()) check_equal(where, what, b.size(), "its parameter's size", want);
+  };
+  size("size of dL/db_Q", g.b_Q, p.W_Q.cols());
+  size("size of dL/db_K", g.b_K, p.W_K.cols());
+  size("size of dL/db_V", g.b_V, p.W_V.cols());
+  size("size of dL/db_O", g.b_O, s.d_out);
+}
+
+/// ∂L/∂W += inᵀ dP (or =), ∂L/∂b += Σ_t dP_t, ∂L/∂in += dP Wᵀ: one projection's backward.
+template <real T>
+void projection_backward(MatrixView<const T> in, MatrixView<const T> W, MatrixView<const T> dP,
+                         MatrixView<T> dW, std::span<T> db, MatrixView<T> d_in, bool accumulate,
+                         bool accumulate_input) {
+  if (dW.rows() != 0)
+    multiply_first_transposed(tile_of_const(in), tile_of_const(dP), tile_of(dW), accumulate);
+  if (!db.empty()) sum_rows(tile_of_const(dP), db.data(), accumulate);
+  if (d_in.rows() != 0)
+    multiply_transposed(tile_of_const(dP), tile_of_const(W), tile_of(d_in), accumulate_input);
+}
+
+template <real T>
+void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+                            bool self, const multi_head_parameters<T>& p,
+                            multi_head_cache<T>& cache, MatrixView<const T> dY,
+                            const multi_head_gradients<T>& g, const options& opt,
+                            std::size_t batch) {
+  const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
+  check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
+  check_head_gradients<T>(where, s, p, g, self);
+  const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
+    return m.rows() == r && m.cols() == c;
+  };
+  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.heads * s.dk) ||
+      !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
+      !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
+      !cached(cache.logsumexp, s.heads * s.batch, s.tq))
+    throw dimension_error(std::string(where) +
+                          ": the cache does not hold a forward of these shapes (run "
+                          "multi_head_attention with it first)");
+  ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
+  ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
+  ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
+  ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+  // the output projection
+  const MatrixView<const T> Z = cache.heads_out.view();
+  MatrixView<const T> dZ = dY;
+  if (p.W_O.rows() != 0) {
+    multiply_transposed(tile_of_const(dY), tile_of_const(p.W_O), tile_of(cache.grad_heads_out.view()),
+                        false);
+    dZ = cache.grad_heads_out.view();
+    if (g.W_O.rows() != 0)
+      multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
+  }
+  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
+  // every head's attention backward, into the cache's ∂L/∂Q, ∂L/∂K, ∂L/∂V
+  const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
+  const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
+                      dV = cache.grad_values.view();
+  with_head_score(p, [&](const auto& score) {
+    for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t i, std::size_t b) {
+      const saved_attention<T> saved{block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
+                                     std::span<const T>(cache.logsumexp.row(i * s.batch + b))};
+      sdpa_backward_views<T>(where, q, k, v, score, saved, block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
+                             attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
+                                                    block_of(dK, b * s.n, s.n, i * s.dk, s.dk),
+                                                    block_of(dV, b * s.n, s.n, i * s.dv, s.dv)},
+                             sentence_options(opt, s, b));
+    });
+  });
+  // the input projections
+  const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
+  projection_backward<T>(X, p.W_Q, dQ, g.W_Q, g.b_Q, g.inputs, g.accumulate, g.accumulate);
+  projection_backward<T>(X_kv, p.W_K, dK, g.W_K, g.b_K, d_kv, g.accumulate, g.accumulate || self);
+  projection_backward<T>(X_kv, p.W_V, dV, g.W_V, g.b_V, d_kv, g.accumulate, true);
+  (void)d_kv;
+}
+
+}  // namespace detail
+
+/// From dY = ∂L/∂Y of multi_head_attention(X, X_kv, params, …, cache, opt, batch), writes every
+/// gradient `grads` asks for (see multi_head_gradients). The cache must hold that forward; it also
+/// holds the backward's working storage (nothing is allocated once it has these shapes). Shapes
+/// are checked before anything is written.
+template <matrix_like Xm, matrix_like Xkv, matrix_like Gm>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<Gm, matrix_scalar_of<Xm>>
+void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,
+                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
+                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
+                                   const options& opt = {}, std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", as_view(X), as_view(X_kv),
+                                    false, params, cache, as_view(dY), grads, opt, batch);
+}
+
+/// The backward of self-attention with projections and heads (X_kv = X): ∂L/∂X sums the paths
+/// through Q, K and V.
+template <matrix_like Xm, matrix_like Gm>
+  requires detail::input_matrix<Gm, matrix_scalar_of<Xm>>
+void multi_head_attention_backward(const Xm& X,
+                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
+                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
+                                   const options& opt = {}, std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const MatrixView<const T> x = as_view(X);
+  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
+                                    as_view(dY), grads, opt, batch);
+}
+
+}  // namespace attn

@@ -1,0 +1,222 @@
+// Attention with projections and heads (attn/heads.hpp), forward: against the formulas of
+// NEXT_SECTIONS.md written out here in long double (Q = X W_Q + b_Q, …, head i on its columns,
+// the concatenation, W_O, b_O), for h = 1, 2, 3, 4, 8, self and cross, with and without biases
+// and W_O, key, row and causal masks, a batch of sentences, float, double and long double.
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn_catch.hpp"
+
+using attn::Matrix;
+
+namespace {
+
+template <class T>
+Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng, double scale = 1) {
+  std::normal_distribution<double> normal(0, scale);
+  Matrix<T> m(r, c);
+  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
+  return m;
+}
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<T> v(n);
+  for (auto& x : v) x = static_cast<T>(normal(rng));
+  return v;
+}
+
+// One configuration: the inputs, the parameters and their owners, the masks.
+template <class T>
+struct setup {
+  std::size_t B, tq, n, dm, dkv, h, dk, dv, dout;
+  bool self, biases, with_wo, causal, key_mask;
+  Matrix<T> X, Xkv, WQ, WK, WV, WO;
+  std::vector<T> bQ, bK, bV, bO;
+  std::vector<char> keys;
+  attn::multi_head_parameters<T> params() const {
+    attn::multi_head_parameters<T> p{.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .heads = h};
+    if (with_wo) p.W_O = WO.view();
+    if (biases) {
+      p.b_Q = bQ;
+      p.b_K = bK;
+      p.b_V = bV;
+      if (with_wo) p.b_O = bO;  // without W_O, Y is the concatenation itself
+    }
+    return p;
+  }
+  attn::options opts() const {
+    attn::options o{.beta = 1.25, .causal = causal};
+    if (key_mask) o.mask = keys;
+    return o;
+  }
+  const Matrix<T>& kv() const { return self ? X : Xkv; }
+};
+
+template <class T>
+setup<T> make_setup(std::size_t B, std::size_t tq, std::size_t n, std::size_t h, bool self, bool biases,
+                    bool with_wo, bool causal, bool key_mask, std::mt19937_64& rng) {
+  setup<T> s{B, tq, self ? tq : n, 5, self ? std::size_t{5} : std::size_t{3}, h, 2, 3, 4, self, biases, with_wo, causal, key_mask,
+             {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  s.X = random_matrix<T>(B * s.tq, s.dm, rng);
+  s.Xkv = random_matrix<T>(B * s.n, s.dkv, rng);
+  s.WQ = random_matrix<T>(s.dm, h * s.dk, rng, 0.5);
+  s.WK = random_matrix<T>(s.dkv, h * s.dk, rng, 0.5);
+  s.WV = random_matrix<T>(s.dkv, h * s.dv, rng);
+  s.WO = random_matrix<T>(h * s.dv, s.dout, rng);
+  s.bQ = random_vector<T>(h * s.dk, rng);
+  s.bK = random_vector<T>(h * s.dk, rng);
+  s.bV = random_vector<T>(h * s.dv, rng);
+  s.bO = random_vector<T>(s.dout, rng);
+  s.keys.assign(B * s.n, 1);  // one row per sentence: its last key masked in sentence 1
+  if (B > 1) s.keys[2 * s.n - 1] = 0;
+  else s.keys[0] = 0;
+  return s;
+}
+
+// Y by the formulas, in long double.
+template <class T>
+std::vector<long double> reference_y(const setup<T>& s) {
+  const Matrix<T>& Xkv = s.kv();
+  const std::size_t dkv = Xkv.cols(), dout = s.with_wo ? s.dout : s.h * s.dv;
+  const auto proj = [](const Matrix<T>& In, std::size_t r, const Matrix<T>& W, std::size_t c, const std::vector<T>* b) {
+    long double acc = b != nullptr ? static_cast<long double>((*b)[c]) : 0;
+    for (std::size_t a = 0; a < In.cols(); ++a) acc += static_cast<long double>(In(r, a)) * W(a, c);
+    return acc;
+  };
+  std::vector<long double> Y(s.B * s.tq * dout, 0);
+  for (std::size_t b = 0; b < s.B; ++b)
+    for (std::size_t t = 0; t < s.tq; ++t) {
+      std::vector<long double> z(s.h * s.dv, 0);
+      for (std::size_t i = 0; i < s.h; ++i) {
+        std::vector<long double> sc(s.n), w(s.n, 0);
+        long double m = -std::numeric_limits<long double>::infinity();
+        const auto allowed = [&](std::size_t j) {
+          if (s.causal && j + s.tq > t + s.n) return false;
+          if (s.key_mask && s.keys[b * s.n + j] == 0) return false;
+          return true;
+        };
+        for (std::size_t j = 0; j < s.n; ++j) {
+          long double acc = 0;
+          for (std::size_t c = 0; c < s.dk; ++c)
+            acc += proj(s.X, b * s.tq + t, s.WQ, i * s.dk + c, s.biases ? &s.bQ : nullptr) *
+                   proj(Xkv, b * s.n + j, s.WK, i * s.dk + c, s.biases ? &s.bK : nullptr);
+          sc[j] = 1.25L * acc / std::sqrt(static_cast<long double>(static_cast<T>(s.dk)));
+          if (allowed(j)) m = std::max(m, sc[j]);
+        }
+        long double sum = 0;
+        for (std::size_t j = 0; j < s.n; ++j)
+          if (allowed(j)) sum += w[j] = std::exp(sc[j] - m);
+        for (std::size_t j = 0; j < s.n; ++j)
+          for (std::size_t c = 0; c < s.dv; ++c)
+            if (w[j] != 0) z[i * s.dv + c] += w[j] / sum * proj(Xkv, b * s.n + j, s.WV, i * s.dv + c, s.biases ? &s.bV : nullptr);
+      }
+      for (std::size_t o = 0; o < dout; ++o) {
+        long double y = s.biases && s.with_wo ? static_cast<long double>(s.bO[o]) : 0;
+        if (s.with_wo) {
+          for (std::size_t c = 0; c < s.h * s.dv; ++c) y += z[c] * s.WO(c, o);
+        } else {
+          y += z[o];
+        }
+        Y[(b * s.tq + t) * dout + o] = y;
+      }
+      (void)dkv;
+    }
+  return Y;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention agrees with its formulas: heads, self and cross, masks, batches",
+                   "[heads]", float, double, long double) {
+  using T = TestType;
+  std::mt19937_64 rng(404);
+  // Each step (projections of 5 products, scores of 2, weights, sums of ≤ 7, W_O of ≤ 24) rounds
+  // relatively; the inputs are O(1), so the error stays below 200 ε of the largest |Y|.
+  const double eps = std::numeric_limits<T>::epsilon() * (std::is_same_v<T, long double> ? 2 : 1);
+  for (const std::size_t h : {1u, 2u, 3u, 4u, 8u})
+    for (int c = 0; c < 16; ++c) {
+      const bool self = c & 1, biases = c & 2, with_wo = c & 4, masks = c & 8;
+      const std::size_t B = masks ? 2 : 1;
+      const auto s = make_setup<T>(B, 4, 6, h, self, biases, with_wo, masks, masks, rng);
+      INFO("h = " << h << ", self " << self << ", biases " << biases << ", W_O " << with_wo << ", masks " << masks);
+      Matrix<T> Y(B * s.tq, with_wo ? s.dout : h * s.dv, T(9));
+      Matrix<T> maps(h * B * s.tq, s.n);
+      attn::multi_head_cache<T> cache;
+      if (self)
+        attn::multi_head_attention(s.X, s.params(), {.out = Y.view(), .maps = maps.view()}, cache, s.opts(), B);
+      else
+        attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Y.view(), .maps = maps.view()}, cache, s.opts(), B);
+      const auto want = reference_y(s);
+      long double top = 1;
+      for (const long double y : want) top = std::max(top, std::abs(y));
+      for (std::size_t k = 0; k < Y.size(); ++k)
+        REQUIRE(std::abs(static_cast<long double>(Y.data()[k]) - want[k]) <= 200 * eps * top);
+      // every map row sums to 1 (each row sees a key here)
+      for (std::size_t r = 0; r < maps.rows(); ++r) {
+        long double sum = 0;
+        for (std::size_t j = 0; j < s.n; ++j) sum += maps(r, j);
+        REQUIRE(std::abs(sum - 1) <= 16 * eps);
+      }
+    }
+}
+
+TEST_CASE("multi_head_attention: the returning form, the cache reused, the scale given", "[heads]") {
+  std::mt19937_64 rng(5);
+  auto s = make_setup<double>(1, 5, 5, 2, true, true, true, false, false, rng);
+  const auto r = attn::multi_head_attention(s.X, s.params());
+  Matrix<double> Y(5, s.dout);
+  attn::multi_head_cache<double> cache;
+  attn::multi_head_attention(s.X, s.params(), {.out = Y.view()}, cache);
+  REQUIRE(Y == r.out);
+  const double* q = cache.queries.data();
+  attn::multi_head_attention(s.X, s.params(), {.out = Y.view()}, cache);
+  REQUIRE(cache.queries.data() == q);  // the same shapes: the same storage
+  // scale = 1/√d_k given explicitly gives the default's numbers
+  auto p = s.params();
+  p.scale = 1 / std::sqrt(2.0);
+  const auto r2 = attn::multi_head_attention(s.X, p);
+  for (std::size_t k = 0; k < Y.size(); ++k) REQUIRE_THAT(r2.out.data()[k], Catch::Matchers::WithinAbs(r.out.data()[k], 1e-15));
+  p.scale = 0;  // no scores: every head's weights uniform
+  const auto r3 = attn::multi_head_attention(s.X, p);
+  REQUIRE(r3.cache.heads_out(0, 0) == r3.cache.heads_out(4, 0));
+}
+
+TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing is written", "[heads][errors]") {
+  std::mt19937_64 rng(6);
+  auto s = make_setup<double>(1, 4, 6, 2, false, false, true, false, false, rng);
+  Matrix<double> Y(4, s.dout, 7.0), Ybad(4, s.dout + 1, 7.0);
+  attn::multi_head_cache<double> cache;
+  const auto what = [](auto&& f) {
+    try {
+      f();
+    } catch (const attn::dimension_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no throw");
+  };
+  CHECK(what([&] { attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Ybad.view()}, cache); }) ==
+        "attn::multi_head_attention: Y is 4x5 but should be 4x4");
+  auto p = s.params();
+  p.heads = 4;  // 4 heads do not divide W_Q's 4 columns? they do (d_k = 1); W_V's 6 they do not
+  CHECK(what([&] { attn::multi_head_attention(s.X, s.Xkv, p, {.out = Y.view()}, cache); }) ==
+        "attn::multi_head_attention: 4 heads do not divide the 4 columns of W_Q and the 6 columns of W_V");
+  CHECK(what([&] { attn::multi_head_attention(s.X, s.X, s.params(), {.out = Y.view()}, cache); }) ==
+        "attn::multi_head_attention: rows of W_K is 3 but columns of X_kv is 5");
+  CHECK(what([&] { attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Y.view()}, cache, {}, 3); }) ==
+        "attn::multi_head_attention: 4 rows of X and 6 of X_kv are not 3 sentences of equal length");
+  REQUIRE(Y(0, 0) == 7.0);
+  // under throw_error, a head with nothing to attend to throws before Y is written
+  const std::vector<char> none(6, 0);
+  REQUIRE_THROWS_AS(attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Y.view()}, cache,
+                                               {.mask = none, .if_all_masked = attn::all_masked_policy::throw_error}),
+                    attn::domain_error);
+  REQUIRE(Y(3, 3) == 7.0);
+}

@@ -1,0 +1,156 @@
+// The backward of attention with projections and heads (attn/heads_backward.hpp): every gradient
+// (X, X_kv, W_Q, W_K, W_V, W_O and the four biases) against central finite differences of
+// ⟨dY, Y⟩ (the public checker), for h = 1, 2, 3, 4, 8, self and cross, masks and a batch, in
+// float, double and long double; accumulation, left-out gradients and messages.
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attn/attn.hpp"
+#include "attn/gradcheck.hpp"
+#include "attn_catch.hpp"
+
+using attn::Matrix;
+
+namespace {
+
+template <class T>
+void fill_random(std::span<T> x, std::mt19937_64& rng, double scale = 1) {
+  std::normal_distribution<double> normal(0, scale);
+  for (auto& v : x) v = static_cast<T>(normal(rng));
+}
+
+// Everything one case needs, as flat owned arrays so that the checker can move any of them.
+template <class T>
+struct case_data {
+  std::size_t B, tq, n, dm, dkv, h, dk, dv, dout;
+  bool self;
+  std::vector<T> X, Xkv, WQ, WK, WV, WO, bQ, bK, bV, bO, dY;
+  std::vector<char> keys;
+  bool causal;
+
+  attn::multi_head_parameters<T> params() const {
+    return {.W_Q = {WQ.data(), dm, h * dk},
+            .W_K = {WK.data(), dkv, h * dk},
+            .W_V = {WV.data(), dkv, h * dv},
+            .W_O = {WO.data(), h * dv, dout},
+            .b_Q = bQ,
+            .b_K = bK,
+            .b_V = bV,
+            .b_O = bO,
+            .heads = h};
+  }
+  attn::options opts() const { return {.beta = 0.8, .mask = keys, .causal = causal}; }
+  attn::MatrixView<const T> x() const { return {X.data(), B * tq, dm}; }
+  attn::MatrixView<const T> xkv() const { return self ? x() : attn::MatrixView<const T>(Xkv.data(), B * n, dkv); }
+
+  std::vector<T> forward() const {
+    attn::multi_head_cache<T> cache;
+    std::vector<T> y(B * tq * dout);
+    attn::multi_head_attention(x(), xkv(), params(), {.out = {y.data(), B * tq, dout}}, cache, opts(), B);
+    return y;
+  }
+};
+
+template <class T>
+case_data<T> make_case(std::size_t h, bool self, bool masked, std::mt19937_64& rng) {
+  const std::size_t B = masked ? 2 : 1, tq = 3, n = self ? 3 : 4, dm = 4, dkv = self ? 4 : 3, dk = 2, dv = 2, dout = 3;
+  case_data<T> c{B, tq, n, dm, dkv, h, dk, dv, dout, self, std::vector<T>(B * tq * dm), std::vector<T>(B * n * dkv),
+                 std::vector<T>(dm * h * dk), std::vector<T>(dkv * h * dk), std::vector<T>(dkv * h * dv),
+                 std::vector<T>(h * dv * dout), std::vector<T>(h * dk), std::vector<T>(h * dk), std::vector<T>(h * dv),
+                 std::vector<T>(dout), std::vector<T>(B * tq * dout), std::vector<char>(masked ? B * n : 0, 1), masked};
+  for (auto* v : {&c.X, &c.Xkv, &c.WV, &c.WO, &c.bQ, &c.bK, &c.bV, &c.bO, &c.dY}) fill_random<T>(*v, rng);
+  for (auto* v : {&c.WQ, &c.WK}) fill_random<T>(*v, rng, 0.6);
+  if (masked) c.keys[1] = 0;  // sentence 0's key 1
+  return c;
+}
+
+template <class T>
+void check_case(case_data<T>& c) {
+  attn::multi_head_cache<T> cache;
+  std::vector<T> y(c.B * c.tq * c.dout);
+  attn::multi_head_attention(c.x(), c.xkv(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache, c.opts(), c.B);
+  std::vector<T> dX(c.X.size()), dXkv(c.Xkv.size()), dWQ(c.WQ.size()), dWK(c.WK.size()), dWV(c.WV.size()),
+      dWO(c.WO.size()), dbQ(c.bQ.size()), dbK(c.bK.size()), dbV(c.bV.size()), dbO(c.bO.size());
+  attn::multi_head_gradients<T> g{.inputs = {dX.data(), c.B * c.tq, c.dm},
+                                  .W_Q = {dWQ.data(), c.dm, c.h * c.dk},
+                                  .W_K = {dWK.data(), c.dkv, c.h * c.dk},
+                                  .W_V = {dWV.data(), c.dkv, c.h * c.dv},
+                                  .W_O = {dWO.data(), c.h * c.dv, c.dout},
+                                  .b_Q = dbQ,
+                                  .b_K = dbK,
+                                  .b_V = dbV,
+                                  .b_O = dbO};
+  const attn::MatrixView<const T> dY(c.dY.data(), c.B * c.tq, c.dout);
+  if (c.self) {
+    attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, c.opts(), c.B);
+  } else {
+    g.kv_inputs = {dXkv.data(), c.B * c.n, c.dkv};
+    attn::multi_head_attention_backward(c.x(), c.xkv(), c.params(), cache, dY, g, c.opts(), c.B);
+  }
+  const T tol = attn::gradcheck_tolerance<T>();
+  const auto check = [&](std::vector<T>& param, const std::vector<T>& grad, const char* name) {
+    const auto f = [&](std::span<const T> x) {
+      const std::vector<T> keep = param;
+      std::copy(x.begin(), x.end(), param.begin());
+      std::vector<T> out = c.forward();
+      param = keep;
+      return out;
+    };
+    const auto report = attn::check_vjp(f, std::vector<T>(param), c.dY, grad, name);
+    INFO(name << ": max relative error " << report.max_rel_error);
+    CHECK(report.passed(tol));
+  };
+  check(c.X, dX, "X");
+  if (!c.self) check(c.Xkv, dXkv, "X_kv");
+  check(c.WQ, dWQ, "W_Q");
+  check(c.WK, dWK, "W_K");
+  check(c.WV, dWV, "W_V");
+  check(c.WO, dWO, "W_O");
+  check(c.bQ, dbQ, "b_Q");
+  check(c.bK, dbK, "b_K");
+  check(c.bV, dbV, "b_V");
+  check(c.bO, dbO, "b_O");
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention_backward agrees with finite differences for every parameter",
+                   "[heads][derivatives]", float, double, long double) {
+  std::mt19937_64 rng(909);
+  for (const std::size_t h : {1u, 2u, 3u, 4u, 8u})
+    for (int k = 0; k < 4; ++k) {
+      INFO("h = " << h << ", self " << (k & 1) << ", masks and batch " << (k >> 1));
+      auto c = make_case<TestType>(h, k & 1, k >> 1, rng);
+      check_case(c);
+    }
+}
+
+TEST_CASE("multi_head_attention_backward: accumulate adds, left-out gradients stay out, the cache is checked",
+          "[heads][derivatives][errors]") {
+  std::mt19937_64 rng(10);
+  auto c = make_case<double>(2, true, false, rng);
+  attn::multi_head_cache<double> cache;
+  std::vector<double> y(c.tq * c.dout);
+  attn::multi_head_attention(c.x(), c.params(), {.out = {y.data(), c.tq, c.dout}}, cache, c.opts());
+  const attn::MatrixView<const double> dY(c.dY.data(), c.tq, c.dout);
+  std::vector<double> once(c.WQ.size()), twice(c.WQ.size(), 0.0), dX(c.X.size(), 5.0);
+  attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, {.W_Q = {once.data(), c.dm, c.h * c.dk}}, c.opts());
+  for (int r = 0; r < 2; ++r)
+    attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
+                                        {.W_Q = {twice.data(), c.dm, c.h * c.dk}, .accumulate = true}, c.opts());
+  for (std::size_t i = 0; i < once.size(); ++i) REQUIRE_THAT(twice[i], Catch::Matchers::WithinAbs(2 * once[i], 1e-13));
+  REQUIRE(dX[0] == 5.0);  // not asked for: untouched
+  attn::multi_head_cache<double> empty;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(c.x(), c.params(), empty, dY, {}, c.opts()),
+                      "attn::multi_head_attention_backward: the cache does not hold a forward of these shapes (run "
+                      "multi_head_attention with it first)");
+  std::vector<double> kv(c.X.size());
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
+                                                        {.kv_inputs = {kv.data(), c.tq, c.dm}}, c.opts()),
+                    attn::dimension_error);
+}
