@@ -261,3 +261,46 @@ TEST_CASE("backward whose scratch cannot be allocated leaves every gradient unto
   attn::backward(q, H, plain_dot{}, g, {ds, dq, DN});
   CHECK(dq[1] != 7.0);
 }
+
+TEST_CASE("Many queries: the tiled attention, its backward and the heads allocate nothing in caller buffers",
+          "[alloc]") {
+  const std::size_t T = 200, n = 150, d = 64, dv = 32;
+  attn::Matrix<float> Q(T, d, 0.01f), K(n, d, 0.02f), V(n, dv, 0.5f), Y(T, dv), A(T, n), dY(T, dv, 1.0f);
+  attn::Matrix<float> dQ(T, d), dK(n, d), dV(n, dv);
+  std::vector<float> lse(T);
+  for (std::size_t i = 0; i < Q.size(); ++i) Q.data()[i] = static_cast<float>(i % 7) * 0.01f;
+  const std::vector<char> keys(n, 1);
+  for (const attn::options& opt : {attn::options{}, attn::options{.mask = keys, .causal = true}}) {
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention(Q, K, V, {.out = Y.view(), .logsumexp = lse}, opt);
+          }) == 0);
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention(Q, K, V, {.out = Y.view(), .weights = A.view()}, opt);
+          }) == 0);
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {Y.view(), lse}, dY,
+                                                        {dQ.view(), dK.view(), dV.view()}, opt);
+          }) == 0);
+  }
+  // heads: once the cache has the shapes, nothing more
+  const std::size_t dm = 16, h = 4;
+  attn::Matrix<float> X(T, dm, 0.1f), WQ(dm, h * 8, 0.05f), WK(dm, h * 8, 0.04f), WV(dm, h * 8, 0.3f), WO(h * 8, dm, 0.2f);
+  attn::Matrix<float> Yh(T, dm), dYh(T, dm, 1.0f), dX(T, dm), dWQ(dm, h * 8);
+  const attn::multi_head_parameters<float> p{.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = WO.view(), .heads = h};
+  attn::multi_head_cache<float> cache;
+  attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true});
+  attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true});
+  CHECK(count_allocations([&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true}); }) == 0);
+  CHECK(count_allocations([&] {
+          attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true});
+        }) == 0);
+  // fixed sizes: the unit's small cases live inline
+  const attn::Matrix<double, 3, 3> X3{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const attn::Matrix<double, 3, 2> W3{{1, 0}, {0, 2}, {1, 1}};
+  const attn::Matrix<double, 2, 3> WO3{{1, 0, 0}, {0, 1, 1}};
+  CHECK(count_allocations([&] {
+          const auto r = attn::self_attention(X3, W3, W3, W3);
+          const auto r2 = attn::self_attention<2>(X3, W3, W3, W3, WO3, {.causal = true});
+          CHECK(r.out(0, 0) + r2.out(0, 0) > 0);
+        }) == 0);
+}

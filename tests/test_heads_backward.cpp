@@ -2,6 +2,7 @@
 // (X, X_kv, W_Q, W_K, W_V, W_O and the four biases) against central finite differences of
 // ⟨dY, Y⟩ (the public checker), for h = 1, 2, 3, 4, 8, self and cross, masks and a batch, in
 // float, double and long double; accumulation, left-out gradients and messages.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -153,4 +154,69 @@ TEST_CASE("multi_head_attention_backward: accumulate adds, left-out gradients st
   REQUIRE_THROWS_AS(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
                                                         {.kv_inputs = {kv.data(), c.tq, c.dm}}, c.opts()),
                     attn::dimension_error);
+}
+
+TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its backward and finite differences",
+                   "[heads][derivatives]", float, double, long double) {
+  using T = TestType;
+  std::mt19937_64 rng(31);
+  for (const std::size_t h : {1u, 2u, 3u})
+    for (int k = 0; k < 4; ++k) {
+      const bool causal = k & 1, with_wo = k & 2;
+      auto c = make_case<T>(h, true, false, rng);
+      attn::multi_head_parameters<T> p = c.params();
+      if (!with_wo) {
+        p.W_O = {};
+        p.b_O = {};
+      }
+      const std::size_t dout = with_wo ? c.dout : h * c.dv;
+      const attn::options opt{.beta = 0.8, .causal = causal};
+      const auto forward_y = [&](std::span<const T> xs) {
+        attn::multi_head_cache<T> cache;
+        std::vector<T> y(c.tq * dout);
+        attn::multi_head_attention(attn::MatrixView<const T>(xs.data(), c.tq, c.dm), p,
+                                   {.out = {y.data(), c.tq, dout}}, cache, opt);
+        return y;
+      };
+      for (std::size_t t = 0; t < c.tq; ++t)
+        for (std::size_t s = 0; s < c.tq; ++s) {
+          INFO("h = " << h << ", causal " << causal << ", W_O " << with_wo << ", t = " << t << ", s = " << s);
+          Matrix<T> J(dout, c.dm);
+          attn::jacobian_input(c.x(), p, t, s, J.view(), opt);
+          // against the backward of a dY that is g in row t
+          std::vector<T> dY(c.tq * dout, T(0)), dX(c.X.size());
+          for (std::size_t o = 0; o < dout; ++o) dY[t * dout + o] = c.dY[o];
+          attn::multi_head_cache<T> cache;
+          std::vector<T> y(c.tq * dout);
+          attn::multi_head_attention(c.x(), p, {.out = {y.data(), c.tq, dout}}, cache, opt);
+          attn::multi_head_attention_backward(c.x(), p, cache, attn::MatrixView<const T>(dY.data(), c.tq, dout),
+                                              {.inputs = {dX.data(), c.tq, c.dm}}, opt);
+          // Norm-wise: the tiled backward forms ∂L/∂s_tj = β P_tj (dY_t·v_j − dY_t·y_t) without the
+          // dominant weight's cancellation-free form, so an entry whose |J|ᵀ|g| is small may carry
+          // the rounding of the larger terms: |Jᵀg − v| ≤ vjp_tolerance · max_k (|J|ᵀ|g|)_k.
+          const std::span<const T> g(c.dY.data(), dout), v(dX.data() + s * c.dm, c.dm);
+          long double worst = 0, top = 0;
+          for (std::size_t m = 0; m < c.dm; ++m) {
+            long double jtg = 0, scale = 0;
+            for (std::size_t o = 0; o < dout; ++o) {
+              jtg += static_cast<long double>(J(o, m)) * static_cast<long double>(g[o]);
+              scale += std::abs(static_cast<long double>(J(o, m)) * static_cast<long double>(g[o]));
+            }
+            worst = std::max(worst, std::abs(jtg - static_cast<long double>(v[m])));
+            top = std::max(top, scale);
+          }
+          INFO("|J^T g - v| = " << worst << " against max |J|^T|g| = " << top);
+          CHECK(worst <= static_cast<long double>(attn::vjp_tolerance<T>()) * top);
+          // against central differences of row t of Y in row s of X
+          const auto f = [&](std::span<const T> xs_row) {
+            std::vector<T> xs = c.X;
+            std::copy(xs_row.begin(), xs_row.end(), xs.begin() + static_cast<std::ptrdiff_t>(s * c.dm));
+            const std::vector<T> all = forward_y(xs);
+            return std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(t * dout),
+                                  all.begin() + static_cast<std::ptrdiff_t>((t + 1) * dout));
+          };
+          CHECK(attn::check_jacobian(f, std::span<const T>(c.X.data() + s * c.dm, c.dm), J, "x_s")
+                    .passed(attn::gradcheck_tolerance<T>()));
+        }
+    }
 }

@@ -395,6 +395,41 @@ constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q
   if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(s), row);
 }
 
+/// Whether row t of the kernel's masks allows any key (the masks only: scores may still be −inf).
+inline bool row_allows_a_key(const tile_masks& m, std::size_t t) noexcept {
+  const std::size_t lim = m.limit(t);
+  for (std::size_t j = 0; j < lim; ++j)
+    if ((m.keys == nullptr || m.keys[j]) && (m.rows == nullptr || m.rows[t * m.row_stride + j]))
+      return true;
+  return false;
+}
+
+/// Row t when its masks allow no key: the all-masked policy (zeros, uniform: weights 1/n and the
+/// mean of the values, nan), with its scores when they are asked for; no scratch. Under
+/// throw_error the checks have already thrown.
+template <real T, class S>
+void masked_out_row(std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
+                    MatrixView<const T> V, const S& score, const attention_views<T>& out,
+                    all_masked_policy policy) {
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  const std::size_t n = K.rows(), dv = V.cols();
+  if (out.scores.rows() != 0) score_all(score, Q.row(t), K, out.scores.row(t));
+  const T w = policy == all_masked_policy::uniform ? T(1) / static_cast<T>(n)
+              : policy == all_masked_policy::nan   ? nan
+                                                   : T(0);
+  if (out.weights.rows() != 0) fill(out.weights.row(t).data(), n, w);
+  if (!out.logsumexp.empty())
+    out.logsumexp[t] = policy == all_masked_policy::nan ? nan : -std::numeric_limits<T>::infinity();
+  T* y = out.out.row(t).data();
+  fill(y, dv, policy == all_masked_policy::uniform ? T(0) : w);
+  if (policy == all_masked_policy::uniform) {  // the mean of the values, 64 rows at a time
+    T ws[64];
+    fill(ws, 64, w);
+    for (std::size_t j0 = 0; j0 < n; j0 += 64)
+      accumulate_rows(ws, T(1), V.row(j0).data(), V.row_stride(), n - j0 < 64 ? n - j0 : 64, dv, y);
+  }
+}
+
 /// Every row by exact_row (constant evaluation, and scores that are not the dot family).
 template <real T, class S>
 constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
@@ -442,10 +477,13 @@ constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, Matri
       std::vector<T> scratch;
       const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
                               out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
+      const tile_masks masks = tile_masks_of(opt, Q.rows(), K.rows());
       tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
-                       static_cast<T>(opt.beta), tile_masks_of(opt, Q.rows(), K.rows()), o, 0,
-                       Q.rows(), [&](std::size_t t) {
-                         exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
+                       static_cast<T>(opt.beta), masks, o, 0, Q.rows(), [&](std::size_t t) {
+                         if (row_allows_a_key(masks, t))
+                           exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
+                         else
+                           masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
                        });
       return;
     }

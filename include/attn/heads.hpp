@@ -21,6 +21,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
 
 #include "attn/attention.hpp"
 #include "attn/detail/products.hpp"
@@ -80,7 +81,7 @@ struct head_sizes {
 
 /// Resizes m to r × c unless it has that shape (a Matrix of the same shape is reused).
 template <class T>
-void ensure_shape(Matrix<T>& m, std::size_t r, std::size_t c) {
+constexpr void ensure_shape(Matrix<T>& m, std::size_t r, std::size_t c) {
   if (m.rows() != r || m.cols() != c) m = Matrix<T>(r, c);
 }
 
@@ -99,7 +100,7 @@ template <class T>
 /// Checks every shape of one call (dimension_error naming the buffer), before anything is
 /// written; returns the sizes.
 template <real T>
-head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                        const multi_head_parameters<T>& p, std::size_t batch, const options& opt) {
   check_nonempty(where, "the number of heads", p.heads);
   check_nonempty(where, "the batch", batch);
@@ -153,7 +154,7 @@ head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<cons
 }
 
 /// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask.
-inline options sentence_options(const options& opt, const head_sizes& s, std::size_t b) {
+constexpr options sentence_options(const options& opt, const head_sizes& s, std::size_t b) {
   options o = opt;
   if (!opt.mask.empty() && opt.mask.size() != s.n) o.mask = opt.mask.subview(b * s.n, s.n);
   if (!opt.row_mask.empty()) o.row_mask = opt.row_mask.subrows(b * s.tq, s.tq);
@@ -314,6 +315,91 @@ template <matrix_like Xm>
     const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt = {},
     std::size_t batch = 1) {
   return multi_head_attention(X, X, params, opt, batch);
+}
+
+/// Every step of attention with projections, for lessons and for fixed sizes: the projections,
+/// each head's map (head i's in rows [i·T, (i+1)·T)), the heads' outputs side by side and Y.
+template <real T, std::size_t TQ, std::size_t N, std::size_t DQK, std::size_t DVH,
+          std::size_t DOUT, std::size_t H>
+struct projected_attention {
+  Matrix<T, TQ, DQK> queries;  ///< Q = X W_Q
+  Matrix<T, N, DQK> keys;      ///< K = X_kv W_K
+  Matrix<T, N, DVH> values;    ///< V = X_kv W_V
+  Matrix<T, product_extent<H, TQ>, N> maps;  ///< A_i = softmax(β·Q_i K_iᵀ/√d_k, masks)
+  Matrix<T, TQ, DVH> heads_out;  ///< Z = [A_1 V_1 … A_h V_h]
+  Matrix<T, TQ, DOUT> out;       ///< Y = Z W_O, or Z itself without W_O
+};
+
+namespace detail {
+
+/// projected_attention for H heads (fixed sizes: inline, no allocation, constexpr): the steps of
+/// multi_head_views_of on the result's own matrices.
+template <std::size_t H, class Xm, class Xkv, class WQ, class WK, class WV, class WO>
+constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv& X_kv,
+                                      const WQ& W_Q, const WK& W_K, const WV& W_V, const WO* W_O,
+                                      const options& opt) {
+  using T = matrix_scalar_of<Xm>;
+  constexpr std::size_t TQ = rows_of<Xm>, N = rows_of<Xkv>, DQK = cols_of<WQ>, DVH = cols_of<WV>;
+  constexpr std::size_t DOUT = [] {
+    if constexpr (std::is_same_v<WO, void>)
+      return DVH;
+    else
+      return cols_of<WO>;
+  }();
+  multi_head_parameters<T> p{.W_Q = as_view(W_Q), .W_K = as_view(W_K), .W_V = as_view(W_V),
+                             .heads = H};
+  if constexpr (!std::is_same_v<WO, void>) p.W_O = as_view(*W_O);
+  const MatrixView<const T> x = as_view(X), xkv = as_view(X_kv);
+  const head_sizes s = check_heads<T>(where, x, xkv, p, 1, opt);
+  projected_attention<T, TQ, N, DQK, DVH, DOUT, H> r{
+      zero_matrix<T, TQ, DQK>(s.rows, s.heads * s.dk), zero_matrix<T, N, DQK>(s.n, s.heads * s.dk),
+      zero_matrix<T, N, DVH>(s.n, s.heads * s.dv), zero_matrix<T, product_extent<H, TQ>, N>(H * s.rows, s.n),
+      zero_matrix<T, TQ, DVH>(s.rows, s.heads * s.dv), zero_matrix<T, TQ, DOUT>(s.rows, s.d_out)};
+  Matrix<T, H, TQ> lse = zero_matrix<T, H, TQ>(H, s.tq);
+  project<T>(x, xkv, p, r.queries.view(), r.keys.view(), r.values.view());
+  with_head_score(p, [&](const auto& score) {
+    attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
+                    lse.view(), r.maps.view(), s, score, opt);
+  });
+  output_projection<T>(r.heads_out.view(), p, r.out.view());
+  return r;
+}
+
+}  // namespace detail
+
+/// One head of self-attention, every step returned (the unit's W3): Q = X W_Q, K = X W_K,
+/// V = X W_V, A = softmax(β·Q Kᵀ/√d_k, masks), Y = A V. Fixed sizes: no allocation, usable in
+/// constant expressions.
+template <matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV>
+  requires detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const options& opt = {}) {
+  return detail::projected_attention_of<1, Xm, Xm, WQ, WK, WV, void>(
+      "attn::self_attention", X, X, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt);
+}
+
+/// H heads of self-attention and the output projection, every step returned (the unit's W7):
+/// head i on columns [i·d_k, (i+1)·d_k) of Q and K and [i·d_v, (i+1)·d_v) of V, Y = Z W_O.
+template <std::size_t H, matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, matrix_like WO>
+  requires(H >= 1) && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WO, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const WO& W_O, const options& opt = {}) {
+  return detail::projected_attention_of<H, Xm, Xm, WQ, WK, WV, WO>("attn::self_attention", X, X, W_Q,
+                                                                  W_K, W_V, &W_O, opt);
+}
+
+/// One head of cross-attention, every step returned (the unit's W11): queries from X, keys and
+/// values from X_kv.
+template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const options& opt = {}) {
+  return detail::projected_attention_of<1, Xm, Xkv, WQ, WK, WV, void>(
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt);
 }
 
 }  // namespace attn

@@ -13,8 +13,12 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <cmath>
+#include <concepts>
 #include <cstddef>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "attn/detail/products.hpp"
 #include "attn/heads.hpp"
@@ -165,6 +169,78 @@ void multi_head_attention_backward(const Xm& X,
   const MatrixView<const T> x = as_view(X);
   detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
                                     as_view(dY), grads, opt, batch);
+}
+
+/// Writes ∂y_t/∂x_s (d_out × d_model) of self-attention with projections (the unit's W3), with
+/// c = β·scale, W_Q,i, W_K,i, W_V,i head i's columns of W_Q, W_K, W_V and W_O,i its rows of W_O:
+///
+///   J_i = α_its W_V,iᵀ + c [δ_ts Σ_j α_itj (v_ij − z_it)(W_Q,i k_ij)ᵀ + α_its (v_is − z_it)(W_K,i q_it)ᵀ],
+///   ∂y_t/∂x_s = Σ_i W_O,iᵀ J_i   (without W_O, the J_i one below the other).
+///
+/// A row whose weights do not move with the scores (all masked, a kept +inf) keeps only the first
+/// term. Allocates (it runs the forward); errors as multi_head_attention's, and dimension_error
+/// unless t and s are rows of X and out is d_out × d_model.
+template <matrix_like Xm, class Out>
+  requires mutable_matrix_like<Out> && std::same_as<matrix_scalar_of<Out>, matrix_scalar_of<Xm>>
+void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                    std::size_t t, std::size_t s, Out&& out, const options& opt = {}) {
+  using T = matrix_scalar_of<Xm>;
+  const char* where = "attn::jacobian_input";
+  const MatrixView<const T> x = as_view(X);
+  const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
+  const MatrixView<T> J = as_mutable_view(out);
+  detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
+  for (const std::size_t r : {t, s})
+    if (r >= hs.rows)
+      throw dimension_error(std::string(where) + ": row " + std::to_string(r) +
+                            " is out of range for the " + std::to_string(hs.rows) + " rows of X");
+  multi_head_cache<T> cache;
+  Matrix<T> y(hs.rows, hs.d_out), maps(hs.heads * hs.rows, hs.n);
+  multi_head_attention(x, params, multi_head_views<T>{.out = y.view(), .maps = maps.view()}, cache, opt);
+  const double scale = params.scale ? *params.scale : 1 / std::sqrt(static_cast<double>(hs.dk));
+  const T c = static_cast<T>(opt.beta * scale);
+  Matrix<T> Ji(hs.dv, hs.d_model);
+  std::vector<T> wq(hs.d_model), scores(hs.n);
+  detail::fill_rows(J.data(), J.rows(), J.cols(), J.row_stride(), T(0));
+  for (std::size_t i = 0; i < hs.heads; ++i) {
+    const T* alpha = maps.row(i * hs.rows + t).data();
+    const auto q_t = cache.queries.row(t).subspan(i * hs.dk, hs.dk);
+    const auto z_t = cache.heads_out.row(t).subspan(i * hs.dv, hs.dv);
+    const auto col = [&](MatrixView<const T> W, std::size_t c0, std::size_t width) {
+      return MatrixView<const T>(W.data() + c0, W.rows(), width, W.row_stride());
+    };
+    const MatrixView<const T> WQi = col(params.W_Q, i * hs.dk, hs.dk), WKi = col(params.W_K, i * hs.dk, hs.dk),
+                              WVi = col(params.W_V, i * hs.dv, hs.dv);
+    for (std::size_t j = 0; j < hs.n; ++j)
+      scores[j] = static_cast<T>(scale) *
+                  detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + i * hs.dk, hs.dk);
+    detail::row_options ro(opt, hs.tq, hs.n);
+    const bool flows = detail::weights_move(detail::softmax_row_kind(scores.data(), hs.n, ro(t)));
+    for (std::size_t a = 0; a < hs.dv; ++a)  // α_its W_V,iᵀ
+      for (std::size_t m = 0; m < hs.d_model; ++m) Ji(a, m) = alpha[s] * WVi(m, a);
+    if (flows) {
+      const auto add_outer = [&](T f, const T* v, const T* z, MatrixView<const T> W, const T* u) {
+        for (std::size_t m = 0; m < hs.d_model; ++m)  // (W u)_m
+          wq[m] = detail::sum_of_products(W.row(m).data(), u, W.cols());
+        for (std::size_t a = 0; a < hs.dv; ++a) detail::axpy(f * (v[a] - z[a]), wq.data(), Ji.row(a).data(), hs.d_model);
+      };
+      if (t == s)
+        for (std::size_t j = 0; j < hs.n; ++j)
+          if (alpha[j] != T(0))
+            add_outer(c * alpha[j], cache.values.row(j).data() + i * hs.dv, z_t.data(), WQi,
+                      cache.keys.row(j).data() + i * hs.dk);
+      if (alpha[s] != T(0))
+        add_outer(c * alpha[s], cache.values.row(s).data() + i * hs.dv, z_t.data(), WKi, q_t.data());
+    }
+    if (params.W_O.rows() != 0) {  // J += W_O,iᵀ J_i
+      for (std::size_t o = 0; o < hs.d_out; ++o)
+        for (std::size_t a = 0; a < hs.dv; ++a)
+          detail::axpy(params.W_O(i * hs.dv + a, o), Ji.row(a).data(), J.row(o).data(), hs.d_model);
+    } else {
+      for (std::size_t a = 0; a < hs.dv; ++a)
+        detail::copy_numbers(Ji.row(a).data(), J.row(i * hs.dv + a).data(), hs.d_model);
+    }
+  }
 }
 
 }  // namespace attn

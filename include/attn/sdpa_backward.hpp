@@ -13,6 +13,7 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <cstddef>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -74,6 +75,23 @@ void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const 
                                                   sink, row);
 }
 
+/// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K;
+/// under `uniform` every ∂L/∂V_j gains dY_t/n, under `nan` every gradient given is NaN.
+template <real T>
+void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attention_gradients<T>& g,
+                             all_masked_policy policy) {
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  if (policy == all_masked_policy::uniform && g.values.rows() != 0) {
+    const T w = T(1) / static_cast<T>(g.values.rows());
+    for (std::size_t j = 0; j < g.values.rows(); ++j)
+      axpy(w, dY.row(t).data(), g.values.row(j).data(), g.values.cols());
+  } else if (policy == all_masked_policy::nan) {
+    if (g.queries.rows() != 0) fill(g.queries.row(t).data(), g.queries.cols(), nan);
+    for (const MatrixView<T>& m : {g.keys, g.values})
+      if (m.rows() != 0) fill_rows(m.data(), m.rows(), m.cols(), m.row_stride(), nan);
+  }
+}
+
 template <real T, class S>
 void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                          MatrixView<const T> V, const S& score, saved_attention<T> saved,
@@ -115,10 +133,16 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   };
   if constexpr (dot_product_score<S, T>) {
     if (dk <= 256 && dv <= 256) {
+      const tile_masks masks = tile_masks_of(opt, tq, n);
       tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values)};
       tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
                         saved.logsumexp.data(), score.template scale<T>(dk),
-                        static_cast<T>(opt.beta), tile_masks_of(opt, tq, n), tg, 0, tq, by_row);
+                        static_cast<T>(opt.beta), masks, tg, 0, tq, [&](std::size_t t) {
+                          if (row_allows_a_key(masks, t))
+                            by_row(t);
+                          else
+                            masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
+                        });
       return;
     }
   }
