@@ -384,8 +384,8 @@ template <matrix_like M>
         const int key = key_of(j);
         std::size_t end = j + 1;
         while (end < C && key_of(end) == key) ++end;
-        paths[static_cast<std::size_t>(key)] +=
-            "M" + std::to_string(j) + " " + std::to_string(i) + ".5h" + std::to_string(end - j);
+        (paths[static_cast<std::size_t>(key)] += 'M') +=  // not "M" + …: GCC PR 105651
+            std::to_string(j) + " " + std::to_string(i) + ".5h" + std::to_string(end - j);
         j = end;
       }
     }
