@@ -5,13 +5,18 @@
 // the unit's 3 decimals unless told otherwise), and when the unit gives that number the rounded
 // text must equal the unit's. A claim that is not a number ("मैं looks hardest at I") goes
 // through `claim`. `finish` prints the verdict and returns the exit code: 0 only when every
-// check passed, so CTest fails an example whose numbers drift from the unit's.
+// check passed, so CTest fails an example whose numbers drift from the unit's. `matrix_table`
+// prints a map or any small matrix through `print`, row and column labels beside it.
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "attn/report/format.hpp"
+#include "attn/report/table.hpp"
 
 namespace unit {
 
@@ -55,5 +60,38 @@ public:
     return 1;
   }
 };
+
+/// Prints a table as text, then `after` (a blank line unless told).
+inline void show(const attn::report::table& t, const char* after = "\n") {
+  std::printf("%s%s", attn::report::to_text(t).c_str(), after);
+}
+
+/// A matrix m (rows(), cols(), m(r, c)) as a table, labels beside it: every number printed (and
+/// checked against expected[r·cols + c] when expected is given) and, with `row_sums`, a column
+/// of each row's sum, which must print as 1.000.
+template <class M>
+attn::report::table matrix_table(checker& check, const std::string& what, const M& m,
+                                 const std::vector<std::string>& row_labels,
+                                 const std::vector<std::string>& col_labels,
+                                 const char* const* expected = nullptr, bool row_sums = false) {
+  attn::report::table t;
+  t.title = what;
+  t.header.emplace_back("");
+  for (const std::string& c : col_labels) t.header.emplace_back(c);
+  if (row_sums) t.header.emplace_back("sum");
+  for (std::size_t r = 0; r < m.rows(); ++r) {
+    std::vector<attn::report::cell> row{row_labels[r]};
+    double sum = 0;
+    for (std::size_t c = 0; c < m.cols(); ++c) {
+      const std::string name = what + " (" + row_labels[r] + ", " + col_labels[c] + ")";
+      row.emplace_back(check.print(name, m(r, c), expected ? expected[r * m.cols() + c] : ""));
+      sum += m(r, c);
+    }
+    if (row_sums)
+      row.emplace_back(check.print(what + ": row sum of " + row_labels[r], sum, "1.000"));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
 
 }  // namespace unit
