@@ -75,4 +75,38 @@ inline constexpr const char* out[] = {"0.617", "0.192", "0.192",
                                       "0.050", "0.475", "0.475"};
 }  // namespace w7
 
+// W10: "I drink green tea", each word's vector its own direction among the 5 words of the
+// vocabulary (W_Q = W_K = W_V = I), causal; logits = Y W_vocab, W_vocab giving 3 to the word that
+// follows each word in the sentence. Targets: the next words, "drink green tea .".
+namespace w10 {
+inline constexpr std::size_t vocabulary = 5;
+inline constexpr const char* words[vocabulary] = {"I", "drink", "green", "tea", "."};
+inline constexpr std::size_t inputs[4] = {0, 1, 2, 3};
+inline constexpr std::size_t targets[4] = {1, 2, 3, 4};
+inline constexpr double follows = 3;  // W_vocab(w, next word after w)
+inline constexpr const char* map[] = {"1.000", "0.000", "0.000", "0.000",
+                                      "0.390", "0.610", "0.000", "0.000",
+                                      "0.281", "0.281", "0.439", "0.000",
+                                      "0.219", "0.219", "0.219", "0.343"};
+inline constexpr const char* losses[] = {"0.182", "0.692", "1.023", "1.232"};
+inline constexpr const char* mean_loss = "0.782";
+// Without the mask, position 1's loss before and after word 4 changes to "I" (it sees word 4).
+inline constexpr const char* open_loss_1[] = {"1.232", "0.640"};
+}  // namespace w10
+
+// W11: the Hindi side is E3's decoder states (examples/alignment_map.cpp chose them); the
+// decoder's self-attention over them (Q = K = V = X, causal) and the cross-attention whose
+// queries they are, over "I drink tea" (W = I, scale 1: E3's plain dot). The encoder is W3.
+namespace w11 {
+inline constexpr attn::Matrix<double, 4, 3> hindi{{2, 0.5, 0}, {0, 0.5, 2}, {0, 2, 0.5}, {1.5, 1.5, 0}};
+inline constexpr const char* decoder_map[] = {"1.000", "0.000", "0.000", "0.000",
+                                              "0.090", "0.910", "0.000", "0.000",
+                                              "0.107", "0.191", "0.701", "0.000",
+                                              "0.297", "0.053", "0.193", "0.458"};
+inline constexpr const char* cross_map[] = {"0.736", "0.164", "0.100",
+                                            "0.100", "0.164", "0.736",  // चाय: E1's row
+                                            "0.100", "0.736", "0.164",
+                                            "0.450", "0.450", "0.100"};
+}  // namespace w11
+
 }  // namespace worked

@@ -173,3 +173,49 @@ TEST_CASE("W7: two heads, the word before and the word itself, concatenated and 
   require_prints(columns(concat, 3, 3), itself_map);
   require_prints(product(concat, of(W_O)), out);
 }
+
+TEST_CASE("W10: the causal map and the four next-word losses", "[worked]") {
+  using namespace worked::w10;
+  matrix X(4, std::vector<real>(vocabulary, 0)),
+      W_vocab(vocabulary, std::vector<real>(vocabulary, 0));
+  for (std::size_t t = 0; t < 4; ++t) {
+    X[t][inputs[t]] = 1;
+    W_vocab[inputs[t]][targets[t]] = follows;
+  }
+  // loss_t = log Σ_w e^(z_tw) − z_t,target with z = Y W_vocab
+  const auto next_word_losses = [&](const matrix& x, bool causal) {
+    const attention r = attend(x, x, x, 1 / std::sqrt(static_cast<real>(vocabulary)), causal);
+    const matrix z = product(r.out, W_vocab);
+    std::vector<real> l(4);
+    for (std::size_t t = 0; t < 4; ++t) {
+      real sum = 0;
+      for (const real v : z[t]) sum += std::exp(v);
+      l[t] = std::log(sum) - z[t][targets[t]];
+    }
+    return std::pair{r.map, l};
+  };
+  const auto [A, l] = next_word_losses(X, true);
+  require_prints(A, map);
+  real mean = 0;
+  for (std::size_t t = 0; t < 4; ++t) {
+    CHECK(prints_as(l[t], worked::w10::losses[t]));
+    mean += l[t] / 4;
+  }
+  CHECK(prints_as(mean, mean_loss));
+  matrix changed = X;  // word 4 becomes "I"
+  changed[3].assign(vocabulary, 0);
+  changed[3][0] = 1;
+  CHECK(prints_as(next_word_losses(X, false).second[0], open_loss_1[0]));
+  CHECK(prints_as(next_word_losses(changed, false).second[0], open_loss_1[1]));
+  CHECK(next_word_losses(changed, true).second[2] == l[2]);  // under the mask, position 3 never sees word 4
+}
+
+TEST_CASE("W11: the decoder's causal map, and E3's map as cross-attention", "[worked]") {
+  using namespace worked::w11;
+  const matrix X = of(hindi);
+  require_prints(attend(X, X, X, 1 / std::sqrt(3.0L), true).map, decoder_map);
+  const attention cross = attend(X, words3, words3, 1);  // E3: the plain dot
+  require_prints(cross.map, cross_map);
+  const char* e1[] = {"0.100", "0.164", "0.736"};  // the unit's row for चाय
+  for (std::size_t j = 0; j < 3; ++j) CHECK(prints_as(cross.map[1][j], e1[j]));
+}
