@@ -109,4 +109,16 @@ inline constexpr const char* cross_map[] = {"0.736", "0.164", "0.100",
                                             "0.450", "0.450", "0.100"};
 }  // namespace w11
 
+// W12: the map's price per head at three lengths (T = n), float, d = 64 per head for Q, K, V, Y.
+namespace w12 {
+inline constexpr std::size_t lengths[] = {256, 1024, 4096};
+inline constexpr std::size_t d = 64;
+inline constexpr const char* scores[] = {"65536", "1048576", "16777216"};
+inline constexpr const char* map_mib[] = {"0.25", "4.00", "64.00"};
+inline constexpr const char* causal_scores[] = {"32896", "524800", "8390656"};
+inline constexpr const char* qkvy_mib[] = {"0.25", "1.00", "4.00"};
+inline constexpr const char* logsumexp_kib[] = {"1", "4", "16"};
+inline constexpr const char* tiled_output_kib = "260";  // Y and L at T = 1024: all the tiled form writes
+}  // namespace w12
+
 }  // namespace worked

@@ -219,3 +219,18 @@ TEST_CASE("W11: the decoder's causal map, and E3's map as cross-attention", "[wo
   const char* e1[] = {"0.100", "0.164", "0.736"};  // the unit's row for चाय
   for (std::size_t j = 0; j < 3; ++j) CHECK(prints_as(cross.map[1][j], e1[j]));
 }
+
+TEST_CASE("W12: the map's price and what the tiled form keeps", "[worked]") {
+  using namespace worked::w12;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const real T = static_cast<real>(lengths[k]);
+    CHECK(prints_as(T * T, scores[k]));
+    CHECK(prints_as(T * T * 4 / (1024 * 1024), map_mib[k]));
+    CHECK(prints_as(T * (T + 1) / 2, causal_scores[k]));
+    CHECK(prints_as(4 * T * static_cast<real>(d) * 4 / (1024 * 1024), qkvy_mib[k]));
+    CHECK(prints_as(T * 4 / 1024, logsumexp_kib[k]));
+  }
+  CHECK(prints_as((1024.0L * static_cast<real>(d) + 1024) * 4 / 1024, tiled_output_kib));
+  CHECK(prints_as(1024.0L * 1024, "1048576"));  // the unit's: 1,048,576 scores, 4 MiB in float
+  CHECK(prints_as(1024.0L * 1024 * 4 / (1024 * 1024), "4"));
+}
