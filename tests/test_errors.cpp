@@ -934,3 +934,107 @@ TEST_CASE("errors: a block of NaN scores with the sign bit set makes attend's ro
   for (std::size_t j = 64; j < 70; ++j) tall(j, 0) = inf<double>;
   CHECK(all_nan<double>(attn::attend(std::vector<double>{1}, tall, attn::dot, {.beta = 0}).weights));
 }
+
+// =============================================================================================
+// Many queries, projections and heads (docs/errors.md, "Many queries, projections and heads"):
+// the rules no other test names, each leaving every output as it was.
+// =============================================================================================
+
+TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name what is wrong and write nothing",
+          "[errors][strong][heads]") {
+  using P = attn::multi_head_parameters<double>;
+  // a mask matrix borrowed from entries that do not fit it
+  const std::vector<char> five(5, 1);
+  CHECK(message_of([&] { (void)attn::mask_matrix_view(five, 2, 3); }) ==
+        "attn::mask_matrix_view: size of the entries is 5 but rows x columns is 6");
+  CHECK(message_of([&] { (void)attn::mask_matrix_view(five.data(), 2, 3, 2); }) ==
+        "attn::mask_matrix_view: row stride 2 is smaller than the row length 3");
+  // align with a row mask of another number of rows
+  const Matrix<double> Q(3, 2, 0.5), K(4, 2, 0.25), V(4, 2, 1.0);
+  const std::vector<char> eight(8, 1);
+  guarded<double> s(12), w(12, 1), c(6, 2);
+  require_throws_untouched<attn::dimension_error>(
+      [&] { attn::align(Q, K, V, attn::dot, s.view(3, 4), w.view(3, 4), c.view(3, 2), {.row_mask = attn::mask_matrix_view(eight, 2, 4)}); },
+      s, w, c);
+  CHECK(message_of([&] { attn::align(Q, K, V, attn::dot, s.view(3, 4), w.view(3, 4), c.view(3, 2), {.row_mask = attn::mask_matrix_view(eight, 2, 4)}); }) ==
+        "attn::align: rows of the row mask is 2 but number of queries is 3");
+  // the saved forward of another shape
+  const Matrix<double> dY(3, 2, 1.0), Ysaved(2, 2, 0.0);
+  const std::vector<double> L2(2, 0.0), L3(3, 0.0);
+  guarded<double> dq(6);
+  CHECK(message_of([&] { attn::scaled_dot_product_attention_backward(Q, K, V, attn::dot, {Ysaved.view(), L3}, dY, {.queries = dq.view(3, 2)}); }) ==
+        "attn::scaled_dot_product_attention_backward: the saved output is 2x2 but should be 3x2");
+  CHECK(message_of([&] { attn::scaled_dot_product_attention_backward(Q, K, V, attn::dot, {dY.view(), L2}, dY, {.queries = dq.view(3, 2)}); }) ==
+        "attn::scaled_dot_product_attention_backward: size of the saved log-sum-exp is 2 but number of queries is 3");
+  REQUIRE(dq.untouched());
+
+  // multi_head_attention: B = 2 sentences of 3 words, d_model = 2, two heads of 2
+  const Matrix<double> X(6, 2, 0.5), W(2, 4, 0.25), WO(4, 2, 1.0);
+  const P p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view(), .W_O = WO.view(), .heads = 2};
+  attn::multi_head_cache<double> cache;
+  guarded<double> y(12);
+  const auto forward = [&](const P& params, const attn::options& opt) {
+    attn::multi_head_attention(X, params, {.out = y.view(6, 2)}, cache, opt, 2);
+  };
+  P none = p;
+  none.heads = 0;
+  CHECK(message_of([&] { forward(none, {}); }) == "attn::multi_head_attention: the number of heads is empty");
+  CHECK(message_of([&] { forward(p, {.mask = five}); }) ==
+        "attn::multi_head_attention: mask size is 5 but number of keys of the batch is 6");
+  CHECK(message_of([&] { forward(p, {.row_mask = attn::mask_matrix_view(eight, 2, 4)}); }) ==
+        "attn::multi_head_attention: rows of the row mask is 2 but rows of X is 6");
+  const std::vector<double> b3(3, 0.0);
+  P short_bias = p;
+  short_bias.b_Q = b3;
+  CHECK(message_of([&] { forward(short_bias, {}); }) == "attn::multi_head_attention: size of b_Q is 3 but columns of W_Q is 4");
+  P nan_scale = p;
+  nan_scale.scale = qnan<double>;
+  require_throws_untouched<attn::domain_error>([&] { forward(nan_scale, {}); }, y);
+  CHECK(message_of([&] { forward(nan_scale, {}); }) == "attn::multi_head_attention: the scale must be finite");
+  REQUIRE(y.untouched());
+
+  // the backward: gradients it cannot give, and a cache without this forward
+  Matrix<double> Y(6, 2);
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache, {}, 2);
+  const Matrix<double> dY6(6, 2, 1.0);
+  guarded<double> dx(12), dwq(8, 1), dwo(8, 2);
+  const auto backward = [&](const P& params, attn::multi_head_cache<double>& kept, const attn::multi_head_gradients<double>& g) {
+    attn::multi_head_attention_backward(X, params, kept, dY6, g, {}, 2);
+  };
+  P no_wo = p;
+  no_wo.W_O = {};
+  attn::multi_head_cache<double> empty;
+  const Matrix<double> dZ(6, 4, 1.0);  // without W_O, Y is the concatenation
+  CHECK(message_of([&] {
+          attn::multi_head_attention_backward(X, no_wo, cache, dZ, {.inputs = dx.view(6, 2), .W_O = dwo.view(4, 2)}, {}, 2);
+        }) == "attn::multi_head_attention_backward: dL/dW_O given but no W_O");
+  CHECK(message_of([&] { backward(p, cache, {.kv_inputs = dx.view(6, 2)}); }) ==
+        "attn::multi_head_attention_backward: dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
+  CHECK(message_of([&] { backward(p, cache, {.inputs = dx.view(6, 2), .W_Q = dwq.view(4, 2)}); }) ==
+        "attn::multi_head_attention_backward: dL/dW_Q is 4x2 but should be 2x4");
+  CHECK(message_of([&] { backward(p, empty, {.inputs = dx.view(6, 2)}); }) ==
+        "attn::multi_head_attention_backward: the cache does not hold a forward of these shapes (run "
+        "multi_head_attention with it first)");
+  REQUIRE((dx.untouched() && dwq.untouched() && dwo.untouched()));
+
+  // jacobian_input: rows of X and the Jacobian's shape
+  const Matrix<double> X3(3, 2, 0.5);
+  guarded<double> J(4, 3), Jbad(6, 4);
+  CHECK(message_of([&] { attn::jacobian_input(X3, p, 3, 0, J.view(2, 2)); }) ==
+        "attn::jacobian_input: row 3 is out of range for the 3 rows of X");
+  CHECK(message_of([&] { attn::jacobian_input(X3, p, 0, 0, Jbad.view(3, 2)); }) ==
+        "attn::jacobian_input: the Jacobian is 3x2 but should be 2x2");
+  REQUIRE((J.untouched() && Jbad.untouched()));
+
+  // fixed sizes that disagree in the matrix functions are not refused at compile time yet: they
+  // throw as dynamic ones do (docs/errors.md says so)
+  const Matrix<double, 3, 3> X_fixed{};
+  const Matrix<double, 2, 2> W_fixed{};
+  CHECK(message_of([&] { (void)attn::self_attention(X_fixed, W_fixed, W_fixed, W_fixed); }) ==
+        "attn::self_attention: rows of W_Q is 2 but columns of X is 3");
+  const Matrix<double, 3, 4> Q_fixed{};
+  const Matrix<double, 5, 3> K_fixed{};
+  const Matrix<double, 5, 2> V_fixed{};
+  CHECK(message_of([&] { (void)attn::scaled_dot_product_attention(Q_fixed, K_fixed, V_fixed); }) ==
+        "attn::scaled_dot_product_attention: query size is 4 but note size is 3");
+}
