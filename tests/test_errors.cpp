@@ -1026,15 +1026,4 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
         "attn::jacobian_input: the Jacobian is 3x2 but should be 2x2");
   REQUIRE((J.untouched() && Jbad.untouched()));
 
-  // fixed sizes that disagree in the matrix functions are not refused at compile time yet: they
-  // throw as dynamic ones do (docs/errors.md says so)
-  const Matrix<double, 3, 3> X_fixed{};
-  const Matrix<double, 2, 2> W_fixed{};
-  CHECK(message_of([&] { (void)attn::self_attention(X_fixed, W_fixed, W_fixed, W_fixed); }) ==
-        "attn::self_attention: rows of W_Q is 2 but columns of X is 3");
-  const Matrix<double, 3, 4> Q_fixed{};
-  const Matrix<double, 5, 3> K_fixed{};
-  const Matrix<double, 5, 2> V_fixed{};
-  CHECK(message_of([&] { (void)attn::scaled_dot_product_attention(Q_fixed, K_fixed, V_fixed); }) ==
-        "attn::scaled_dot_product_attention: query size is 4 but note size is 3");
 }

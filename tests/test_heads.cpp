@@ -220,3 +220,28 @@ TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing i
                     attn::domain_error);
   REQUIRE(Y(3, 3) == 7.0);
 }
+
+// Fixed sizes that disagree do not compile (a requires that is false, as in test_vector.cpp).
+template <class X, class W>
+constexpr bool can_self_attend = requires(X x, W w) { attn::self_attention(x, w, w, w); };
+template <class Q, class K, class V>
+constexpr bool can_sdpa = requires(Q q, K k, V v) { attn::scaled_dot_product_attention(q, k, v); };
+static_assert(can_self_attend<Matrix<double, 3, 3>, Matrix<double, 3, 2>>);
+static_assert(!can_self_attend<Matrix<double, 3, 3>, Matrix<double, 2, 2>>);  // X's columns ≠ W's rows
+static_assert(can_self_attend<Matrix<double>, Matrix<double, 2, 2>>);          // checked at run time
+static_assert(can_sdpa<Matrix<double, 3, 4>, Matrix<double, 5, 4>, Matrix<double, 5, 2>>);
+static_assert(!can_sdpa<Matrix<double, 3, 4>, Matrix<double, 5, 3>, Matrix<double, 5, 2>>);  // d_q ≠ d_k
+static_assert(!can_sdpa<Matrix<double, 3, 4>, Matrix<double, 5, 4>, Matrix<double, 6, 2>>);  // keys ≠ values
+
+TEST_CASE("cross_attention takes the scale as a score (E3's map is cross-attention with dot)", "[heads]") {
+  // queries from the Hindi side, keys and values from English (W11): E3's scores with dot
+  const Matrix<double, 2, 3> Hindi{{2, 0.5, 0}, {0, 0.5, 2}};
+  const Matrix<double, 3, 3> English{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const Matrix<double, 3, 3> I{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto r = attn::cross_attention(Hindi, English, I, I, I, {}, attn::dot);
+  const auto a = attn::align(Hindi, English, attn::dot);
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < 3; ++j) REQUIRE_THAT(r.maps(t, j), Catch::Matchers::WithinAbs(a.weights(t, j), 1e-15));
+  const auto scaled = attn::cross_attention(Hindi, English, I, I, I);  // 1/√3
+  REQUIRE(scaled.maps(0, 0) < r.maps(0, 0));
+}

@@ -255,6 +255,14 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
 template <class M, class T>
 concept input_matrix = matrix_like<M> && std::same_as<matrix_scalar_of<M>, T>;
 
+/// Fixed extents of attention with projections that agree: X's columns are W_Q's rows, X_kv's
+/// W_K's and W_V's, W_Q and W_K have the same columns. A mismatch fails to compile, naming
+/// compatible_extents.
+template <class Xm, class Xkv, class WQ, class WK, class WV>
+concept projections_fit =
+    compatible_extents<cols_of<Xm>, rows_of<WQ>> && compatible_extents<cols_of<Xkv>, rows_of<WK>> &&
+    compatible_extents<cols_of<Xkv>, rows_of<WV>> && compatible_extents<cols_of<WQ>, cols_of<WK>>;
+
 }  // namespace detail
 
 /// Cross-attention with projections and h heads of the rows of X (queries) over those of X_kv
@@ -334,10 +342,10 @@ namespace detail {
 
 /// projected_attention for H heads (fixed sizes: inline, no allocation, constexpr): the steps of
 /// multi_head_views_of on the result's own matrices.
-template <std::size_t H, class Xm, class Xkv, class WQ, class WK, class WV, class WO>
+template <std::size_t H, class Xm, class Xkv, class WQ, class WK, class WV, class WO, class S>
 constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv& X_kv,
                                       const WQ& W_Q, const WK& W_K, const WV& W_V, const WO* W_O,
-                                      const options& opt) {
+                                      const options& opt, const S& score) {
   using T = matrix_scalar_of<Xm>;
   constexpr std::size_t TQ = rows_of<Xm>, N = rows_of<Xkv>, DQK = cols_of<WQ>, DVH = cols_of<WV>;
   constexpr std::size_t DOUT = [] {
@@ -357,10 +365,8 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
       zero_matrix<T, TQ, DVH>(s.rows, s.heads * s.dv), zero_matrix<T, TQ, DOUT>(s.rows, s.d_out)};
   Matrix<T, H, TQ> lse = zero_matrix<T, H, TQ>(H, s.tq);
   project<T>(x, xkv, p, r.queries.view(), r.keys.view(), r.values.view());
-  with_head_score(p, [&](const auto& score) {
-    attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
-                    lse.view(), r.maps.view(), s, score, opt);
-  });
+  attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
+                  lse.view(), r.maps.view(), s, score, opt);
   output_projection<T>(r.heads_out.view(), p, r.out.view());
   return r;
 }
@@ -368,38 +374,46 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
 }  // namespace detail
 
 /// One head of self-attention, every step returned (the unit's W3): Q = X W_Q, K = X W_K,
-/// V = X W_V, A = softmax(β·Q Kᵀ/√d_k, masks), Y = A V. Fixed sizes: no allocation, usable in
-/// constant expressions.
-template <matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV>
+/// V = X W_V, A = softmax(β·Q Kᵀ·scale, masks), Y = A V; `score` gives the scale (scaled_dot:
+/// 1/√d_k; dot; dot_scaled_by{s}). Fixed sizes that disagree do not compile; fixed sizes allocate
+/// nothing and are usable in constant expressions.
+template <matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, class S = scaled_dot_score>
   requires detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
-      detail::input_matrix<WV, matrix_scalar_of<Xm>>
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
 [[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
-                                            const options& opt = {}) {
+                                            const options& opt = {}, const S& score = S{}) {
   return detail::projected_attention_of<1, Xm, Xm, WQ, WK, WV, void>(
-      "attn::self_attention", X, X, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt);
+      "attn::self_attention", X, X, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score);
 }
 
 /// H heads of self-attention and the output projection, every step returned (the unit's W7):
 /// head i on columns [i·d_k, (i+1)·d_k) of Q and K and [i·d_v, (i+1)·d_v) of V, Y = Z W_O.
-template <std::size_t H, matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, matrix_like WO>
+template <std::size_t H, matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, matrix_like WO,
+          class S = scaled_dot_score>
   requires(H >= 1) && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
       detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
-      detail::input_matrix<WO, matrix_scalar_of<Xm>>
+      detail::input_matrix<WO, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      compatible_extents<cols_of<WV>, rows_of<WO>> && dot_product_score<S, matrix_scalar_of<Xm>>
 [[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
-                                            const WO& W_O, const options& opt = {}) {
+                                            const WO& W_O, const options& opt = {},
+                                            const S& score = S{}) {
   return detail::projected_attention_of<H, Xm, Xm, WQ, WK, WV, WO>("attn::self_attention", X, X, W_Q,
-                                                                  W_K, W_V, &W_O, opt);
+                                                                  W_K, W_V, &W_O, opt, score);
 }
 
 /// One head of cross-attention, every step returned (the unit's W11): queries from X, keys and
-/// values from X_kv.
-template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV>
+/// values from X_kv; `score` gives the scale as for self_attention.
+template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV,
+          class S = scaled_dot_score>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
-      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>>
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> && dot_product_score<S, matrix_scalar_of<Xm>>
 [[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
-                                             const WV& W_V, const options& opt = {}) {
+                                             const WV& W_V, const options& opt = {},
+                                             const S& score = S{}) {
   return detail::projected_attention_of<1, Xm, Xkv, WQ, WK, WV, void>(
-      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt);
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score);
 }
 
 }  // namespace attn

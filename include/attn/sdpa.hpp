@@ -39,6 +39,14 @@ struct sdpa_result {
 };
 
 
+namespace detail {
+/// Fixed extents of Q, K and V that agree: Q's and K's columns as the score asks (equal for the
+/// dot family), K's and V's rows. A mismatch fails to compile, naming compatible_extents.
+template <class Qm, class Km, class Vm, class S>
+concept matrices_fit = score_fits_extents<S, cols_of<Qm>, cols_of<Km>> &&
+    compatible_extents<rows_of<Km>, rows_of<Vm>>;
+}  // namespace detail
+
 /// Y = softmax(β·Q Kᵀ·scale, masks) V into out.out, and the map's weights, its scores and each
 /// row's log-sum-exp into those of `out` that have rows; `score` gives the scale (dot,
 /// scaled_dot, dot_scaled_by{s}, or any score: others are computed row by row). Memory beyond
@@ -47,7 +55,7 @@ struct sdpa_result {
 /// are checked before anything is written (dimension_error naming the buffer).
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
-      Score<S, matrix_scalar_of<Qm>>
+      Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
 constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V, const S& score,
                                             const attention_views<matrix_scalar_of<Qm>>& out,
                                             const options& opt = {}) {
@@ -58,7 +66,8 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
 
 /// As above with scale = 1/√d_k (scaled_dot).
 template <matrix_like Qm, matrix_like Km, matrix_like Vm>
-  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrices_fit<Qm, Km, Vm, scaled_dot_score>
 constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V,
                                             const attention_views<matrix_scalar_of<Qm>>& out,
                                             const options& opt = {}) {
@@ -69,7 +78,7 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
 /// inline, no allocation, usable in constant expressions).
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S = scaled_dot_score>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
-      Score<S, matrix_scalar_of<Qm>>
+      Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
 [[nodiscard]] constexpr auto scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V,
                                                           const options& opt = {},
                                                           const S& score = S{}) {
