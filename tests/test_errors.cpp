@@ -934,3 +934,30 @@ TEST_CASE("errors: a block of NaN scores with the sign bit set makes attend's ro
   for (std::size_t j = 64; j < 70; ++j) tall(j, 0) = inf<double>;
   CHECK(all_nan<double>(attn::attend(std::vector<double>{1}, tall, attn::dot, {.beta = 0}).weights));
 }
+
+// =============================================================================================
+// What adversarial testing found (issue 20): each with the inputs that broke it.
+// =============================================================================================
+
+TEMPLATE_TEST_CASE("errors: log_softmax in place equals log_softmax into a buffer where beta*x overflows",
+                   "[errors][huge]", float, double) {
+  using T = TestType;
+  // β·x_1 overflows T to −inf while β·x_0 does not: x_1's log-weight is β·(x_1 − x_0) − lse
+  // (lse = log1p(e^{β(x_1 − x_0)}) = 0), finite; the in-place call searched x_0 in its own output
+  const bool is_float = std::is_same_v<T, float>;
+  const std::vector<T> x = is_float ? std::vector<T>{T(-1.5e38), T(-1.8e38)} : std::vector<T>{T(-1e308), T(-1.7e308)};
+  const double beta = is_float ? 2 : 1.5;
+  std::vector<T> out(2), in_place = x;
+  attn::log_softmax(x, out, {.beta = beta});
+  attn::log_softmax_inplace(in_place, {.beta = beta});
+  const T expected = static_cast<T>(beta) * (x[1] - x[0]);  // β·(x_1 − x_p): the roundings attn makes
+  CHECK(out[0] == T(0));
+  CHECK(out[1] == expected);
+  CHECK(std::memcmp(out.data(), in_place.data(), 2 * sizeof(T)) == 0);
+  // β < 0: the pivot is the least x
+  std::vector<T> neg_out(2), neg_in_place{-x[0], -x[1]};
+  attn::log_softmax(neg_in_place, neg_out, {.beta = -beta});
+  attn::log_softmax_inplace(neg_in_place, {.beta = -beta});
+  CHECK(neg_out[1] == expected);
+  CHECK(std::memcmp(neg_out.data(), neg_in_place.data(), 2 * sizeof(T)) == 0);
+}
