@@ -961,3 +961,45 @@ TEMPLATE_TEST_CASE("errors: log_softmax in place equals log_softmax into a buffe
   CHECK(neg_out[1] == expected);
   CHECK(std::memcmp(neg_out.data(), neg_in_place.data(), 2 * sizeof(T)) == 0);
 }
+
+TEMPLATE_TEST_CASE("errors: scaled_dot on notes of length 0 gives scores 0 and uniform weights, as dot does",
+                   "[errors][empty]", float, double) {
+  using T = TestType;
+  // s = (q·h)/√d with d = 0 is the empty sum: 0, not 0·(1/√0) = NaN
+  CHECK(attn::scaled_dot_score::scale<T>(0) == T(1));
+  const std::vector<T> q;
+  const std::array<T, 1> storage{};
+  for (const std::size_t n : {std::size_t{3}, std::size_t{40}}) {  // two-pass and one-pass paths
+    INFO("n = " << n);
+    const MatrixView<const T> notes(storage.data(), n, 0);
+    const auto r = attn::attend(q, notes, attn::scaled_dot);
+    const auto d = attn::attend(q, notes, attn::dot);
+    for (std::size_t j = 0; j < n; ++j) {
+      CHECK(r.scores[j] == T(0));
+      CHECK(r.weights[j] == d.weights[j]);
+    }
+    CHECK(r.weights[0] == T(1) / static_cast<T>(n));
+    const auto b = attn::backward(q, notes, attn::scaled_dot, q);
+    for (const T g : b.scores) CHECK(g == T(0));
+    const Matrix<T> queries(2, 0);
+    const auto map = attn::align(queries, notes, attn::scaled_dot);
+    CHECK((map.weights(1, 0) == T(1) / static_cast<T>(n) && map.scores(0, n - 1) == T(0)));
+  }
+  // fixed sizes: the small path in registers
+  const attn::Vector<T, 0> qf;
+  const Matrix<T, 3, 0> nf;
+  const auto f = attn::attend(qf, nf, attn::scaled_dot);
+  CHECK((f.scores[2] == T(0) && f.weights[0] == T(1) / T(3) && f.weights[2] == T(1) / T(3)));
+}
+
+TEST_CASE("errors: zero fixed notes throw the documented message", "[errors][empty]") {
+  // the small fixed path's register arrays would have had no entries (and no check)
+  const attn::Vector<double, 2> q{1, 2};
+  const Matrix<double, 0, 2> none;
+  CHECK(message_of([&] { (void)attn::attend(q, none, attn::dot); }) == "attn::attend: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::attend(q, none, attn::scaled_dot); }) ==
+        "attn::attend: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::backward(q, none, attn::dot, q); }) ==
+        "attn::backward: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::softmax(attn::Vector<double, 0>{}); }) == "attn::softmax: the input is empty");
+}

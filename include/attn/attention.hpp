@@ -502,7 +502,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                        const S& score, const options& opt = {}) {
   using T = scalar_of<Q>;
   constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
-  if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic &&
+  if constexpr (N != dynamic && N != 0 && N <= detail::small_notes && cols_of<K> != dynamic &&
                 cols_of<V> != dynamic)
     return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys),
                                                                      as_view(values), score, opt);

@@ -269,10 +269,11 @@ inline constexpr dot_score dot{};
 /// The scaled dot product q·h/√d of the transformer (d = length of q and h).
 struct scaled_dot_score : dot_product_family<scaled_dot_score> {
   static constexpr const char* name = "attn::scaled_dot";
-  /// The scale 1/√d.
+  /// The scale 1/√d; 1 for d = 0, where every score is the empty sum 0 (1/√0 would make it
+  /// 0·inf = NaN).
   template <real T>
-  [[nodiscard]] static T scale(std::size_t d) {
-    return T(1) / std::sqrt(static_cast<T>(d));
+  [[nodiscard]] static T scale(std::size_t d) noexcept {
+    return d == 0 ? T(1) : T(1) / std::sqrt(static_cast<T>(d));
   }
 };
 /// The transformer's score s = q·h/√d.
