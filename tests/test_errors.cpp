@@ -1003,3 +1003,22 @@ TEST_CASE("errors: zero fixed notes throw the documented message", "[errors][emp
         "attn::backward: the notes matrix is empty");
   CHECK(message_of([&] { (void)attn::softmax(attn::Vector<double, 0>{}); }) == "attn::softmax: the input is empty");
 }
+
+TEST_CASE("errors: a view whose rows span more numbers than an array can hold is refused", "[errors][views]") {
+  std::vector<double> buf(8);
+  constexpr std::size_t big = std::size_t{1} << (sizeof(std::size_t) * 8 - 2);
+  // (3 − 1)·2^62 + 4 wraps std::size_t to 4: it looked like a 4-number buffer
+  CHECK(message_of([&] { MatrixView<double>(buf.data(), 3, 4, big); }) ==
+        "attn::MatrixView: rows 3, row stride " + std::to_string(big) +
+            " and columns 4 span more numbers than one array can hold");
+  // no wrap, but beyond the bytes an array may have
+  CHECK(message_of([&] { MatrixView<double>(buf.data(), 2, 1, big / 4); }) ==
+        "attn::MatrixView: rows 2, row stride " + std::to_string(big / 4) +
+            " and columns 1 span more numbers than one array can hold");
+  // one row needs only its columns: any stride is fine
+  CHECK(MatrixView<double>(buf.data(), 1, 4, std::numeric_limits<std::size_t>::max()).cols() == 4);
+  // Matrix from a view never computes a wrapped size; a default fixed-extent view has no data
+  CHECK(message_of([] { (void)Matrix<double>(MatrixView<const double, 3, 4>{}); }) ==
+        "attn::Matrix: null data for a 3x4 matrix");
+  REQUIRE_THROWS_AS(Matrix<double>(big, 4), std::length_error);
+}
