@@ -166,6 +166,10 @@ template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class Matrix {
   static_assert(real<T>, "attn::Matrix holds float, double or long double");
   static constexpr bool fixed = R != dynamic && C != dynamic;
+  static_assert(!fixed || C == 0 || (R <= detail::max_numbers<T> / C &&
+                                     detail::fits_stack(R * C, sizeof(T))),
+                "attn::Matrix: fixed sizes this large do not fit on the stack "
+                "(ATTN_STACK_ALLOCATION_LIMIT, 128 KiB by default): use attn::dynamic");
   using storage_type = std::conditional_t<fixed, std::array<T, fixed ? R * C : 1>,
                                           std::vector<T, aligned_allocator<T>>>;
   storage_type data_{};

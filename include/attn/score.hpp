@@ -296,7 +296,8 @@ namespace detail {
 /// Work in column blocks of this many numbers so that the per-call buffers live on the stack.
 inline constexpr std::size_t score_block = 128;
 template <class T, std::size_t Fixed>
-using block_buffer = std::array<T, Fixed == dynamic ? score_block : (Fixed > 0 ? Fixed : 1)>;
+using block_buffer =
+    std::array<T, (Fixed == dynamic || Fixed > score_block) ? score_block : (Fixed > 0 ? Fixed : 1)>;
 }  // namespace detail
 
 /// The general score s = qᵀ W h (Luong, 2015); W (d_q × d_h) is borrowed, not copied, so
