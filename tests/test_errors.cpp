@@ -1022,3 +1022,34 @@ TEST_CASE("errors: a view whose rows span more numbers than an array can hold is
         "attn::Matrix: null data for a 3x4 matrix");
   REQUIRE_THROWS_AS(Matrix<double>(big, 4), std::length_error);
 }
+
+TEST_CASE("errors: partial results whose values_mean disagrees with the context throw; a result merged with itself",
+          "[errors][split]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}};
+  const std::vector<double> q{1, 2};
+  const attn::options uniform{.if_all_masked = all_masked_policy::uniform};
+  auto a = attn::attend_partial(q, notes, attn::dot, uniform);
+  const auto b = attn::attend_partial(q, notes, attn::dot, uniform);
+  // the fields are public: a values_mean of another length would be read past its end
+  auto broken = b;
+  broken.values_mean = attn::Vector<double>(1);
+  const auto kept = a;
+  CHECK(message_of([&] { attn::merge_into(a, broken); }) ==
+        "attn::merge: size of the values' mean is 1 but context size is 2");
+  CHECK(message_of([&] { attn::merge_into(broken, a); }) ==
+        "attn::merge: size of the values' mean is 1 but context size is 2");
+  CHECK((a.notes == kept.notes && a.context[0] == kept.context[0] && a.values_mean[1] == kept.values_mean[1]));
+  std::vector<double> out{7, 7};
+  CHECK(message_of([&] { attn::finish(broken, out, uniform); }) ==
+        "attn::finish: size of the values' mean is 1 but context size is 2");
+  CHECK((out[0] == 7 && out[1] == 7));
+  // a ⊕ a is merge(a, a): the same context and mean, twice the notes and the sum
+  const auto twice = attn::merge(a, a);
+  attn::merge_into(a, a);
+  CHECK(std::memcmp(a.context.data(), twice.context.data(), 2 * sizeof(double)) == 0);
+  CHECK(std::memcmp(a.values_mean.data(), twice.values_mean.data(), 2 * sizeof(double)) == 0);
+  CHECK((a.notes == 4 && a.sum == twice.sum && a.max == twice.max));
+  const auto c = attn::attend(q, notes, attn::dot).context;
+  CHECK_THAT(a.context[0], Catch::Matchers::WithinRel(c[0], 4e-16));
+  CHECK_THAT(a.context[1], Catch::Matchers::WithinRel(c[1], 4e-16));
+}
