@@ -14,6 +14,10 @@
 namespace {
 std::atomic<long> allocations{0};
 std::atomic<bool> refuse{false};  // while set, every allocation throws std::bad_alloc
+std::atomic<long> countdown{0};   // k > 0: the k-th allocation from now throws std::bad_alloc
+
+// Whether this allocation is to fail (refuse, or the countdown reaches it).
+bool fail_this_one() { return refuse.load() || (countdown.load() > 0 && --countdown == 0); }
 }
 
 // The replacements below pair malloc with free; GCC sees `delete p` inlined into free(p) on a
@@ -24,7 +28,7 @@ std::atomic<bool> refuse{false};  // while set, every allocation throws std::bad
 
 void* operator new(std::size_t size) {
   ++allocations;
-  if (refuse.load()) throw std::bad_alloc();
+  if (fail_this_one()) throw std::bad_alloc();
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
@@ -36,7 +40,7 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 // The aligned forms, which attn's dynamic Vector and Matrix allocate through (attn::aligned_allocator).
 void* operator new(std::size_t size, std::align_val_t align) {
   ++allocations;
-  if (refuse.load()) throw std::bad_alloc();
+  if (fail_this_one()) throw std::bad_alloc();
   const auto a = static_cast<std::size_t>(align);
   if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a + (size == 0 ? a : 0))) return p;
   throw std::bad_alloc();
@@ -260,4 +264,50 @@ TEST_CASE("backward whose scratch cannot be allocated leaves every gradient unto
   // and with memory, the same calls work
   attn::backward(q, H, plain_dot{}, g, {ds, dq, DN});
   CHECK(dq[1] != 7.0);
+}
+
+TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untouched, for every k",
+          "[alloc][errors]") {
+  // n and d above the 128 numbers of inline scratch: every scratch is on the heap
+  const std::size_t count = 200, d = 150;
+  std::vector<double> notes(count * d), q(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = static_cast<double>(i % 5) * 0.1;
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  std::vector<double> out(d * d);
+  const auto J = [&] { return attn::MatrixView<double>(out.data(), d, d); };
+  const auto fill = [&] {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = 7.0 + static_cast<double>(i % 3);
+  };
+  const auto untouched = [&] {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (out[i] != 7.0 + static_cast<double>(i % 3)) return false;
+    return true;
+  };
+  const auto check_every_allocation = [&](const char* what, auto&& call) {
+    INFO(what);
+    fill();
+    const long made = count_allocations(call);
+    REQUIRE(made >= 1);
+    REQUIRE(!untouched());
+    for (long k = 1; k <= made; ++k) {
+      INFO("allocation " << k << " of " << made << " fails");
+      fill();
+      bool threw = false;
+      countdown = k;
+      try {
+        call();
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      countdown = 0;
+      CHECK(threw);
+      CHECK(untouched());
+    }
+  };
+  check_every_allocation("jacobian_note", [&] { attn::jacobian_note(q, H, attn::dot, 3, J()); });
+  check_every_allocation("jacobian_key", [&] { attn::jacobian_key(q, H, H, attn::scaled_dot, 3, J()); });
+  check_every_allocation("jacobian_value", [&] { attn::jacobian_value(q, H, H, attn::dot, 3, J()); });
+  check_every_allocation("jacobian_query", [&] { attn::jacobian_query(q, H, attn::dot, J()); });
+  check_every_allocation("jacobian_query, keys and values", [&] { attn::jacobian_query(q, H, H, attn::dot, J()); });
 }

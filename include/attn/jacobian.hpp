@@ -78,8 +78,11 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dk);
+  // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
+  scratch<T, DK> g(dk);
+  scratch<T, DV> d(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
   const T aj = alpha[j];
   fill_rows(out.data(), out.rows(), out.cols(), out.row_stride(), T(0));
@@ -91,9 +94,7 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   if (add_identity)
     for (std::size_t i = 0; i < dv; ++i) out(i, i) = aj;
   if (!flows) return;  // the weights do not move with the scores
-  scratch<T, DK> g(dk);
   score.gradient_note(q, std::span<const T>(keys.row(j)), g.span());
-  scratch<T, DV> d(dv);
   value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
   const T beta = static_cast<T>(opt.beta);
   for (std::size_t a = 0; a < dv; ++a)
@@ -129,8 +130,11 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
   const std::size_t n = keys.rows(), dq = q.size(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dq);
+  // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
+  scratch<T, DQ> gq(dq);
+  scratch<T, DV> d(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
   fill_rows(out.data(), out.rows(), out.cols(), out.row_stride(), T(0));
   if (!(alpha[0] == alpha[0])) {  // a NaN row is NaN throughout
@@ -139,8 +143,6 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
   }
   if (!flows) return;
   const T beta = static_cast<T>(opt.beta);
-  scratch<T, DQ> gq(dq);
-  scratch<T, DV> d(dv);
   for (std::size_t j = 0; j < n; ++j) {
     if (alpha[j] == T(0)) continue;
     score.gradient_query(q, std::span<const T>(keys.row(j)), gq.span());
