@@ -1053,3 +1053,151 @@ TEST_CASE("errors: partial results whose values_mean disagrees with the context 
   CHECK_THAT(a.context[0], Catch::Matchers::WithinRel(c[0], 4e-16));
   CHECK_THAT(a.context[1], Catch::Matchers::WithinRel(c[1], 4e-16));
 }
+
+namespace {
+struct score_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A user's score (keys and values of d numbers: the dot product) that throws score_failure at
+// the `at`-th note it scores, counted over the object's life; gradient_note or gradient_query
+// throw too when asked to.
+struct throwing_score {
+  mutable int calls = 0;
+  int at = 3;
+  bool note_throws = false, query_throws = false;
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("throwing_score: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    if (++calls == at) throw score_failure("the score gave up");
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    if (note_throws) throw score_failure("gradient_note gave up");
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    if (query_throws) throw score_failure("gradient_query gave up");
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+
+// A user's dot-product score (attn's fast paths) whose scale throws: the one-pass path zeroed
+// the context before it asked for the scale.
+struct throwing_scale : attn::dot_product_family<throwing_scale> {
+  static constexpr const char* name = "throwing_scale";
+  template <attn::real T>
+  T scale(std::size_t) const {
+    throw score_failure("scale gave up");
+  }
+};
+
+// The score's members attn calls are noexcept for attn's scores: nothing to commit there.
+static_assert(!attn::detail::scoring_may_throw<attn::dot_score, double>());
+static_assert(!attn::detail::scoring_may_throw<attn::scaled_dot_score, float>());
+static_assert(!attn::detail::scoring_may_throw<attn::general<double>, double>());
+static_assert(!attn::detail::scoring_may_throw<attn::additive<float>, float>());
+static_assert(!attn::detail::gradients_may_throw<attn::general<double>, double,
+                                                 attn::general<double>::gradient_view>());
+static_assert(!attn::detail::gradients_may_throw<attn::additive<double>, double,
+                                                 attn::additive<double>::gradient_view>());
+static_assert(attn::detail::scoring_may_throw<throwing_score, double>());
+static_assert(attn::detail::scoring_may_throw<throwing_scale, double>());
+}  // namespace
+
+TEST_CASE("errors: a user's score that throws leaves every output untouched", "[errors][strong][score]") {
+  // the exception is the score's own, and it propagates; outputs keep every byte
+  Matrix<double> notes(40, 2);
+  for (std::size_t j = 0; j < 40; ++j) {
+    notes(j, 0) = static_cast<double>(j % 5) * 0.25;
+    notes(j, 1) = static_cast<double>(j % 3) - 1.0;
+  }
+  const MatrixView<const double> five = notes.subrows(0, 5);
+  const std::vector<double> q{1, 2}, g{1, -1};
+  SECTION("attend into buffers, two-pass and one-pass") {
+    guarded<double> s(5), w(5, 1), c(2, 2);
+    require_throws_untouched<score_failure>([&] { attn::attend(q, five, throwing_score{}, s.span(), w.span(), c.span()); },
+                                            s, w, c);
+    guarded<double> s40(40), w40(40, 1);
+    require_throws_untouched<score_failure>(
+        [&] { attn::attend(q, notes, throwing_scale{}, s40.span(), w40.span(), c.span()); }, s40, w40, c);
+    require_throws_untouched<score_failure>(
+        [&] { attn::attend(q, notes, notes, throwing_score{.at = 30}, s40.span(), w40.span(), c.span()); }, s40, w40,
+        c);
+  }
+  SECTION("align and scaled_dot_product_attention: the last row throws") {
+    const Matrix<double> queries{{1, 2}, {0, 1}, {2, -1}};
+    guarded<double> S(15), W(15, 1), C(6, 2), L(3, 3);
+    require_throws_untouched<score_failure>(
+        [&] { attn::align(queries, five, throwing_score{.at = 12}, S.view(3, 5), W.view(3, 5), C.view(3, 2)); }, S, W,
+        C);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::scaled_dot_product_attention(
+              queries, five, five, throwing_score{.at = 12},
+              attn::attention_views<double>{C.view(3, 2), W.view(3, 5), S.view(3, 5), L.span()});
+        },
+        S, W, C, L);
+  }
+  SECTION("attend_partial into a kept result") {
+    auto p = attn::attend_partial(q, five, attn::dot, {.if_all_masked = all_masked_policy::uniform});
+    const auto kept = p;
+    REQUIRE_THROWS_AS(attn::attend_partial(q, five, throwing_score{}, p), score_failure);
+    CHECK(std::memcmp(p.context.data(), kept.context.data(), 2 * sizeof(double)) == 0);
+    CHECK(std::memcmp(p.values_mean.data(), kept.values_mean.data(), 2 * sizeof(double)) == 0);
+    CHECK((p.notes == kept.notes && p.max == kept.max && p.sum == kept.sum && p.has_values_mean));
+  }
+  SECTION("backward and align_backward, written or added to, from the forward or recomputing") {
+    guarded<double> ds(5), dq(2, 1), dn(10, 2), dv(10, 3);
+    const auto gn = [&] { return attn::notes_backward_views<double>{ds.span(), dq.span(), dn.view(5, 2)}; };
+    require_throws_untouched<score_failure>([&] { attn::backward(q, five, throwing_score{}, g, gn()); }, ds, dq, dn);
+    auto added = gn();
+    added.accumulate = true;
+    require_throws_untouched<score_failure>([&] { attn::backward(q, five, throwing_score{}, g, added); }, ds, dq, dn);
+    const attn::backward_views<double> kv{ds.span(), dq.span(), dn.view(5, 2), dv.view(5, 2)};
+    require_throws_untouched<score_failure>(
+        [&] { attn::backward(q, five, five, throwing_score{.note_throws = true}, g, kv); }, ds, dq, dn, dv);
+    const auto f = attn::attend(q, five, attn::dot);
+    require_throws_untouched<score_failure>(
+        [&] { attn::backward(q, five, throwing_score{.query_throws = true}, f, g, gn()); }, ds, dq, dn);
+    const Matrix<double> queries{{1, 2}, {0, 1}};
+    const Matrix<double> dC{{1, -1}, {0.5, 2}};
+    guarded<double> dS(10), dQ(4, 1);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::align_backward(queries, five, throwing_score{.at = 8}, dC,
+                               attn::align_notes_backward_views<double>{dS.view(2, 5), dQ.view(2, 2), dn.view(5, 2)});
+        },
+        dS, dQ, dn);
+    guarded<double> gQ(4), gK(10, 1), gV(10, 2);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::scaled_dot_product_attention_backward(
+              queries, five, five, throwing_score{.at = 8}, attn::saved_attention<double>{}, dC,
+              attn::attention_gradients<double>{gQ.view(2, 2), gK.view(5, 2), gV.view(5, 2)});
+        },
+        gQ, gK, gV);
+  }
+  SECTION("the Jacobians into views") {
+    guarded<double> J(4);
+    require_throws_untouched<score_failure>([&] { attn::jacobian_note(q, five, throwing_score{}, 1, J.view(2, 2)); },
+                                            J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_note(q, five, throwing_score{.at = 0, .note_throws = true}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_key(q, five, five, throwing_score{}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_value(q, five, five, throwing_score{}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>([&] { attn::jacobian_query(q, five, throwing_score{}, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_query(q, five, throwing_score{.at = 0, .query_throws = true}, J.view(2, 2)); }, J);
+  }
+  // with a score that does not throw, the same calls give attn's numbers
+  std::vector<double> s(5), w(5), c(2);
+  attn::attend(q, five, throwing_score{.at = 0}, s, w, c);
+  const auto ref = attn::attend(q, five, attn::dot);
+  CHECK(std::memcmp(w.data(), ref.weights.data(), 5 * sizeof(double)) == 0);
+}

@@ -24,6 +24,8 @@
 #include <optional>
 #include <span>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "attn/attention.hpp"
 #include "attn/detail/reduce.hpp"
@@ -185,6 +187,51 @@ inline constexpr bool note_by_note =
                 std::span<T> g, MatrixView<T> gk,
                 P& p) { s.accumulate_gradients(q, k, a, g, gk, p); }) ||
       batched_gradient_score<S, T>);
+
+/// Whether the members of S that backward calls for scalar T (and ∂L/∂θ of type P) may throw:
+/// scoring_may_throw, and the members score_backward calls — accumulate_gradients (with P when
+/// it takes one), else gradient_note and gradient_query, and accumulate_parameter_gradient —
+/// unless declared noexcept. attn's scores cannot throw there.
+template <class S, class T, class P>
+consteval bool gradients_may_throw() {
+  using Q = std::span<const T>;
+  using K = MatrixView<const T>;
+  if (scoring_may_throw<S, T>()) return true;
+  if constexpr (!std::same_as<P, no_parameters> &&
+                requires(const S& s, P& p) {
+                  s.accumulate_gradients(std::declval<Q>(), std::declval<K>(), std::declval<Q>(),
+                                         std::declval<std::span<T>>(), std::declval<MatrixView<T>>(),
+                                         p);
+                }) {
+    return !noexcept(std::declval<const S&>().accumulate_gradients(
+        std::declval<Q>(), std::declval<K>(), std::declval<Q>(), std::declval<std::span<T>>(),
+        std::declval<MatrixView<T>>(), std::declval<P&>()));
+  } else {
+    bool may = false;
+    if constexpr (batched_gradient_score<S, T>)
+      may = !noexcept(std::declval<const S&>().accumulate_gradients(
+          std::declval<Q>(), std::declval<K>(), std::declval<Q>(), std::declval<std::span<T>>(),
+          std::declval<MatrixView<T>>()));
+    else
+      may = !noexcept(std::declval<const S&>().gradient_note(std::declval<Q>(), std::declval<Q>(),
+                                                             std::declval<std::span<T>>())) ||
+            !noexcept(std::declval<const S&>().gradient_query(std::declval<Q>(), std::declval<Q>(),
+                                                              std::declval<std::span<T>>()));
+    if constexpr (!std::same_as<P, no_parameters>) {
+      if constexpr (requires(const S& s, P& p) {
+                      s.accumulate_parameter_gradient(std::declval<Q>(), std::declval<K>(),
+                                                      std::declval<Q>(), p);
+                    })
+        may = may || !noexcept(std::declval<const S&>().accumulate_parameter_gradient(
+                         std::declval<Q>(), std::declval<K>(), std::declval<Q>(),
+                         std::declval<P&>()));
+      else
+        may = may || !noexcept(std::declval<const S&>().accumulate_parameter_gradient(
+                         std::declval<Q>(), std::declval<Q>(), T{}, std::declval<P&>()));
+    }
+    return may;
+  }
+}
 
 /// The scratch of score_backward's note-by-note form (∂s/∂h and ∂s/∂q of one note), made
 /// before anything is written.
@@ -482,11 +529,29 @@ void check_gradients(const char* where, const S& score, std::span<const T> q,
 
 /// backward of one query into the caller's views: checks every size, makes every scratch, then
 /// takes the path for what the forward saved (nothing: saved is null) and for the score.
-template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P,
+          bool Committed = false>
 void backward_views_of(const char* where, const S& score, std::span<const T> q,
                        MatrixView<const T> keys, MatrixView<const T> values,
                        const saved_forward<T>* saved, std::span<const T> gc,
                        const gradient_sink<T, P>& out, const options& opt) {
+  if constexpr (!Committed && gradients_may_throw<S, T, P>()) {
+    // a score that may throw: each gradient into a copy of its own (what it holds included, for
+    // accumulate), copied into the views when the call is done. ∂L/∂θ only the score's own
+    // members write, into the caller's.
+    std::vector<T> scores(out.scores.begin(), out.scores.end());
+    std::vector<T> query(out.query.begin(), out.query.end());
+    Matrix<T> gk = detached_copy(out.keys);
+    Matrix<T> gv = out.notes ? Matrix<T>() : detached_copy(out.values);
+    const gradient_sink<T, P> own{scores,         query,     gk.view(),     out.notes ? gk.view() : gv.view(),
+                                  out.parameters, out.notes, out.accumulate};
+    backward_views_of<T, N, DQ, DK, S, P, true>(where, score, q, keys, values, saved, gc, own, opt);
+    copy_numbers(scores.data(), out.scores.data(), scores.size());
+    copy_numbers(query.data(), out.query.data(), query.size());
+    commit_to(gk, out.keys);
+    commit_to(gv, out.values);
+    return;
+  }
   const std::size_t n = keys.rows(), dq = q.size(), dk = keys.cols(), dv = values.cols();
   const std::size_t gs_n = out.scores.empty() ? n : out.scores.size();
   if (saved == nullptr) {
@@ -578,12 +643,27 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
 
 /// align_backward into the caller's views: checks every row, makes every scratch, then each
 /// query's backward_any_score adds into the note gradients (zeroed first unless they accumulate).
-template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P,
+          bool Committed = false>
 void align_backward_views_of(const char* where, const S& score, MatrixView<const T> qs,
                              MatrixView<const T> keys, MatrixView<const T> values,
                              MatrixView<const T> gcs, MatrixView<T> gss, MatrixView<T> gqs,
                              MatrixView<T> gk, MatrixView<T> gv, bool notes, bool accumulate,
                              P* grads, const options& opt) {
+  if constexpr (!Committed && gradients_may_throw<S, T, P>()) {
+    // a score that may throw: as backward_views_of, every row into copies, committed at the end
+    Matrix<T> s = detached_copy(gss), g = detached_copy(gqs), k = detached_copy(gk);
+    Matrix<T> v = notes ? Matrix<T>() : detached_copy(gv);
+    align_backward_views_of<T, N, DQ, DK, S, P, true>(where, score, qs, keys, values, gcs,
+                                                      s.view(), g.view(), k.view(),
+                                                      notes ? k.view() : v.view(), notes,
+                                                      accumulate, grads, opt);
+    commit_to(s, gss);
+    commit_to(g, gqs);
+    commit_to(k, gk);
+    commit_to(v, gv);
+    return;
+  }
   const std::size_t tq = qs.rows(), n = keys.rows(), dk = keys.cols(), dv = values.cols();
   check_nonempty(where, "the queries matrix", tq);
   check_shape(where, "dL/dcontexts", gcs.rows(), gcs.cols(), tq, dv);
@@ -668,9 +748,10 @@ template <class Q, class K, class V, class S, class G>
       zero_vector<T, N>(kv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
       zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  backward_views_of<T, N, DQ, cols_of<K>>(where, score, qs, kv, vv, saved, as_span(grad_context),
-                                          result_sink<T>(r, r.keys.view(), r.values.view(), false),
-                                          opt);
+  // (a fresh result: a throw discards it, so no copies even for a score that may throw)
+  backward_views_of<T, N, DQ, cols_of<K>, S, parameter_gradient_t<S>, true>(
+      where, score, qs, kv, vv, saved, as_span(grad_context),
+      result_sink<T>(r, r.keys.view(), r.values.view(), false), opt);
   return r;
 }
 
@@ -687,8 +768,9 @@ template <class Q, class M, class S, class G>
   notes_backward_result<T, DQ, N, D, parameter_gradient_t<S>> r{
       zero_vector<T, N>(nv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  backward_views_of<T, N, DQ, D>(where, score, qs, nv, nv, saved, as_span(grad_context),
-                                 result_sink<T>(r, r.notes.view(), r.notes.view(), true), opt);
+  backward_views_of<T, N, DQ, D, S, parameter_gradient_t<S>, true>(
+      where, score, qs, nv, nv, saved, as_span(grad_context),
+      result_sink<T>(r, r.notes.view(), r.notes.view(), true), opt);
   return r;
 }
 
@@ -856,7 +938,7 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
       detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
       detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
       detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  detail::align_backward_views_of<T, N, DQ, cols_of<K>>(
+  detail::align_backward_views_of<T, N, DQ, cols_of<K>, S, parameter_gradient_t<S>, true>(
       "attn::align_backward", score, qv, kv, vv, as_view(grad_contexts), r.scores.view(),
       r.queries.view(), r.keys.view(), r.values.view(), false, false,
       detail::parameters_of(r.parameters), opt);
@@ -878,7 +960,7 @@ template <matrix_like Qs, matrix_like M, class S, matrix_like G>
       detail::zero_matrix<T, TQ, N>(qv.rows(), nv.rows()),
       detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
       detail::zero_matrix<T, N, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  detail::align_backward_views_of<T, N, DQ, D>(
+  detail::align_backward_views_of<T, N, DQ, D, S, parameter_gradient_t<S>, true>(
       "attn::align_backward", score, qv, nv, nv, as_view(grad_contexts), r.scores.view(),
       r.queries.view(), r.notes.view(), r.notes.view(), true, false,
       detail::parameters_of(r.parameters), opt);

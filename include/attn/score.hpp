@@ -215,17 +215,20 @@ struct dot_product_family {
   }
   /// out_j = f·(q·h_j) for every row h_j of notes (sizes checked by the caller).
   template <real T>
-  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     detail::dot_product_scores(q, notes, derived().template scale<T>(q.size()), out);
   }
   /// ∂s/∂h = f q.
   template <real T>
-  constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
+  constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     scaled_copy(q, out);
   }
   /// ∂s/∂q = f h.
   template <real T>
-  constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
+  constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     scaled_copy(h, out);
   }
   /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j f) q and
@@ -234,7 +237,8 @@ struct dot_product_family {
   template <real T>
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys) const {
+                                      MatrixView<T> grad_keys) const
+      noexcept(scale_is_noexcept<T>()) {
     const T f = derived().template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
       if (a[j] != T(0))
@@ -247,6 +251,12 @@ private:
   [[nodiscard]] constexpr const Derived& derived() const noexcept {
     return static_cast<const Derived&>(*this);
   }
+  /// Whether Derived's scale<T> is noexcept (attn's are): then so are the members above.
+  template <real T>
+  static consteval bool scale_is_noexcept() {
+    return noexcept(std::declval<const Derived&>().template scale<T>(std::size_t{}));
+  }
+
   template <real T>
   constexpr void scaled_copy(std::span<const T> x, std::span<T> out) const {
     const T f = derived().template scale<T>(x.size());
@@ -343,7 +353,8 @@ public:
   }
   /// out_j = (Wᵀq)·h_j for every note: Wᵀq is formed once per block of columns, so the cost
   /// is d_q·d_h + n·d_h and nothing is allocated.
-  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes,
+                        std::span<T> out) const noexcept {
     const std::size_t n = notes.rows(), dh = notes.cols();
     for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
     detail::block_buffer<T, DH> u{};
@@ -357,14 +368,15 @@ public:
     }
   }
   /// ∂s/∂h = Wᵀ q.
-  constexpr void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+  constexpr void gradient_note(std::span<const T> q, std::span<const T> h,
+                               std::span<T> out) const noexcept {
     for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
     for (std::size_t a = 0; a < q.size(); ++a)
       detail::axpy(q[a], W_.row(a).data(), out.data(), h.size());
   }
   /// ∂s/∂q = W h.
   constexpr void gradient_query(std::span<const T> q, std::span<const T> h,
-                                std::span<T> out) const {
+                                std::span<T> out) const noexcept {
     for (std::size_t a = 0; a < q.size(); ++a)
       out[a] = detail::sum_of_products(W_.row(a).data(), h.data(), h.size());
   }
@@ -398,13 +410,13 @@ public:
   /// nothing allocated. Notes with a_j = 0 add nothing.
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys) const {
+                                      MatrixView<T> grad_keys) const noexcept {
     accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
   }
   /// As above, and also ∂L/∂W += q rᵀ (r = Σ_j a_j h_j) into `g`.
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys, gradient_view g) const {
+                                      MatrixView<T> grad_keys, gradient_view g) const noexcept {
     accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g.W);
   }
 
@@ -412,7 +424,7 @@ private:
   constexpr void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
                                            std::span<const T> a, std::span<T> grad_q,
                                            MatrixView<T> grad_keys,
-                                           const MatrixView<T, DQ, DH>* gW) const {
+                                           const MatrixView<T, DQ, DH>* gW) const noexcept {
     const std::size_t n = keys.rows(), dh = keys.cols();
     detail::block_buffer<T, DH> u{};  // (Wᵀq) on this block of columns
     detail::block_buffer<T, DH> r{};  // (Σ_j a_j h_j) on this block of columns
@@ -508,7 +520,7 @@ public:
     /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
     /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
     /// the same numbers as s(q, h_j), to the bit.
-    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const noexcept {
       const std::size_t n = notes.rows(), k = hidden();
       for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
       detail::block_buffer<T, K> p{};
@@ -521,7 +533,7 @@ public:
       }
     }
     /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -529,7 +541,8 @@ public:
       }
     }
     /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    void gradient_query(std::span<const T> q, std::span<const T> h,
+                        std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -581,12 +594,13 @@ public:
     /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
     /// Notes with a_j = 0 add nothing.
     void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys) const {
+                              std::span<T> grad_q, MatrixView<T> grad_keys) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
     }
     /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
     void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
+                              std::span<T> grad_q, MatrixView<T> grad_keys,
+                              gradient_view g) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
     }
 
@@ -650,6 +664,26 @@ additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
 additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
     -> additive<std::remove_const_t<T>, K, DH, DQ>;
+
+namespace detail {
+/// Whether the members of S that attn calls to score notes for scalar T may throw: a
+/// dot_product_score's scale, else the batched scores, else operator() — unless declared
+/// noexcept. attn's four scores cannot throw once the checks have passed; for a score that may,
+/// the functions that write into the caller's buffers compute into scratch and copy at the end
+/// (docs/errors.md, "A user's score that throws").
+template <class S, class T>
+consteval bool scoring_may_throw() {
+  if constexpr (dot_product_score<S, T>)
+    return !noexcept(std::declval<const S&>().template scale<T>(std::size_t{}));
+  else if constexpr (batched_score<S, T>)
+    return !noexcept(std::declval<const S&>().scores(std::declval<std::span<const T>>(),
+                                                     std::declval<MatrixView<const T>>(),
+                                                     std::declval<std::span<T>>()));
+  else
+    return !noexcept(static_cast<T>(std::declval<const S&>()(
+        std::declval<std::span<const T>>(), std::declval<std::span<const T>>())));
+}
+}  // namespace detail
 
 /// Writes score(q, h_j) for every row h_j of `notes` into out: scale(d)·(q·h_j) for a
 /// dot_product_score, else through the batched `scores` when it has one, else note by note.

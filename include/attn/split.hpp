@@ -134,10 +134,17 @@ bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixVi
 /// allocated before either is moved in: nothing allocates when they are sized, and p is left
 /// untouched on a throw. The context is the one-pass sum divided as attend_online divides it,
 /// so that it is attend's context to the bit wherever attend takes one pass.
-template <real T, std::size_t D, class S>
+template <real T, std::size_t D, class S, bool Committed = false>
 void attend_partial_into(const char* where, std::span<const T> q, MatrixView<const T> keys,
                          MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
                          const options& opt) {
+  if constexpr (!Committed && scoring_may_throw<S, T>()) {
+    // a score that may throw: into a result of our own, moved into p once it is whole
+    partial_attention<T, D> own{};
+    attend_partial_into<T, D, S, true>(where, q, keys, values, score, own, opt);
+    p = std::move(own);
+    return;
+  }
   check_score(where, score, q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   if constexpr (D != dynamic)
