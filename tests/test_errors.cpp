@@ -1055,6 +1055,119 @@ TEST_CASE("errors: partial results whose values_mean disagrees with the context 
 }
 
 namespace {
+// A user's score with no batched members (backward goes note by note through its gradients).
+struct note_by_note_dot {
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("note_by_note_dot: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+
+/// No entry of x is NaN.
+bool none_nan(std::span<const double> x) {
+  for (const double v : x)
+    if (std::isnan(v)) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("errors: a zero factor times a derivative that overflowed contributes nothing, not NaN",
+          "[errors][huge][derivatives]") {
+  // notes (1,0), (0,1), (1,1), dL/dc = (max, −max) (the issue's q = (0.5, −0.5) gave
+  // ∂L/∂q = (NaN, NaN)): ∂L/∂s_2 = α_2 (u_2 − ū) overflows to −inf, and ∂L/∂q = Σ_j ∂L/∂s_j k_j
+  // met −inf·0 = NaN at k_2's zero. With q = (0.3, −0.3) no weight passes 1/2, and in exact
+  // arithmetic ∂L/∂q_1 = a_1 + a_3 ≈ 0.287 max (every term within T), ∂L/∂q_2 = a_2 + a_3 with
+  // a_2 ≈ −0.29 max but u_2 − ū ≈ −1.2 max beyond T: −inf.
+  constexpr double max = std::numeric_limits<double>::max();
+  const Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}};
+  const std::vector<double> q{0.3, -0.3}, g{max, -max};
+  // the reference in long double (whose range holds every intermediate)
+  using ld = long double;
+  const ld e1 = std::exp(ld(0.3)), e2 = std::exp(ld(-0.3)), sum = e1 + e2 + 1;
+  const ld a1 = e1 / sum, a2 = e2 / sum, a3 = 1 / sum;
+  const ld ubar = a1 * max - a2 * max;
+  const ld s1 = a1 * (max - ubar), s3 = a3 * (0 - ubar);
+  const double dq1 = static_cast<double>(s1 + s3);
+  const auto check_query = [&](std::span<const double> dq) {
+    // (n + d + 8)·ε: a handful of roundings, each relative to terms no larger than max
+    CHECK_THAT(dq[0], Catch::Matchers::WithinRel(dq1, 16 * std::numeric_limits<double>::epsilon()));
+    CHECK(dq[1] == -inf<double>);
+  };
+  const auto b = attn::backward(q, notes, attn::dot, g);
+  check_query(b.query);
+  CHECK(b.scores[1] == -inf<double>);
+  CHECK(none_nan(std::span<const double>(b.notes.data(), 6)));
+  // every path: from the forward's weights, from weights and context (one pass), keys ≠ values,
+  // the batched general score (W = I), a user's score note by note, align_backward
+  const auto f = attn::attend(q, notes, attn::dot);
+  check_query(attn::backward(q, notes, attn::dot, attn::saved_forward<double>{f.weights}, g).query);
+  check_query(attn::backward(q, notes, attn::dot, f, g).query);
+  const auto kv = attn::backward(q, notes, notes, attn::dot, g);
+  check_query(kv.query);
+  CHECK(none_nan(std::span<const double>(kv.keys.data(), 6)));
+  const Matrix<double> I{{1, 0}, {0, 1}};
+  const auto gen = attn::backward(q, notes, attn::general<double>(I), g);
+  check_query(gen.query);
+  CHECK(none_nan(std::span<const double>(gen.notes.data(), 6)));
+  CHECK(none_nan(std::span<const double>(gen.parameters.W.data(), 4)));
+  const auto user = attn::backward(q, notes, note_by_note_dot{}, g);
+  check_query(user.query);
+  CHECK(none_nan(std::span<const double>(user.notes.data(), 6)));
+  const Matrix<double> queries{{0.3, -0.3}};
+  const Matrix<double> dC{{max, -max}};
+  check_query(attn::align_backward(queries, notes, attn::dot, dC).queries.row(0));
+  // the issue's q = (0.5, −0.5): α_1 > 1/2, whose u_1 − ū is formed as Σ_{k≠1} α_k (u_1 − u_k),
+  // and u_1 − u_2 = 2 max overflows: +inf, not NaN
+  const auto issue = attn::backward(std::vector<double>{0.5, -0.5}, notes, attn::dot, g);
+  CHECK((issue.query[0] == inf<double> && issue.query[1] == -inf<double>));
+  // β = 0: the weights do not depend on the scores, so ∂L/∂s = 0 however large u_j − ū is
+  // (u = (max, −0.9 max, −0.9 max), uniform weights: u_1 − ū ≈ 1.27 max overflows)
+  const Matrix<double> lopsided{{max}, {-0.9 * max}, {-0.9 * max}};
+  const std::vector<double> one{1};
+  const auto flat = attn::backward(q, notes, lopsided, attn::dot, one, {.beta = 0});
+  for (const double s : flat.scores) CHECK(s == 0.0);
+  const auto flat_w = attn::backward(q, notes, lopsided, attn::dot,
+                                     attn::saved_forward<double>{std::vector<double>(3, 1.0 / 3)}, one,
+                                     {.beta = 0});
+  for (const double s : flat_w.scores) CHECK(s == 0.0);
+  // the Jacobians: v_j − c overflows, and ∂s/∂k_j = q has a zero
+  const Matrix<double> values{{max}, {-max}, {max}};
+  const std::vector<double> q0{0.5, 0};
+  const auto Jk = attn::jacobian_key(q0, notes, values, attn::dot, 1);
+  CHECK((Jk(0, 0) == -inf<double> && Jk(0, 1) == 0.0));
+}
+
+TEST_CASE("errors: where infinities that overflowed meet, the derivatives are NaN as documented",
+          "[errors][huge][derivatives]") {
+  // values ±max and dL/dc = 2: u_j = ⟨g, v_j⟩ overflows to ±inf, so ū = Σ α_k u_k adds +inf and −inf
+  // (NaN), and every ∂L/∂s_j is NaN though nothing was NaN: the documented limit (the exact
+  // ∂L/∂s_j are finite; T cannot hold u_j)
+  constexpr double max = std::numeric_limits<double>::max();
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{max}, {-max}, {max}};
+  const std::vector<double> q{0.5, -0.5}, g{2};
+  const auto b = attn::backward(q, keys, values, attn::dot, g);
+  CHECK(all_nan<double>(b.scores));
+  // ∂L/∂v_j = α_j g involves no overflow: finite
+  for (std::size_t j = 0; j < 3; ++j) CHECK(std::isfinite(b.values(j, 0)));
+  // one sign only: ū = +inf, and u_j − ū is inf − inf (NaN) exactly where u_j overflowed
+  const Matrix<double> up{{max}, {1}, {max}};
+  const auto u = attn::backward(q, keys, up, attn::dot, g);
+  CHECK((std::isnan(u.scores[0]) && std::isnan(u.scores[2])));
+  CHECK(u.scores[1] == -inf<double>);  // α_2 (2 − inf)
+}
+
+namespace {
 struct score_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

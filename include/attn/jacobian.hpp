@@ -121,8 +121,8 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   score.gradient_note(q, std::span<const T>(keys.row(j)), g.span());
   value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
   const T beta = static_cast<T>(opt.beta);
-  for (std::size_t a = 0; a < dv; ++a)
-    axpy(beta * aj * d[a], g.span().data(), out.row(a).data(), dk);
+  for (std::size_t a = 0; a < dv; ++a)  // (a v_j − c that overflowed: g's zeros add nothing)
+    axpy_gradient(product_or_zero(beta * aj, d[a]), g.span().data(), out.row(a).data(), dk);
 }
 
 /// ∂c/∂v_j = α_j I into out (a score that may throw: as jacobian_key_into).
@@ -185,7 +185,8 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
     score.gradient_query(q, std::span<const T>(keys.row(j)), gq.span());
     value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
     for (std::size_t a = 0; a < dv; ++a)
-      axpy(beta * alpha[j] * d[a], gq.span().data(), out.row(a).data(), dq);
+      axpy_gradient(product_or_zero(beta * alpha[j], d[a]), gq.span().data(), out.row(a).data(),
+                    dq);
   }
 }
 

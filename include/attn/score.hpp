@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "attn/detail/prefetch.hpp"
+#include "attn/detail/reduce.hpp"
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/tanh.hpp"
@@ -232,7 +233,8 @@ struct dot_product_family {
     scaled_copy(h, out);
   }
   /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j f) q and
-  /// grad_q += Σ_j (a_j f) h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN).
+  /// grad_q += Σ_j (a_j f) h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN),
+  /// nor do zero numbers times an a_j that overflowed to ±inf.
   /// Cost n·d; nothing allocated.
   template <real T>
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
@@ -242,9 +244,14 @@ struct dot_product_family {
     const T f = derived().template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
       if (a[j] != T(0))
-        detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
-    detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
-                            grad_q.data());
+        detail::axpy_gradient(f == T(1) ? a[j] : detail::product_or_zero(a[j], f), q.data(),
+                              grad_keys.row(j).data(), q.size());
+    if (detail::all_finite(a.data(), a.size()))
+      detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
+                              grad_q.data());
+    else  // an a_j that overflowed: zero numbers of its key add nothing
+      detail::accumulate_rows_overflowed(a.data(), f, keys.data(), keys.row_stride(), keys.rows(),
+                                         q.size(), grad_q.data());
   }
 
 private:
@@ -256,7 +263,6 @@ private:
   static consteval bool scale_is_noexcept() {
     return noexcept(std::declval<const Derived&>().template scale<T>(std::size_t{}));
   }
-
   template <real T>
   constexpr void scaled_copy(std::span<const T> x, std::span<T> out) const {
     const T f = derived().template scale<T>(x.size());
@@ -435,12 +441,20 @@ private:
         detail::axpy(q[i], W_.row(i).data() + c0, u.data(), w);
       for (std::size_t j = 0; j < n; ++j) {
         if (a[j] == T(0)) continue;
-        detail::axpy(a[j], u.data(), grad_keys.row(j).data() + c0, w);
-        detail::axpy(a[j], keys.row(j).data() + c0, r.data(), w);
+        detail::axpy_gradient(a[j], u.data(), grad_keys.row(j).data() + c0, w);
+        detail::axpy_gradient(a[j], keys.row(j).data() + c0, r.data(), w);
       }
+      const bool r_finite = detail::all_finite(r.data(), w);  // else a zero W_ic adds nothing
       for (std::size_t i = 0; i < q.size(); ++i) {
-        grad_q[i] += detail::sum_of_products(W_.row(i).data() + c0, r.data(), w);
-        if (gW != nullptr) detail::axpy(q[i], r.data(), gW->row(i).data() + c0, w);
+        const T* Wi = W_.row(i).data() + c0;
+        if (r_finite) {
+          grad_q[i] += detail::sum_of_products(Wi, r.data(), w);
+        } else {
+          T s = 0;
+          for (std::size_t c = 0; c < w; ++c) s += detail::product_or_zero(Wi[c], r[c]);
+          grad_q[i] += s;
+        }
+        if (gW != nullptr) detail::axpy_gradient(q[i], r.data(), gW->row(i).data() + c0, w);
       }
     }
   }
@@ -640,18 +654,21 @@ public:
           hidden_tanh(i0, w, h, p.data(), tb.data());
           for (std::size_t i = 0; i < w; ++i) {
             const T t = tb[i];
-            const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
-            detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
+            // a zero v_i or 1 − t² (a saturated unit) times an a_j that overflowed adds nothing
+            const T delta =
+                detail::product_or_zero(detail::product_or_zero(a[j], v_[i0 + i]), T(1) - t * t);
+            detail::axpy_gradient(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
             e[i] += delta;
             if (g != nullptr) {
-              detail::axpy(delta, h, g->W1.row(i0 + i).data(), dh);
-              g->v[i0 + i] += a[j] * t;
+              detail::axpy_gradient(delta, h, g->W1.row(i0 + i).data(), dh);
+              g->v[i0 + i] += detail::product_or_zero(a[j], t);
             }
           }
         }
         for (std::size_t i = 0; i < w; ++i) {
-          detail::axpy(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
-          if (g != nullptr) detail::axpy(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
+          detail::axpy_gradient(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
+          if (g != nullptr)
+            detail::axpy_gradient(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
         }
       }
     }
