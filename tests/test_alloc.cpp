@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -13,7 +14,12 @@
 
 namespace {
 std::atomic<long> allocations{0};
+std::atomic<long> deallocations{0};  // (of non-null pointers)
 std::atomic<bool> refuse{false};  // while set, every allocation throws std::bad_alloc
+std::atomic<long> countdown{0};   // k > 0: the k-th allocation from now throws std::bad_alloc
+
+// Whether this allocation is to fail (refuse, or the countdown reaches it).
+bool fail_this_one() { return refuse.load() || (countdown.load() > 0 && --countdown == 0); }
 }
 
 // The replacements below pair malloc with free; GCC sees `delete p` inlined into free(p) on a
@@ -24,28 +30,31 @@ std::atomic<bool> refuse{false};  // while set, every allocation throws std::bad
 
 void* operator new(std::size_t size) {
   ++allocations;
-  if (refuse.load()) throw std::bad_alloc();
+  if (fail_this_one()) throw std::bad_alloc();
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t size) { return ::operator new(size); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  if (p != nullptr) ++deallocations;
+  std::free(p);
+}
+void operator delete[](void* p) noexcept { ::operator delete(p); }
+void operator delete(void* p, std::size_t) noexcept { ::operator delete(p); }
+void operator delete[](void* p, std::size_t) noexcept { ::operator delete(p); }
 // The aligned forms, which attn's dynamic Vector and Matrix allocate through (attn::aligned_allocator).
 void* operator new(std::size_t size, std::align_val_t align) {
   ++allocations;
-  if (refuse.load()) throw std::bad_alloc();
+  if (fail_this_one()) throw std::bad_alloc();
   const auto a = static_cast<std::size_t>(align);
   if (void* p = std::aligned_alloc(a, (size + a - 1) / a * a + (size == 0 ? a : 0))) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t size, std::align_val_t align) { return ::operator new(size, align); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { ::operator delete(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { ::operator delete(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { ::operator delete(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { ::operator delete(p); }
 
 namespace {
 // Runs f and returns how many allocations it made.
@@ -302,5 +311,112 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
           const auto r = attn::self_attention(X3, W3, W3, W3);
           const auto r2 = attn::self_attention<2>(X3, W3, W3, W3, WO3, {.causal = true});
           CHECK(r.out(0, 0) + r2.out(0, 0) > 0);
+        }) == 0);
+}
+
+TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untouched, for every k",
+          "[alloc][errors]") {
+  // n and d above the 128 numbers of inline scratch: every scratch is on the heap
+  const std::size_t count = 200, d = 150;
+  std::vector<double> notes(count * d), q(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = static_cast<double>(i % 5) * 0.1;
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  std::vector<double> out(d * d);
+  const auto J = [&] { return attn::MatrixView<double>(out.data(), d, d); };
+  const auto fill = [&] {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = 7.0 + static_cast<double>(i % 3);
+  };
+  const auto untouched = [&] {
+    for (std::size_t i = 0; i < out.size(); ++i)
+      if (out[i] != 7.0 + static_cast<double>(i % 3)) return false;
+    return true;
+  };
+  const auto check_every_allocation = [&](const char* what, auto&& call) {
+    INFO(what);
+    fill();
+    const long made = count_allocations(call);
+    REQUIRE(made >= 1);
+    REQUIRE(!untouched());
+    for (long k = 1; k <= made; ++k) {
+      INFO("allocation " << k << " of " << made << " fails");
+      fill();
+      bool threw = false;
+      countdown = k;
+      try {
+        call();
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      countdown = 0;
+      CHECK(threw);
+      CHECK(untouched());
+    }
+  };
+  check_every_allocation("jacobian_note", [&] { attn::jacobian_note(q, H, attn::dot, 3, J()); });
+  check_every_allocation("jacobian_key", [&] { attn::jacobian_key(q, H, H, attn::scaled_dot, 3, J()); });
+  check_every_allocation("jacobian_value", [&] { attn::jacobian_value(q, H, H, attn::dot, 3, J()); });
+  check_every_allocation("jacobian_query", [&] { attn::jacobian_query(q, H, attn::dot, J()); });
+  check_every_allocation("jacobian_query, keys and values", [&] { attn::jacobian_query(q, H, H, attn::dot, J()); });
+}
+
+namespace {
+struct gave_up : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A user's score (the dot product, note by note) that throws at the `at`-th note it scores.
+struct score_that_throws {
+  mutable int calls = 0;
+  int at = 2;
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("score_that_throws: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    if (++calls == at) throw gave_up("the score gave up");
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+}  // namespace
+
+TEST_CASE("A user's score that throws: every allocation attn made is freed", "[alloc][errors]") {
+  // the calls that commit at the end allocate their scratch; the exception must free it
+  const std::size_t count = 300, d = 150;
+  std::vector<double> notes(count * d), q(d), out(count * d), small(d * d), s(count), w(count), c(d);
+  for (std::size_t i = 0; i < notes.size(); ++i) notes[i] = static_cast<double>(i % 7) * 0.01;
+  for (std::size_t i = 0; i < d; ++i) q[i] = static_cast<double>(i % 5) * 0.1;
+  const attn::MatrixView<const double> H(notes.data(), count, d);
+  const auto live_after = [](auto&& call) {
+    const long before = allocations.load() - deallocations.load();
+    bool threw = false;
+    try {
+      call();
+    } catch (const gave_up&) {
+      threw = true;
+    }
+    const long live = allocations.load() - deallocations.load() - before;
+    CHECK(threw);
+    return live;
+  };
+  CHECK(live_after([&] { attn::attend(q, H, score_that_throws{.at = 200}, s, w, c); }) == 0);
+  CHECK(live_after([&] { (void)attn::attend(q, H, score_that_throws{.at = 200}); }) == 0);
+  CHECK(live_after([&] {
+          attn::backward(q, H, score_that_throws{.at = 200}, q,
+                         attn::notes_backward_views<double>{s, c, attn::MatrixView<double>(out.data(), count, d)});
+        }) == 0);
+  CHECK(live_after([&] { attn::jacobian_query(q, H, score_that_throws{.at = 200}, attn::MatrixView<double>(small.data(), d, d)); }) == 0);
+  attn::partial_attention<double> p;
+  CHECK(live_after([&] { attn::attend_partial(q, H, score_that_throws{.at = 200}, p); }) == 0);
+  CHECK(live_after([&] {
+          attn::align(attn::MatrixView<const double>(notes.data(), 2, d), H, score_that_throws{.at = 450},
+                      attn::MatrixView<double>(out.data(), 2, count), attn::MatrixView<double>(out.data() + 2 * count, 2, count),
+                      attn::MatrixView<double>(small.data(), 2, d));
         }) == 0);
 }

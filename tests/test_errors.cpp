@@ -1025,5 +1025,384 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
   CHECK(message_of([&] { attn::jacobian_input(X3, p, 0, 0, Jbad.view(3, 2)); }) ==
         "attn::jacobian_input: the Jacobian is 3x2 but should be 2x2");
   REQUIRE((J.untouched() && Jbad.untouched()));
+}
 
+// =============================================================================================
+// What adversarial testing found (issue 20): each with the inputs that broke it.
+// =============================================================================================
+
+TEMPLATE_TEST_CASE("errors: log_softmax in place equals log_softmax into a buffer where beta*x overflows",
+                   "[errors][huge]", float, double) {
+  using T = TestType;
+  // β·x_1 overflows T to −inf while β·x_0 does not: x_1's log-weight is β·(x_1 − x_0) − lse
+  // (lse = log1p(e^{β(x_1 − x_0)}) = 0), finite; the in-place call searched x_0 in its own output
+  const bool is_float = std::is_same_v<T, float>;
+  const std::vector<T> x = is_float ? std::vector<T>{T(-1.5e38), T(-1.8e38)} : std::vector<T>{T(-1e308), T(-1.7e308)};
+  const double beta = is_float ? 2 : 1.5;
+  std::vector<T> out(2), in_place = x;
+  attn::log_softmax(x, out, {.beta = beta});
+  attn::log_softmax_inplace(in_place, {.beta = beta});
+  const T expected = static_cast<T>(beta) * (x[1] - x[0]);  // β·(x_1 − x_p): the roundings attn makes
+  CHECK(out[0] == T(0));
+  CHECK(out[1] == expected);
+  CHECK(std::memcmp(out.data(), in_place.data(), 2 * sizeof(T)) == 0);
+  // β < 0: the pivot is the least x
+  std::vector<T> neg_out(2), neg_in_place{-x[0], -x[1]};
+  attn::log_softmax(neg_in_place, neg_out, {.beta = -beta});
+  attn::log_softmax_inplace(neg_in_place, {.beta = -beta});
+  CHECK(neg_out[1] == expected);
+  CHECK(std::memcmp(neg_out.data(), neg_in_place.data(), 2 * sizeof(T)) == 0);
+}
+
+TEMPLATE_TEST_CASE("errors: scaled_dot on notes of length 0 gives scores 0 and uniform weights, as dot does",
+                   "[errors][empty]", float, double) {
+  using T = TestType;
+  // s = (q·h)/√d with d = 0 is the empty sum: 0, not 0·(1/√0) = NaN
+  CHECK(attn::scaled_dot_score::scale<T>(0) == T(1));
+  const std::vector<T> q;
+  const std::array<T, 1> storage{};
+  for (const std::size_t n : {std::size_t{3}, std::size_t{40}}) {  // two-pass and one-pass paths
+    INFO("n = " << n);
+    const MatrixView<const T> notes(storage.data(), n, 0);
+    const auto r = attn::attend(q, notes, attn::scaled_dot);
+    const auto d = attn::attend(q, notes, attn::dot);
+    for (std::size_t j = 0; j < n; ++j) {
+      CHECK(r.scores[j] == T(0));
+      CHECK(r.weights[j] == d.weights[j]);
+    }
+    CHECK(r.weights[0] == T(1) / static_cast<T>(n));
+    const auto b = attn::backward(q, notes, attn::scaled_dot, q);
+    for (const T g : b.scores) CHECK(g == T(0));
+    const Matrix<T> queries(2, 0);
+    const auto map = attn::align(queries, notes, attn::scaled_dot);
+    CHECK((map.weights(1, 0) == T(1) / static_cast<T>(n) && map.scores(0, n - 1) == T(0)));
+  }
+  // fixed sizes: the small path in registers
+  const attn::Vector<T, 0> qf;
+  const Matrix<T, 3, 0> nf;
+  const auto f = attn::attend(qf, nf, attn::scaled_dot);
+  CHECK((f.scores[2] == T(0) && f.weights[0] == T(1) / T(3) && f.weights[2] == T(1) / T(3)));
+}
+
+TEST_CASE("errors: zero fixed notes throw the documented message", "[errors][empty]") {
+  // the small fixed path's register arrays would have had no entries (and no check)
+  const attn::Vector<double, 2> q{1, 2};
+  const Matrix<double, 0, 2> none;
+  CHECK(message_of([&] { (void)attn::attend(q, none, attn::dot); }) == "attn::attend: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::attend(q, none, attn::scaled_dot); }) ==
+        "attn::attend: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::backward(q, none, attn::dot, q); }) ==
+        "attn::backward: the notes matrix is empty");
+  CHECK(message_of([&] { (void)attn::softmax(attn::Vector<double, 0>{}); }) == "attn::softmax: the input is empty");
+}
+
+TEST_CASE("errors: a view whose rows span more numbers than an array can hold is refused", "[errors][views]") {
+  std::vector<double> buf(8);
+  constexpr std::size_t big = std::size_t{1} << (sizeof(std::size_t) * 8 - 2);
+  // (3 − 1)·2^62 + 4 wraps std::size_t to 4: it looked like a 4-number buffer
+  CHECK(message_of([&] { MatrixView<double>(buf.data(), 3, 4, big); }) ==
+        "attn::MatrixView: rows 3, row stride " + std::to_string(big) +
+            " and columns 4 span more numbers than one array can hold");
+  // no wrap, but beyond the bytes an array may have
+  CHECK(message_of([&] { MatrixView<double>(buf.data(), 2, 1, big / 4); }) ==
+        "attn::MatrixView: rows 2, row stride " + std::to_string(big / 4) +
+            " and columns 1 span more numbers than one array can hold");
+  // one row needs only its columns: any stride is fine
+  CHECK(MatrixView<double>(buf.data(), 1, 4, std::numeric_limits<std::size_t>::max()).cols() == 4);
+  // Matrix from a view never computes a wrapped size; a default fixed-extent view has no data
+  CHECK(message_of([] { (void)Matrix<double>(MatrixView<const double, 3, 4>{}); }) ==
+        "attn::Matrix: null data for a 3x4 matrix");
+  REQUIRE_THROWS_AS(Matrix<double>(big, 4), std::length_error);
+}
+
+TEST_CASE("errors: partial results whose values_mean disagrees with the context throw; a result merged with itself",
+          "[errors][split]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}};
+  const std::vector<double> q{1, 2};
+  const attn::options uniform{.if_all_masked = all_masked_policy::uniform};
+  auto a = attn::attend_partial(q, notes, attn::dot, uniform);
+  const auto b = attn::attend_partial(q, notes, attn::dot, uniform);
+  // the fields are public: a values_mean of another length would be read past its end
+  auto broken = b;
+  broken.values_mean = attn::Vector<double>(1);
+  const auto kept = a;
+  CHECK(message_of([&] { attn::merge_into(a, broken); }) ==
+        "attn::merge: size of the values' mean is 1 but context size is 2");
+  CHECK(message_of([&] { attn::merge_into(broken, a); }) ==
+        "attn::merge: size of the values' mean is 1 but context size is 2");
+  CHECK((a.notes == kept.notes && a.context[0] == kept.context[0] && a.values_mean[1] == kept.values_mean[1]));
+  std::vector<double> out{7, 7};
+  CHECK(message_of([&] { attn::finish(broken, out, uniform); }) ==
+        "attn::finish: size of the values' mean is 1 but context size is 2");
+  CHECK((out[0] == 7 && out[1] == 7));
+  // a ⊕ a is merge(a, a): the same context and mean, twice the notes and the sum
+  const auto twice = attn::merge(a, a);
+  attn::merge_into(a, a);
+  CHECK(std::memcmp(a.context.data(), twice.context.data(), 2 * sizeof(double)) == 0);
+  CHECK(std::memcmp(a.values_mean.data(), twice.values_mean.data(), 2 * sizeof(double)) == 0);
+  CHECK((a.notes == 4 && a.sum == twice.sum && a.max == twice.max));
+  const auto c = attn::attend(q, notes, attn::dot).context;
+  CHECK_THAT(a.context[0], Catch::Matchers::WithinRel(c[0], 4e-16));
+  CHECK_THAT(a.context[1], Catch::Matchers::WithinRel(c[1], 4e-16));
+}
+
+namespace {
+// A user's score with no batched members (backward goes note by note through its gradients).
+struct note_by_note_dot {
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("note_by_note_dot: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+
+/// No entry of x is NaN.
+bool none_nan(std::span<const double> x) {
+  for (const double v : x)
+    if (std::isnan(v)) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("errors: a zero factor times a derivative that overflowed contributes nothing, not NaN",
+          "[errors][huge][derivatives]") {
+  // notes (1,0), (0,1), (1,1), dL/dc = (max, −max) (the issue's q = (0.5, −0.5) gave
+  // ∂L/∂q = (NaN, NaN)): ∂L/∂s_2 = α_2 (u_2 − ū) overflows to −inf, and ∂L/∂q = Σ_j ∂L/∂s_j k_j
+  // met −inf·0 = NaN at k_2's zero. With q = (0.3, −0.3) no weight passes 1/2, and in exact
+  // arithmetic ∂L/∂q_1 = a_1 + a_3 ≈ 0.287 max (every term within T), ∂L/∂q_2 = a_2 + a_3 with
+  // a_2 ≈ −0.29 max but u_2 − ū ≈ −1.2 max beyond T: −inf.
+  constexpr double max = std::numeric_limits<double>::max();
+  const Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}};
+  const std::vector<double> q{0.3, -0.3}, g{max, -max};
+  // the reference in long double (whose range holds every intermediate)
+  using ld = long double;
+  const ld e1 = std::exp(ld(0.3)), e2 = std::exp(ld(-0.3)), sum = e1 + e2 + 1;
+  const ld a1 = e1 / sum, a2 = e2 / sum, a3 = 1 / sum;
+  const ld ubar = a1 * max - a2 * max;
+  const ld s1 = a1 * (max - ubar), s3 = a3 * (0 - ubar);
+  const double dq1 = static_cast<double>(s1 + s3);
+  const auto check_query = [&](std::span<const double> dq) {
+    // (n + d + 8)·ε: a handful of roundings, each relative to terms no larger than max
+    CHECK_THAT(dq[0], Catch::Matchers::WithinRel(dq1, 16 * std::numeric_limits<double>::epsilon()));
+    CHECK(dq[1] == -inf<double>);
+  };
+  const auto b = attn::backward(q, notes, attn::dot, g);
+  check_query(b.query);
+  CHECK(b.scores[1] == -inf<double>);
+  CHECK(none_nan(std::span<const double>(b.notes.data(), 6)));
+  // every path: from the forward's weights, from weights and context (one pass), keys ≠ values,
+  // the batched general score (W = I), a user's score note by note, align_backward
+  const auto f = attn::attend(q, notes, attn::dot);
+  check_query(attn::backward(q, notes, attn::dot, attn::saved_forward<double>{f.weights}, g).query);
+  check_query(attn::backward(q, notes, attn::dot, f, g).query);
+  const auto kv = attn::backward(q, notes, notes, attn::dot, g);
+  check_query(kv.query);
+  CHECK(none_nan(std::span<const double>(kv.keys.data(), 6)));
+  const Matrix<double> I{{1, 0}, {0, 1}};
+  const auto gen = attn::backward(q, notes, attn::general<double>(I), g);
+  check_query(gen.query);
+  CHECK(none_nan(std::span<const double>(gen.notes.data(), 6)));
+  CHECK(none_nan(std::span<const double>(gen.parameters.W.data(), 4)));
+  const auto user = attn::backward(q, notes, note_by_note_dot{}, g);
+  check_query(user.query);
+  CHECK(none_nan(std::span<const double>(user.notes.data(), 6)));
+  const Matrix<double> queries{{0.3, -0.3}};
+  const Matrix<double> dC{{max, -max}};
+  check_query(attn::align_backward(queries, notes, attn::dot, dC).queries.row(0));
+  // the issue's q = (0.5, −0.5): α_1 > 1/2, whose u_1 − ū is formed as Σ_{k≠1} α_k (u_1 − u_k),
+  // and u_1 − u_2 = 2 max overflows: +inf, not NaN
+  const auto issue = attn::backward(std::vector<double>{0.5, -0.5}, notes, attn::dot, g);
+  CHECK((issue.query[0] == inf<double> && issue.query[1] == -inf<double>));
+  // β = 0: the weights do not depend on the scores, so ∂L/∂s = 0 however large u_j − ū is
+  // (u = (max, −0.9 max, −0.9 max), uniform weights: u_1 − ū ≈ 1.27 max overflows)
+  const Matrix<double> lopsided{{max}, {-0.9 * max}, {-0.9 * max}};
+  const std::vector<double> one{1};
+  const auto flat = attn::backward(q, notes, lopsided, attn::dot, one, {.beta = 0});
+  for (const double s : flat.scores) CHECK(s == 0.0);
+  const auto flat_w = attn::backward(q, notes, lopsided, attn::dot,
+                                     attn::saved_forward<double>{std::vector<double>(3, 1.0 / 3)}, one,
+                                     {.beta = 0});
+  for (const double s : flat_w.scores) CHECK(s == 0.0);
+  // the Jacobians: v_j − c overflows, and ∂s/∂k_j = q has a zero
+  const Matrix<double> values{{max}, {-max}, {max}};
+  const std::vector<double> q0{0.5, 0};
+  const auto Jk = attn::jacobian_key(q0, notes, values, attn::dot, 1);
+  CHECK((Jk(0, 0) == -inf<double> && Jk(0, 1) == 0.0));
+}
+
+TEST_CASE("errors: where infinities that overflowed meet, the derivatives are NaN as documented",
+          "[errors][huge][derivatives]") {
+  // values ±max and dL/dc = 2: u_j = ⟨g, v_j⟩ overflows to ±inf, so ū = Σ α_k u_k adds +inf and −inf
+  // (NaN), and every ∂L/∂s_j is NaN though nothing was NaN: the documented limit (the exact
+  // ∂L/∂s_j are finite; T cannot hold u_j)
+  constexpr double max = std::numeric_limits<double>::max();
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> values{{max}, {-max}, {max}};
+  const std::vector<double> q{0.5, -0.5}, g{2};
+  const auto b = attn::backward(q, keys, values, attn::dot, g);
+  CHECK(all_nan<double>(b.scores));
+  // ∂L/∂v_j = α_j g involves no overflow: finite
+  for (std::size_t j = 0; j < 3; ++j) CHECK(std::isfinite(b.values(j, 0)));
+  // one sign only: ū = +inf, and u_j − ū is inf − inf (NaN) exactly where u_j overflowed
+  const Matrix<double> up{{max}, {1}, {max}};
+  const auto u = attn::backward(q, keys, up, attn::dot, g);
+  CHECK((std::isnan(u.scores[0]) && std::isnan(u.scores[2])));
+  CHECK(u.scores[1] == -inf<double>);  // α_2 (2 − inf)
+}
+
+namespace {
+struct score_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A user's score (keys and values of d numbers: the dot product) that throws score_failure at
+// the `at`-th note it scores, counted over the object's life; gradient_note or gradient_query
+// throw too when asked to.
+struct throwing_score {
+  mutable int calls = 0;
+  int at = 3;
+  bool note_throws = false, query_throws = false;
+  void check(std::size_t dq, std::size_t dh) const {
+    if (dq != dh) throw attn::dimension_error("throwing_score: sizes differ");
+  }
+  double operator()(std::span<const double> q, std::span<const double> h) const {
+    if (++calls == at) throw score_failure("the score gave up");
+    double s = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
+    return s;
+  }
+  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
+    if (note_throws) throw score_failure("gradient_note gave up");
+    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
+  }
+  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
+    if (query_throws) throw score_failure("gradient_query gave up");
+    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
+  }
+};
+
+// A user's dot-product score (attn's fast paths) whose scale throws: the one-pass path zeroed
+// the context before it asked for the scale.
+struct throwing_scale : attn::dot_product_family<throwing_scale> {
+  static constexpr const char* name = "throwing_scale";
+  template <attn::real T>
+  T scale(std::size_t) const {
+    throw score_failure("scale gave up");
+  }
+};
+
+// The score's members attn calls are noexcept for attn's scores: nothing to commit there.
+static_assert(!attn::detail::scoring_may_throw<attn::dot_score, double>());
+static_assert(!attn::detail::scoring_may_throw<attn::scaled_dot_score, float>());
+static_assert(!attn::detail::scoring_may_throw<attn::general<double>, double>());
+static_assert(!attn::detail::scoring_may_throw<attn::additive<float>, float>());
+static_assert(!attn::detail::gradients_may_throw<attn::general<double>, double,
+                                                 attn::general<double>::gradient_view>());
+static_assert(!attn::detail::gradients_may_throw<attn::additive<double>, double,
+                                                 attn::additive<double>::gradient_view>());
+static_assert(attn::detail::scoring_may_throw<throwing_score, double>());
+static_assert(attn::detail::scoring_may_throw<throwing_scale, double>());
+}  // namespace
+
+TEST_CASE("errors: a user's score that throws leaves every output untouched", "[errors][strong][score]") {
+  // the exception is the score's own, and it propagates; outputs keep every byte
+  Matrix<double> notes(40, 2);
+  for (std::size_t j = 0; j < 40; ++j) {
+    notes(j, 0) = static_cast<double>(j % 5) * 0.25;
+    notes(j, 1) = static_cast<double>(j % 3) - 1.0;
+  }
+  const MatrixView<const double> five = notes.subrows(0, 5);
+  const std::vector<double> q{1, 2}, g{1, -1};
+  SECTION("attend into buffers, two-pass and one-pass") {
+    guarded<double> s(5), w(5, 1), c(2, 2);
+    require_throws_untouched<score_failure>([&] { attn::attend(q, five, throwing_score{}, s.span(), w.span(), c.span()); },
+                                            s, w, c);
+    guarded<double> s40(40), w40(40, 1);
+    require_throws_untouched<score_failure>(
+        [&] { attn::attend(q, notes, throwing_scale{}, s40.span(), w40.span(), c.span()); }, s40, w40, c);
+    require_throws_untouched<score_failure>(
+        [&] { attn::attend(q, notes, notes, throwing_score{.at = 30}, s40.span(), w40.span(), c.span()); }, s40, w40,
+        c);
+  }
+  SECTION("align and scaled_dot_product_attention: the last row throws") {
+    const Matrix<double> queries{{1, 2}, {0, 1}, {2, -1}};
+    guarded<double> S(15), W(15, 1), C(6, 2), L(3, 3);
+    require_throws_untouched<score_failure>(
+        [&] { attn::align(queries, five, throwing_score{.at = 12}, S.view(3, 5), W.view(3, 5), C.view(3, 2)); }, S, W,
+        C);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::scaled_dot_product_attention(
+              queries, five, five, throwing_score{.at = 12},
+              attn::attention_views<double>{C.view(3, 2), W.view(3, 5), S.view(3, 5), L.span()});
+        },
+        S, W, C, L);
+  }
+  SECTION("attend_partial into a kept result") {
+    auto p = attn::attend_partial(q, five, attn::dot, {.if_all_masked = all_masked_policy::uniform});
+    const auto kept = p;
+    REQUIRE_THROWS_AS(attn::attend_partial(q, five, throwing_score{}, p), score_failure);
+    CHECK(std::memcmp(p.context.data(), kept.context.data(), 2 * sizeof(double)) == 0);
+    CHECK(std::memcmp(p.values_mean.data(), kept.values_mean.data(), 2 * sizeof(double)) == 0);
+    CHECK((p.notes == kept.notes && p.max == kept.max && p.sum == kept.sum && p.has_values_mean));
+  }
+  SECTION("backward and align_backward, written or added to, from the forward or recomputing") {
+    guarded<double> ds(5), dq(2, 1), dn(10, 2), dv(10, 3);
+    const auto gn = [&] { return attn::notes_backward_views<double>{ds.span(), dq.span(), dn.view(5, 2)}; };
+    require_throws_untouched<score_failure>([&] { attn::backward(q, five, throwing_score{}, g, gn()); }, ds, dq, dn);
+    auto added = gn();
+    added.accumulate = true;
+    require_throws_untouched<score_failure>([&] { attn::backward(q, five, throwing_score{}, g, added); }, ds, dq, dn);
+    const attn::backward_views<double> kv{ds.span(), dq.span(), dn.view(5, 2), dv.view(5, 2)};
+    require_throws_untouched<score_failure>(
+        [&] { attn::backward(q, five, five, throwing_score{.note_throws = true}, g, kv); }, ds, dq, dn, dv);
+    const auto f = attn::attend(q, five, attn::dot);
+    require_throws_untouched<score_failure>(
+        [&] { attn::backward(q, five, throwing_score{.query_throws = true}, f, g, gn()); }, ds, dq, dn);
+    const Matrix<double> queries{{1, 2}, {0, 1}};
+    const Matrix<double> dC{{1, -1}, {0.5, 2}};
+    guarded<double> dS(10), dQ(4, 1);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::align_backward(queries, five, throwing_score{.at = 8}, dC,
+                               attn::align_notes_backward_views<double>{dS.view(2, 5), dQ.view(2, 2), dn.view(5, 2)});
+        },
+        dS, dQ, dn);
+    guarded<double> gQ(4), gK(10, 1), gV(10, 2);
+    require_throws_untouched<score_failure>(
+        [&] {
+          attn::scaled_dot_product_attention_backward(
+              queries, five, five, throwing_score{.at = 8}, attn::saved_attention<double>{}, dC,
+              attn::attention_gradients<double>{gQ.view(2, 2), gK.view(5, 2), gV.view(5, 2)});
+        },
+        gQ, gK, gV);
+  }
+  SECTION("the Jacobians into views") {
+    guarded<double> J(4);
+    require_throws_untouched<score_failure>([&] { attn::jacobian_note(q, five, throwing_score{}, 1, J.view(2, 2)); },
+                                            J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_note(q, five, throwing_score{.at = 0, .note_throws = true}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_key(q, five, five, throwing_score{}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_value(q, five, five, throwing_score{}, 1, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>([&] { attn::jacobian_query(q, five, throwing_score{}, J.view(2, 2)); }, J);
+    require_throws_untouched<score_failure>(
+        [&] { attn::jacobian_query(q, five, throwing_score{.at = 0, .query_throws = true}, J.view(2, 2)); }, J);
+  }
+  // with a score that does not throw, the same calls give attn's numbers
+  std::vector<double> s(5), w(5), c(2);
+  attn::attend(q, five, throwing_score{.at = 0}, s, w, c);
+  const auto ref = attn::attend(q, five, attn::dot);
+  CHECK(std::memcmp(w.data(), ref.weights.data(), 5 * sizeof(double)) == 0);
 }

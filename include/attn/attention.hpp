@@ -112,6 +112,19 @@ constexpr void blend(std::span<const T> weights, MatrixView<const T> values, std
                     values.cols(), context.data());
 }
 
+/// A copy of m in storage of its own (no rows: an empty Matrix), for a call that computes into
+/// scratch and commits at the end.
+template <real T>
+[[nodiscard]] Matrix<T> detached_copy(MatrixView<T> m) {
+  return m.rows() == 0 ? Matrix<T>() : Matrix<T>(m);
+}
+
+/// Copies from's numbers into to, row by row (to's stride; from has to's shape or no rows).
+template <real T>
+void commit_to(const Matrix<T>& from, MatrixView<T> to) noexcept {
+  for (std::size_t i = 0; i < from.rows(); ++i) copy_numbers(from.row(i).data(), to.row(i).data(), to.cols());
+}
+
 /// The scores of one block of the one-pass kernel (score_all's numbers); for a dot-product
 /// score the `lines` of the key rows from `ahead` on (null: none) are prefetched meanwhile.
 template <real T, class S>
@@ -215,6 +228,23 @@ ATTN_NOINLINE void attend_called(const char* where, std::span<const T> q, Matrix
                                  MatrixView<const T> values, const S& score, std::span<T> scores,
                                  std::span<T> weights, std::span<T> context, const options& opt) {
   attend_views<T>(where, q, keys, values, score, scores, weights, context, opt);
+}
+
+/// attend_views for a score whose scoring may throw (scoring_may_throw): the checks, then the
+/// whole look back into scratch (the one allocation), copied into the caller's buffers at the
+/// end, so that an exception from the score leaves them untouched.
+template <real T, class S>
+void attend_committed(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                      MatrixView<const T> values, const S& score, std::span<T> scores,
+                      std::span<T> weights, std::span<T> context, const options& opt) {
+  check_attend(where, q, keys, values, score, scores.size(), weights.size(), context.size(), opt);
+  const std::size_t n = keys.rows(), dv = values.cols();
+  std::vector<T> scratch(2 * n + dv, T(0));
+  const std::span<T> s(scratch.data(), n), w(scratch.data() + n, n), c(scratch.data() + 2 * n, dv);
+  attend_views<T>(where, q, keys, values, score, s, w, c, opt);
+  copy_numbers(s.data(), scores.data(), n);
+  copy_numbers(w.data(), weights.data(), n);
+  copy_numbers(c.data(), context.data(), dv);
 }
 
 /// Largest number of notes the small fixed-size path of attend takes: below online_min_notes,
@@ -468,9 +498,9 @@ template <class T>
 /// up to 256 numbers long, at run time) with the rows it leaves taken exactly, or every row
 /// exactly (attend's paths with the row's mask).
 template <real T, class S>
-constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
-                                 MatrixView<const T> V, const S& score,
-                                 const attention_views<T>& out, const options& opt) {
+constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
+                                      MatrixView<const T> K, MatrixView<const T> V, const S& score,
+                                      const attention_views<T>& out, const options& opt) {
   if constexpr (dot_product_score<S, T>) {
     if (!std::is_constant_evaluated() && K.cols() <= 256) {
       row_options row_opt(opt, Q.rows(), K.rows());
@@ -491,6 +521,28 @@ constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, Matri
   rows_one_by_one<T>(where, Q, K, V, score, out, opt);
 }
 
+/// many_queries_rows_into; for a score whose scoring may throw, into scratch copies of the
+/// outputs given, copied into them when every row is done (an exception from the score on any
+/// row leaves every output untouched).
+template <real T, class S>
+constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                                 MatrixView<const T> V, const S& score,
+                                 const attention_views<T>& out, const options& opt) {
+  if constexpr (scoring_may_throw<S, T>()) {
+    Matrix<T> y = detached_copy(out.out), w = detached_copy(out.weights),
+              s = detached_copy(out.scores);
+    std::vector<T> lse(out.logsumexp.size(), T(0));
+    many_queries_rows_into<T>(where, Q, K, V, score,
+                              attention_views<T>{y.view(), w.view(), s.view(), lse}, opt);
+    commit_to(y, out.out);
+    commit_to(w, out.weights);
+    commit_to(s, out.scores);
+    copy_numbers(lse.data(), out.logsumexp.data(), lse.size());
+  } else {
+    many_queries_rows_into<T>(where, Q, K, V, score, out, opt);
+  }
+}
+
 /// T queries over n keys on views (scaled_dot_product_attention): every check, then the rows.
 template <real T, class S>
 constexpr void many_queries_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
@@ -505,8 +557,9 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
 
 /// Attention over keys and values that differ (a soft lookup): s_j = score(q, k_j),
 /// α = softmax(β·s, mask), c = Σ_j α_j v_j, written into the caller's buffers (n, n and d_v
-/// numbers); allocates nothing. Sizes that disagree do not compile when fixed and throw
-/// dimension_error when dynamic, leaving every output untouched.
+/// numbers); allocates nothing (a score that may throw: one scratch, committed at the end). Sizes
+/// that disagree do not compile when fixed and throw dimension_error when dynamic, and an
+/// exception from the score propagates: every output is then left untouched.
 template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<Q, K, V, S> &&
       detail::output_for<SOut, scalar_of<Q>, rows_of<K>> &&
@@ -515,9 +568,14 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, clas
 constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
                       WOut&& weights, COut&& context, const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
-                          as_mutable_span(scores), as_mutable_span(weights),
-                          as_mutable_span(context), opt);
+  if constexpr (detail::scoring_may_throw<S, T>())
+    detail::attend_committed<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
+                                as_mutable_span(scores), as_mutable_span(weights),
+                                as_mutable_span(context), opt);
+  else
+    detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
+                            as_mutable_span(scores), as_mutable_span(weights),
+                            as_mutable_span(context), opt);
 }
 
 /// Attention where the notes are both keys and values, into the caller's buffers.
@@ -540,7 +598,7 @@ template <vector_like Q, matrix_like K, matrix_like V, class S>
                                                        const S& score, const options& opt = {}) {
   using T = scalar_of<Q>;
   constexpr std::size_t N = common_extent<rows_of<K>, rows_of<V>>;
-  if constexpr (N != dynamic && N <= detail::small_notes && cols_of<K> != dynamic &&
+  if constexpr (N != dynamic && N != 0 && N <= detail::small_notes && cols_of<K> != dynamic &&
                 cols_of<V> != dynamic)
     return detail::attend_small_result<N, cols_of<K>, cols_of<V>, T>(as_span(q), as_view(keys),
                                                                      as_view(values), score, opt);

@@ -24,6 +24,8 @@
 #include <optional>
 #include <span>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "attn/attention.hpp"
 #include "attn/detail/reduce.hpp"
@@ -186,6 +188,51 @@ inline constexpr bool note_by_note =
                 P& p) { s.accumulate_gradients(q, k, a, g, gk, p); }) ||
       batched_gradient_score<S, T>);
 
+/// Whether the members of S that backward calls for scalar T (and ∂L/∂θ of type P) may throw:
+/// scoring_may_throw, and the members score_backward calls — accumulate_gradients (with P when
+/// it takes one), else gradient_note and gradient_query, and accumulate_parameter_gradient —
+/// unless declared noexcept. attn's scores cannot throw there.
+template <class S, class T, class P>
+consteval bool gradients_may_throw() {
+  using Q = std::span<const T>;
+  using K = MatrixView<const T>;
+  if (scoring_may_throw<S, T>()) return true;
+  if constexpr (!std::same_as<P, no_parameters> &&
+                requires(const S& s, P& p) {
+                  s.accumulate_gradients(std::declval<Q>(), std::declval<K>(), std::declval<Q>(),
+                                         std::declval<std::span<T>>(), std::declval<MatrixView<T>>(),
+                                         p);
+                }) {
+    return !noexcept(std::declval<const S&>().accumulate_gradients(
+        std::declval<Q>(), std::declval<K>(), std::declval<Q>(), std::declval<std::span<T>>(),
+        std::declval<MatrixView<T>>(), std::declval<P&>()));
+  } else {
+    bool may = false;
+    if constexpr (batched_gradient_score<S, T>)
+      may = !noexcept(std::declval<const S&>().accumulate_gradients(
+          std::declval<Q>(), std::declval<K>(), std::declval<Q>(), std::declval<std::span<T>>(),
+          std::declval<MatrixView<T>>()));
+    else
+      may = !noexcept(std::declval<const S&>().gradient_note(std::declval<Q>(), std::declval<Q>(),
+                                                             std::declval<std::span<T>>())) ||
+            !noexcept(std::declval<const S&>().gradient_query(std::declval<Q>(), std::declval<Q>(),
+                                                              std::declval<std::span<T>>()));
+    if constexpr (!std::same_as<P, no_parameters>) {
+      if constexpr (requires(const S& s, P& p) {
+                      s.accumulate_parameter_gradient(std::declval<Q>(), std::declval<K>(),
+                                                      std::declval<Q>(), p);
+                    })
+        may = may || !noexcept(std::declval<const S&>().accumulate_parameter_gradient(
+                         std::declval<Q>(), std::declval<K>(), std::declval<Q>(),
+                         std::declval<P&>()));
+      else
+        may = may || !noexcept(std::declval<const S&>().accumulate_parameter_gradient(
+                         std::declval<Q>(), std::declval<Q>(), T{}, std::declval<P&>()));
+    }
+    return may;
+  }
+}
+
 /// The scratch of score_backward's note-by-note form (∂s/∂h and ∂s/∂q of one note), made
 /// before anything is written.
 template <class T, std::size_t DQ, std::size_t DK>
@@ -224,9 +271,9 @@ void score_backward(const S& s, std::span<const T> q, MatrixView<const T> keys,
         if (a[j] == T(0)) continue;
         const std::span<const T> h = keys.row(j);
         s.gradient_note(q, h, gh);
-        axpy(a[j], gh.data(), gk.row(j).data(), keys.cols());
+        axpy_gradient(a[j], gh.data(), gk.row(j).data(), keys.cols());
         s.gradient_query(q, h, gqj);
-        axpy(a[j], gqj.data(), gq.data(), q.size());
+        axpy_gradient(a[j], gqj.data(), gq.data(), q.size());
       }
     }
     if constexpr (with_parameters) {
@@ -261,8 +308,9 @@ void backward_any_score(const S& score, std::span<const T> q, MatrixView<const T
 /// Row j's gradients for a dot-product score: ∂L/∂v_j = α_j g and ∂L/∂k_j = a_j f q (af = a_j f),
 /// or for notes that are keys and values (vj == kj) their sum ∂L/∂h_j; written, or added to
 /// (Accumulate). A note of weight 0 gets nothing (zeros when written); a_j = 0 adds no multiple
-/// of q (0·inf would be NaN). vj or kj null: left out.
-template <bool Accumulate, bool Notes, class T>
+/// of q (0·inf would be NaN). vj or kj null: left out. With Overflowed (a block in which some
+/// a_j f overflowed to ±inf), such an a_j f adds nothing at q's zeros either.
+template <bool Accumulate, bool Notes, class T, bool Overflowed = false>
 ATTN_ALWAYS_INLINE constexpr void dot_product_gradient_row(T alpha, T a, T af, const T* g,
                                                            const T* q, std::size_t dk,
                                                            std::size_t dv, T* vj, T* kj) noexcept {
@@ -271,6 +319,12 @@ ATTN_ALWAYS_INLINE constexpr void dot_product_gradient_row(T alpha, T a, T af, c
       y += x;
     else
       y = x;
+  };
+  const auto times_q = [af](T qi) {
+    if constexpr (Overflowed)
+      return product_or_zero(af, qi);
+    else
+      return af * qi;
   };
   if (alpha == T(0)) {
     if constexpr (!Accumulate) {
@@ -284,7 +338,7 @@ ATTN_ALWAYS_INLINE constexpr void dot_product_gradient_row(T alpha, T a, T af, c
     if (a == T(0)) {
       for (std::size_t i = 0; i < dv; ++i) put(vj[i], alpha * g[i]);
     } else {
-      for (std::size_t i = 0; i < dv; ++i) put(vj[i], alpha * g[i] + af * q[i]);
+      for (std::size_t i = 0; i < dv; ++i) put(vj[i], alpha * g[i] + times_q(q[i]));
     }
   } else {
     if (vj != nullptr)
@@ -293,17 +347,46 @@ ATTN_ALWAYS_INLINE constexpr void dot_product_gradient_row(T alpha, T a, T af, c
       if (a == T(0)) {
         if constexpr (!Accumulate) fill(kj, dk, T(0));
       } else {
-        for (std::size_t i = 0; i < dk; ++i) put(kj[i], af * q[i]);
+        for (std::size_t i = 0; i < dk; ++i) put(kj[i], times_q(q[i]));
       }
     }
   }
+}
+
+/// The largest |u_j| = |⟨g, v_j⟩| for which no ∂L/∂s_j·f can overflow T: |β α_j (u_j − ū) f| ≤
+/// 2 max|u|·|β|·|f|, with a factor 2 to spare for rounding. Beyond it (or for a u_j that is not
+/// finite) backward takes its careful rows (dot_product_backward_rows_of with Careful).
+template <real T>
+[[nodiscard]] T u_limit(T beta, T f) noexcept {
+  const T b = beta < T(0) ? -beta : beta, af = f < T(0) ? -f : f;
+  return std::numeric_limits<T>::max() / T(4) / (b > T(1) ? b : T(1)) / (af > T(1) ? af : T(1));
+}
+
+template <bool Accumulate, bool Notes, real T, class S, bool Careful>
+void dot_product_backward_rows_of(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
+                                  MatrixView<const T> keys, std::span<const T> gc, std::span<T> gs,
+                                  std::span<T> gq, T* gk, std::size_t ks, T* gv, std::size_t vs,
+                                  T beta, T f);
+
+/// dot_product_backward_rows_of with Careful, out of line (rare; inlined, it crowded the common
+/// path out of its caller).
+template <bool Accumulate, bool Notes, real T, class S>
+ATTN_NOINLINE void dot_product_backward_rows_careful(const T* alpha, const T* u, std::size_t us,
+                                                     std::span<const T> q, MatrixView<const T> keys,
+                                                     std::span<const T> gc, std::span<T> gs,
+                                                     std::span<T> gq, T* gk, std::size_t ks, T* gv,
+                                                     std::size_t vs, T beta, T f) {
+  dot_product_backward_rows_of<Accumulate, Notes, T, S, true>(alpha, u, us, q, keys, gc, gs, gq, gk,
+                                                              ks, gv, vs, beta, f);
 }
 
 /// The dot-product backward after the weights: ∂L/∂s_j by the softmax-backward step (from α and
 /// u_j at u[j·us]) into gs, the rows of gk and gv (dot_product_gradient_row; null: left out)
 /// and ∂L/∂q += Σ_j a_j f k_j (gq empty: left out), a block of notes at a time. α_j and u_j are
 /// read before gs_j and row j are written, so α may live in gs and u in gv's first column.
-template <bool Accumulate, bool Notes, real T, class S>
+/// Careful (some |u_j| beyond u_limit: an a_j f may overflow to ±inf): row by row, zero numbers
+/// of q and of the keys adding nothing to such a row's sums (0·inf would be NaN).
+template <bool Accumulate, bool Notes, real T, class S, bool Careful = false>
 void dot_product_backward_rows_of(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
                                   MatrixView<const T> keys, std::span<const T> gc, std::span<T> gs,
                                   std::span<T> gq, T* gk, std::size_t ks, T* gv, std::size_t vs,
@@ -319,25 +402,41 @@ void dot_product_backward_rows_of(const T* alpha, const T* u, std::size_t us, st
       const T a = softmax_backward_entry(
           a_j, j == t.dominant ? t.dominant_minus_mean : u[j * us] - t.mean, beta);
       gs[j] = a;
-      dot_product_gradient_row<Accumulate, Notes>(
-          a_j, a, f == T(1) ? a : a * f, gc.data(), q.data(), dk, dv,
-          gv != nullptr ? gv + j * vs : nullptr, gk != nullptr ? gk + j * ks : nullptr);
+      const T af = f == T(1) ? a : Careful ? product_or_zero(a, f) : a * f;
+      dot_product_gradient_row<Accumulate, Notes, T, Careful>(
+          a_j, a, af, gc.data(), q.data(), dk, dv, gv != nullptr ? gv + j * vs : nullptr,
+          gk != nullptr ? gk + j * ks : nullptr);
     }
-    if (!gq.empty())  // ∂L/∂q += Σ_j a_j f k_j, grouped as the score's accumulate_gradients groups
-                      // it
-      accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk, gq.data());
+    // ∂L/∂q += Σ_j a_j f k_j, grouped as the score's accumulate_gradients groups it
+    if (!gq.empty()) {
+      if constexpr (Careful)
+        accumulate_rows_overflowed(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb,
+                                   dk, gq.data());
+      else
+        accumulate_rows(gs.data() + j0, f, keys.row(j0).data(), keys.row_stride(), nb, dk,
+                        gq.data());
+    }
   }
 }
 
-/// dot_product_backward_rows_of for what `out` holds (f: the score's scale).
+/// dot_product_backward_rows_of for what `out` holds (f: the score's scale; careful: some u_j
+/// beyond u_limit, or not finite).
 template <bool Accumulate, real T, class S, class P>
 void dot_product_backward_rows(const T* alpha, const T* u, std::size_t us, std::span<const T> q,
                                MatrixView<const T> keys, std::span<const T> gc,
-                               const gradient_sink<T, P>& out, std::span<T> gs, T beta, T f) {
+                               const gradient_sink<T, P>& out, std::span<T> gs, T beta, T f,
+                               bool careful) {
   T* const gv = out.values.rows() != 0 ? out.values.data() : nullptr;
   T* const gk = out.keys.rows() != 0 ? out.keys.data() : nullptr;
   const std::size_t vs = out.values.row_stride(), ks = out.keys.row_stride();
-  if (out.notes)
+  if (careful) {
+    if (out.notes)
+      dot_product_backward_rows_careful<Accumulate, true, T, S>(alpha, u, us, q, keys, gc, gs,
+                                                                out.query, gk, ks, gv, vs, beta, f);
+    else
+      dot_product_backward_rows_careful<Accumulate, false, T, S>(alpha, u, us, q, keys, gc, gs,
+                                                                 out.query, gk, ks, gv, vs, beta, f);
+  } else if (out.notes)
     dot_product_backward_rows_of<Accumulate, true, T, S>(alpha, u, us, q, keys, gc, gs, out.query,
                                                          gk, ks, gv, vs, beta, f);
   else
@@ -357,6 +456,9 @@ bool dot_product_backward(const char* where, const S& score, std::span<const T> 
                           T* ust, std::size_t us, const options& opt) {
   const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
   const T f = score.template scale<T>(dk);
+  const T beta = static_cast<T>(opt.beta);
+  const T limit = u_limit(beta, f);
+  bool within = true;  // every |u_j| within u_limit
   T ub[online_block];
   for (std::size_t j0 = 0; j0 < n; j0 += online_block) {
     const std::size_t nb = n - j0 < online_block ? n - j0 : online_block;
@@ -369,11 +471,12 @@ bool dot_product_backward(const char* where, const S& score, std::span<const T> 
       dot_rows(gc.data(), values.row(j0).data(), values.row_stride(), nb, dv, ub);
     }
     for (std::size_t r = 0; r < nb; ++r) ust[(j0 + r) * us] = ub[r];
+    within = within && all_within(ub, nb, limit);
   }
   if (!weights_move(softmax_row_kind(gs.data(), n, opt))) return false;
   softmax_row(where, gs.data(), gs.data(), n, n, opt);  // gs holds α until pass 2 overwrites it
-  dot_product_backward_rows<Accumulate, T, S>(gs.data(), ust, us, q, keys, gc, out, gs,
-                                              static_cast<T>(opt.beta), f);
+  dot_product_backward_rows<Accumulate, T, S>(gs.data(), ust, us, q, keys, gc, out, gs, beta, f,
+                                              !within);
   return true;
 }
 
@@ -434,7 +537,7 @@ void dot_product_backward_one_pass(std::span<const T> q, MatrixView<const T> key
         for (std::size_t i = 0; i < dv; ++i) v0[r * vs + i] = al[r] * g[i];
       continue;
     }
-    for (std::size_t r = 0; r < nb; ++r) {
+    for (std::size_t r = 0; r < nb; ++r) {  // (an a_j f that overflowed: the caller redoes the row)
       if (out.notes)
         dot_product_gradient_row<false, true>(al[r], a[r], af[r], g, qd, dk, dv,
                                               gv.row(j0 + r).data(), gk.row(j0 + r).data());
@@ -482,11 +585,29 @@ void check_gradients(const char* where, const S& score, std::span<const T> q,
 
 /// backward of one query into the caller's views: checks every size, makes every scratch, then
 /// takes the path for what the forward saved (nothing: saved is null) and for the score.
-template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P,
+          bool Committed = false>
 void backward_views_of(const char* where, const S& score, std::span<const T> q,
                        MatrixView<const T> keys, MatrixView<const T> values,
                        const saved_forward<T>* saved, std::span<const T> gc,
                        const gradient_sink<T, P>& out, const options& opt) {
+  if constexpr (!Committed && gradients_may_throw<S, T, P>()) {
+    // a score that may throw: each gradient into a copy of its own (what it holds included, for
+    // accumulate), copied into the views when the call is done. ∂L/∂θ only the score's own
+    // members write, into the caller's.
+    std::vector<T> scores(out.scores.begin(), out.scores.end());
+    std::vector<T> query(out.query.begin(), out.query.end());
+    Matrix<T> gk = detached_copy(out.keys);
+    Matrix<T> gv = out.notes ? Matrix<T>() : detached_copy(out.values);
+    const gradient_sink<T, P> own{scores,         query,     gk.view(),     out.notes ? gk.view() : gv.view(),
+                                  out.parameters, out.notes, out.accumulate};
+    backward_views_of<T, N, DQ, DK, S, P, true>(where, score, q, keys, values, saved, gc, own, opt);
+    copy_numbers(scores.data(), out.scores.data(), scores.size());
+    copy_numbers(query.data(), out.query.data(), query.size());
+    commit_to(gk, out.keys);
+    commit_to(gv, out.values);
+    return;
+  }
   const std::size_t n = keys.rows(), dq = q.size(), dk = keys.cols(), dv = values.cols();
   const std::size_t gs_n = out.scores.empty() ? n : out.scores.size();
   if (saved == nullptr) {
@@ -528,16 +649,20 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
           one_pass_applies<T>(q, saved->weights, saved->context, gc, opt)) {
         dot_product_backward_one_pass<T, S>(q, keys, values, saved->weights, saved->context, gc,
                                             out, gs, beta, score.template scale<T>(dk));
-        return;
+        // an ∂L/∂s_j that overflowed met q's and the keys' zeros in the pass's sums (0·inf):
+        // the rows below overwrite every gradient again, by the rule that such zeros add nothing
+        if (all_finite(gs.data(), n)) return;
       }
       if (mask_keeps_a_note(opt) && dv != 0) {  // u_j in gs, then ∂L/∂s_j over it
         dot_rows(gc.data(), values.data(), values.row_stride(), n, dv, gs.data());
+        const T f = score.template scale<T>(dk);
+        const bool careful = !all_within(gs.data(), n, u_limit(beta, f));
         if (out.accumulate)
           dot_product_backward_rows<true, T, S>(saved->weights.data(), gs.data(), 1, q, keys, gc,
-                                                out, gs, beta, score.template scale<T>(dk));
+                                                out, gs, beta, f, careful);
         else
           dot_product_backward_rows<false, T, S>(saved->weights.data(), gs.data(), 1, q, keys, gc,
-                                                 out, gs, beta, score.template scale<T>(dk));
+                                                 out, gs, beta, f, careful);
         return;
       }
     } else if (dv != 0) {
@@ -578,12 +703,27 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
 
 /// align_backward into the caller's views: checks every row, makes every scratch, then each
 /// query's backward_any_score adds into the note gradients (zeroed first unless they accumulate).
-template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P>
+template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P,
+          bool Committed = false>
 void align_backward_views_of(const char* where, const S& score, MatrixView<const T> qs,
                              MatrixView<const T> keys, MatrixView<const T> values,
                              MatrixView<const T> gcs, MatrixView<T> gss, MatrixView<T> gqs,
                              MatrixView<T> gk, MatrixView<T> gv, bool notes, bool accumulate,
                              P* grads, const options& opt) {
+  if constexpr (!Committed && gradients_may_throw<S, T, P>()) {
+    // a score that may throw: as backward_views_of, every row into copies, committed at the end
+    Matrix<T> s = detached_copy(gss), g = detached_copy(gqs), k = detached_copy(gk);
+    Matrix<T> v = notes ? Matrix<T>() : detached_copy(gv);
+    align_backward_views_of<T, N, DQ, DK, S, P, true>(where, score, qs, keys, values, gcs,
+                                                      s.view(), g.view(), k.view(),
+                                                      notes ? k.view() : v.view(), notes,
+                                                      accumulate, grads, opt);
+    commit_to(s, gss);
+    commit_to(g, gqs);
+    commit_to(k, gk);
+    commit_to(v, gv);
+    return;
+  }
   const std::size_t tq = qs.rows(), n = keys.rows(), dk = keys.cols(), dv = values.cols();
   check_nonempty(where, "the queries matrix", tq);
   check_shape(where, "dL/dcontexts", gcs.rows(), gcs.cols(), tq, dv);
@@ -668,9 +808,10 @@ template <class Q, class K, class V, class S, class G>
       zero_vector<T, N>(kv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
       zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  backward_views_of<T, N, DQ, cols_of<K>>(where, score, qs, kv, vv, saved, as_span(grad_context),
-                                          result_sink<T>(r, r.keys.view(), r.values.view(), false),
-                                          opt);
+  // (a fresh result: a throw discards it, so no copies even for a score that may throw)
+  backward_views_of<T, N, DQ, cols_of<K>, S, parameter_gradient_t<S>, true>(
+      where, score, qs, kv, vv, saved, as_span(grad_context),
+      result_sink<T>(r, r.keys.view(), r.values.view(), false), opt);
   return r;
 }
 
@@ -687,8 +828,9 @@ template <class Q, class M, class S, class G>
   notes_backward_result<T, DQ, N, D, parameter_gradient_t<S>> r{
       zero_vector<T, N>(nv.rows()), zero_vector<T, DQ>(qs.size()),
       zero_matrix<T, N, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  backward_views_of<T, N, DQ, D>(where, score, qs, nv, nv, saved, as_span(grad_context),
-                                 result_sink<T>(r, r.notes.view(), r.notes.view(), true), opt);
+  backward_views_of<T, N, DQ, D, S, parameter_gradient_t<S>, true>(
+      where, score, qs, nv, nv, saved, as_span(grad_context),
+      result_sink<T>(r, r.notes.view(), r.notes.view(), true), opt);
   return r;
 }
 
@@ -856,7 +998,7 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S, matrix_like G>
       detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
       detail::zero_matrix<T, N, cols_of<K>>(kv.rows(), kv.cols()),
       detail::zero_matrix<T, N, cols_of<V>>(kv.rows(), vv.cols()), zero_parameter_gradient(score)};
-  detail::align_backward_views_of<T, N, DQ, cols_of<K>>(
+  detail::align_backward_views_of<T, N, DQ, cols_of<K>, S, parameter_gradient_t<S>, true>(
       "attn::align_backward", score, qv, kv, vv, as_view(grad_contexts), r.scores.view(),
       r.queries.view(), r.keys.view(), r.values.view(), false, false,
       detail::parameters_of(r.parameters), opt);
@@ -878,7 +1020,7 @@ template <matrix_like Qs, matrix_like M, class S, matrix_like G>
       detail::zero_matrix<T, TQ, N>(qv.rows(), nv.rows()),
       detail::zero_matrix<T, TQ, DQ>(qv.rows(), qv.cols()),
       detail::zero_matrix<T, N, D>(nv.rows(), nv.cols()), zero_parameter_gradient(score)};
-  detail::align_backward_views_of<T, N, DQ, D>(
+  detail::align_backward_views_of<T, N, DQ, D, S, parameter_gradient_t<S>, true>(
       "attn::align_backward", score, qv, nv, nv, as_view(grad_contexts), r.scores.view(),
       r.queries.view(), r.notes.view(), r.notes.view(), true, false,
       detail::parameters_of(r.parameters), opt);

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "attn/attention.hpp"
 #include "attn/detail/rows.hpp"
@@ -69,17 +70,43 @@ void value_minus_context(std::size_t j, std::span<const T> alpha, MatrixView<con
   }
 }
 
-/// ∂c/∂k_j (keys ≠ values) or ∂c/∂h_j (add_identity: notes are keys and values) into out.
-template <real T, std::size_t N, std::size_t DK, std::size_t DV, class S>
+/// Whether the members of S a Jacobian calls for scalar T may throw: its scoring, and
+/// gradient_note (Note) or gradient_query (Query), unless declared noexcept.
+template <class S, class T, bool Note, bool Query>
+consteval bool jacobian_may_throw() {
+  using Q = std::span<const T>;
+  bool may = scoring_may_throw<S, T>();
+  if constexpr (Note)
+    may = may || !noexcept(std::declval<const S&>().gradient_note(
+                     std::declval<Q>(), std::declval<Q>(), std::declval<std::span<T>>()));
+  if constexpr (Query)
+    may = may || !noexcept(std::declval<const S&>().gradient_query(
+                     std::declval<Q>(), std::declval<Q>(), std::declval<std::span<T>>()));
+  return may;
+}
+
+/// ∂c/∂k_j (keys ≠ values) or ∂c/∂h_j (add_identity: notes are keys and values) into out. For a
+/// score that may throw (jacobian_may_throw), into a matrix of our own, copied into out at the end.
+template <real T, std::size_t N, std::size_t DK, std::size_t DV, class S, bool Committed = false>
 void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
                        MatrixView<const T> keys, MatrixView<const T> values, std::size_t j,
                        MatrixView<T> out, bool add_identity, const options& opt) {
+  if constexpr (!Committed && jacobian_may_throw<S, T, true, false>()) {
+    Matrix<T> own(out.rows(), out.cols());
+    jacobian_key_into<T, N, DK, DV, S, true>(where, score, q, keys, values, j, own.view(),
+                                            add_identity, opt);
+    commit_to(own, out);
+    return;
+  }
   const std::size_t n = keys.rows(), dk = keys.cols(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dk);
+  // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
+  scratch<T, DK> g(dk);
+  scratch<T, DV> d(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
   const T aj = alpha[j];
   fill_rows(out.data(), out.rows(), out.cols(), out.row_stride(), T(0));
@@ -91,20 +118,24 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   if (add_identity)
     for (std::size_t i = 0; i < dv; ++i) out(i, i) = aj;
   if (!flows) return;  // the weights do not move with the scores
-  scratch<T, DK> g(dk);
   score.gradient_note(q, std::span<const T>(keys.row(j)), g.span());
-  scratch<T, DV> d(dv);
   value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
   const T beta = static_cast<T>(opt.beta);
-  for (std::size_t a = 0; a < dv; ++a)
-    axpy(beta * aj * d[a], g.span().data(), out.row(a).data(), dk);
+  for (std::size_t a = 0; a < dv; ++a)  // (a v_j − c that overflowed: g's zeros add nothing)
+    axpy_gradient(product_or_zero(beta * aj, d[a]), g.span().data(), out.row(a).data(), dk);
 }
 
-/// ∂c/∂v_j = α_j I into out.
-template <real T, std::size_t N, std::size_t DV, class S>
+/// ∂c/∂v_j = α_j I into out (a score that may throw: as jacobian_key_into).
+template <real T, std::size_t N, std::size_t DV, class S, bool Committed = false>
 void jacobian_value_into(const char* where, const S& score, std::span<const T> q,
                          MatrixView<const T> keys, MatrixView<const T> values, std::size_t j,
                          MatrixView<T> out, const options& opt) {
+  if constexpr (!Committed && jacobian_may_throw<S, T, false, false>()) {
+    Matrix<T> own(out.rows(), out.cols());
+    jacobian_value_into<T, N, DV, S, true>(where, score, q, keys, values, j, own.view(), opt);
+    commit_to(own, out);
+    return;
+  }
   const std::size_t n = keys.rows(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
@@ -121,16 +152,26 @@ void jacobian_value_into(const char* where, const S& score, std::span<const T> q
   for (std::size_t i = 0; i < dv; ++i) out(i, i) = aj;
 }
 
-/// ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ into out (d_v × d_q).
-template <real T, std::size_t N, std::size_t DQ, std::size_t DV, class S>
+/// ∂c/∂q = β Σ_j α_j (v_j − c)(∂s_j/∂q)ᵀ into out (d_v × d_q; a score that may throw: as
+/// jacobian_key_into).
+template <real T, std::size_t N, std::size_t DQ, std::size_t DV, class S, bool Committed = false>
 void jacobian_query_into(const char* where, const S& score, std::span<const T> q,
                          MatrixView<const T> keys, MatrixView<const T> values, MatrixView<T> out,
                          const options& opt) {
+  if constexpr (!Committed && jacobian_may_throw<S, T, false, true>()) {
+    Matrix<T> own(out.rows(), out.cols());
+    jacobian_query_into<T, N, DQ, DV, S, true>(where, score, q, keys, values, own.view(), opt);
+    commit_to(own, out);
+    return;
+  }
   const std::size_t n = keys.rows(), dq = q.size(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dq);
+  // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
+  scratch<T, DQ> gq(dq);
+  scratch<T, DV> d(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
   fill_rows(out.data(), out.rows(), out.cols(), out.row_stride(), T(0));
   if (!(alpha[0] == alpha[0])) {  // a NaN row is NaN throughout
@@ -139,14 +180,13 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
   }
   if (!flows) return;
   const T beta = static_cast<T>(opt.beta);
-  scratch<T, DQ> gq(dq);
-  scratch<T, DV> d(dv);
   for (std::size_t j = 0; j < n; ++j) {
     if (alpha[j] == T(0)) continue;
     score.gradient_query(q, std::span<const T>(keys.row(j)), gq.span());
     value_minus_context<T>(j, alpha.span(), values, c.span(), d.span());
     for (std::size_t a = 0; a < dv; ++a)
-      axpy(beta * alpha[j] * d[a], gq.span().data(), out.row(a).data(), dq);
+      axpy_gradient(product_or_zero(beta * alpha[j], d[a]), gq.span().data(), out.row(a).data(),
+                    dq);
   }
 }
 

@@ -23,6 +23,27 @@
 
 namespace attn {
 
+namespace detail {
+/// The most numbers of type T one array can hold (its bytes must fit std::ptrdiff_t).
+template <class T>
+inline constexpr std::size_t max_numbers =
+    static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(T);
+
+[[noreturn]] inline void throw_too_many_numbers(const char* where, std::size_t rows,
+                                                std::size_t cols) {
+  throw std::length_error(std::string(where) + ": " + std::to_string(rows) + "x" +
+                          std::to_string(cols) + " numbers are more than one array can hold");
+}
+
+/// rows·cols, or std::length_error (as std::vector's own beyond its max_size) when that is more
+/// than `most` numbers.
+constexpr std::size_t checked_numbers(const char* where, std::size_t rows, std::size_t cols,
+                                      std::size_t most) {
+  if (cols != 0 && rows > most / cols) throw_too_many_numbers(where, rows, cols);
+  return rows * cols;
+}
+}  // namespace detail
+
 /// A borrowed row-major R×C matrix: element (i, j) is `data[i * row_stride + j]`.
 /// `T` may be const. Fixed R or C are checked against the run-time sizes on construction.
 template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
@@ -53,6 +74,13 @@ class MatrixView {
     if (data_ == nullptr && rows_ != 0 && cols_ != 0)
       throw dimension_error("attn::MatrixView: null data for a " + std::to_string(rows_) + "x" +
                             std::to_string(cols_) + " matrix");
+    // the last row ends (rows − 1)·stride + cols numbers in: that must not wrap std::size_t,
+    // nor pass the most numbers one array can hold (a null view is packed: it spans nothing)
+    if (data_ != nullptr && rows_ != 0 &&
+        (rows_ - 1 > (detail::max_numbers<value_type> - cols_) / (stride_ == 0 ? 1 : stride_)))
+      throw dimension_error("attn::MatrixView: rows " + std::to_string(rows_) + ", row stride " +
+                            std::to_string(stride_) + " and columns " + std::to_string(cols_) +
+                            " span more numbers than one array can hold");
   }
 
 public:
@@ -138,6 +166,10 @@ template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class Matrix {
   static_assert(real<T>, "attn::Matrix holds float, double or long double");
   static constexpr bool fixed = R != dynamic && C != dynamic;
+  static_assert(!fixed || C == 0 || (R <= detail::max_numbers<T> / C &&
+                                     detail::fits_stack(R * C, sizeof(T))),
+                "attn::Matrix: fixed sizes this large do not fit on the stack "
+                "(ATTN_STACK_ALLOCATION_LIMIT, 128 KiB by default): use attn::dynamic");
   using storage_type = std::conditional_t<fixed, std::array<T, fixed ? R * C : 1>,
                                           std::vector<T, aligned_allocator<T>>>;
   storage_type data_{};
@@ -153,17 +185,15 @@ public:
   constexpr Matrix() = default;
 
   /// `rows × cols` copies of `value`; a fixed extent that disagrees throws dimension_error, and
-  /// a rows·cols beyond what std::size_t counts throws std::length_error (as std::vector does
+  /// a rows·cols beyond what one array can hold throws std::length_error (as std::vector does
   /// for a size beyond its max_size).
   constexpr Matrix(std::size_t rows, std::size_t cols, T value = T(0)) requires(!fixed)
       : rows_(rows), cols_(cols) {
     if constexpr (R != dynamic) detail::check_equal("attn::Matrix", "rows", rows, "fixed rows", R);
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", cols, "fixed columns", C);
-    if (cols != 0 && rows > std::numeric_limits<std::size_t>::max() / cols)  // rows·cols would wrap
-      throw std::length_error("attn::Matrix: " + std::to_string(rows) + "x" + std::to_string(cols) +
-                              " numbers are more than std::size_t counts");
-    data_.assign(rows * cols, value);
+    data_.assign(detail::checked_numbers("attn::Matrix", rows, cols, detail::max_numbers<T>),
+                 value);
   }
 
   /// Row by row: `Matrix<double, 3, 3>{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}`. Rows of unequal
@@ -192,9 +222,13 @@ public:
       detail::check_equal("attn::Matrix", "rows", v.rows(), "fixed rows", R);
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", v.cols(), "fixed columns", C);
+    if (v.data() == nullptr && v.rows() != 0 && v.cols() != 0)  // a default view of fixed extents
+      throw dimension_error("attn::Matrix: null data for a " + std::to_string(v.rows()) + "x" +
+                            std::to_string(v.cols()) + " matrix");
+    if constexpr (!fixed)
+      data_.resize(detail::checked_numbers("attn::Matrix", v.rows(), v.cols(), detail::max_numbers<T>));
     rows_ = v.rows();
     cols_ = v.cols();
-    if constexpr (!fixed) data_.resize(rows_ * cols_);
     for (std::size_t i = 0; i < rows_; ++i)
       for (std::size_t j = 0; j < cols_; ++j) data_[i * cols_ + j] = static_cast<T>(v(i, j));
   }

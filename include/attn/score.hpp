@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "attn/detail/prefetch.hpp"
+#include "attn/detail/reduce.hpp"
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/tanh.hpp"
@@ -215,37 +216,52 @@ struct dot_product_family {
   }
   /// out_j = f·(q·h_j) for every row h_j of notes (sizes checked by the caller).
   template <real T>
-  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     detail::dot_product_scores(q, notes, derived().template scale<T>(q.size()), out);
   }
   /// ∂s/∂h = f q.
   template <real T>
-  constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const {
+  constexpr void gradient_note(std::span<const T> q, std::span<const T>, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     scaled_copy(q, out);
   }
   /// ∂s/∂q = f h.
   template <real T>
-  constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const {
+  constexpr void gradient_query(std::span<const T>, std::span<const T> h, std::span<T> out) const
+      noexcept(scale_is_noexcept<T>()) {
     scaled_copy(h, out);
   }
   /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += (a_j f) q and
-  /// grad_q += Σ_j (a_j f) h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN).
+  /// grad_q += Σ_j (a_j f) h_j. Notes with a_j = 0 add nothing (even if they hold inf or NaN),
+  /// nor do zero numbers times an a_j that overflowed to ±inf.
   /// Cost n·d; nothing allocated.
   template <real T>
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys) const {
+                                      MatrixView<T> grad_keys) const
+      noexcept(scale_is_noexcept<T>()) {
     const T f = derived().template scale<T>(q.size());
     for (std::size_t j = 0; j < keys.rows(); ++j)
       if (a[j] != T(0))
-        detail::axpy(f == T(1) ? a[j] : a[j] * f, q.data(), grad_keys.row(j).data(), q.size());
-    detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
-                            grad_q.data());
+        detail::axpy_gradient(f == T(1) ? a[j] : detail::product_or_zero(a[j], f), q.data(),
+                              grad_keys.row(j).data(), q.size());
+    if (detail::all_finite(a.data(), a.size()))
+      detail::accumulate_rows(a.data(), f, keys.data(), keys.row_stride(), keys.rows(), q.size(),
+                              grad_q.data());
+    else  // an a_j that overflowed: zero numbers of its key add nothing
+      detail::accumulate_rows_overflowed(a.data(), f, keys.data(), keys.row_stride(), keys.rows(),
+                                         q.size(), grad_q.data());
   }
 
 private:
   [[nodiscard]] constexpr const Derived& derived() const noexcept {
     return static_cast<const Derived&>(*this);
+  }
+  /// Whether Derived's scale<T> is noexcept (attn's are): then so are the members above.
+  template <real T>
+  static consteval bool scale_is_noexcept() {
+    return noexcept(std::declval<const Derived&>().template scale<T>(std::size_t{}));
   }
   template <real T>
   constexpr void scaled_copy(std::span<const T> x, std::span<T> out) const {
@@ -269,10 +285,11 @@ inline constexpr dot_score dot{};
 /// The scaled dot product q·h/√d of the transformer (d = length of q and h).
 struct scaled_dot_score : dot_product_family<scaled_dot_score> {
   static constexpr const char* name = "attn::scaled_dot";
-  /// The scale 1/√d.
+  /// The scale 1/√d; 1 for d = 0, where every score is the empty sum 0 (1/√0 would make it
+  /// 0·inf = NaN).
   template <real T>
-  [[nodiscard]] static T scale(std::size_t d) {
-    return T(1) / std::sqrt(static_cast<T>(d));
+  [[nodiscard]] static T scale(std::size_t d) noexcept {
+    return d == 0 ? T(1) : T(1) / std::sqrt(static_cast<T>(d));
   }
 };
 /// The transformer's score s = q·h/√d.
@@ -295,7 +312,8 @@ namespace detail {
 /// Work in column blocks of this many numbers so that the per-call buffers live on the stack.
 inline constexpr std::size_t score_block = 128;
 template <class T, std::size_t Fixed>
-using block_buffer = std::array<T, Fixed == dynamic ? score_block : (Fixed > 0 ? Fixed : 1)>;
+using block_buffer =
+    std::array<T, (Fixed == dynamic || Fixed > score_block) ? score_block : (Fixed > 0 ? Fixed : 1)>;
 }  // namespace detail
 
 /// The general score s = qᵀ W h (Luong, 2015); W (d_q × d_h) is borrowed, not copied, so
@@ -341,7 +359,8 @@ public:
   }
   /// out_j = (Wᵀq)·h_j for every note: Wᵀq is formed once per block of columns, so the cost
   /// is d_q·d_h + n·d_h and nothing is allocated.
-  constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+  constexpr void scores(std::span<const T> q, MatrixView<const T> notes,
+                        std::span<T> out) const noexcept {
     const std::size_t n = notes.rows(), dh = notes.cols();
     for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
     detail::block_buffer<T, DH> u{};
@@ -355,14 +374,15 @@ public:
     }
   }
   /// ∂s/∂h = Wᵀ q.
-  constexpr void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+  constexpr void gradient_note(std::span<const T> q, std::span<const T> h,
+                               std::span<T> out) const noexcept {
     for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
     for (std::size_t a = 0; a < q.size(); ++a)
       detail::axpy(q[a], W_.row(a).data(), out.data(), h.size());
   }
   /// ∂s/∂q = W h.
   constexpr void gradient_query(std::span<const T> q, std::span<const T> h,
-                                std::span<T> out) const {
+                                std::span<T> out) const noexcept {
     for (std::size_t a = 0; a < q.size(); ++a)
       out[a] = detail::sum_of_products(W_.row(a).data(), h.data(), h.size());
   }
@@ -396,13 +416,13 @@ public:
   /// nothing allocated. Notes with a_j = 0 add nothing.
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys) const {
+                                      MatrixView<T> grad_keys) const noexcept {
     accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
   }
   /// As above, and also ∂L/∂W += q rᵀ (r = Σ_j a_j h_j) into `g`.
   constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
                                       std::span<const T> a, std::span<T> grad_q,
-                                      MatrixView<T> grad_keys, gradient_view g) const {
+                                      MatrixView<T> grad_keys, gradient_view g) const noexcept {
     accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g.W);
   }
 
@@ -410,7 +430,7 @@ private:
   constexpr void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
                                            std::span<const T> a, std::span<T> grad_q,
                                            MatrixView<T> grad_keys,
-                                           const MatrixView<T, DQ, DH>* gW) const {
+                                           const MatrixView<T, DQ, DH>* gW) const noexcept {
     const std::size_t n = keys.rows(), dh = keys.cols();
     detail::block_buffer<T, DH> u{};  // (Wᵀq) on this block of columns
     detail::block_buffer<T, DH> r{};  // (Σ_j a_j h_j) on this block of columns
@@ -421,12 +441,20 @@ private:
         detail::axpy(q[i], W_.row(i).data() + c0, u.data(), w);
       for (std::size_t j = 0; j < n; ++j) {
         if (a[j] == T(0)) continue;
-        detail::axpy(a[j], u.data(), grad_keys.row(j).data() + c0, w);
-        detail::axpy(a[j], keys.row(j).data() + c0, r.data(), w);
+        detail::axpy_gradient(a[j], u.data(), grad_keys.row(j).data() + c0, w);
+        detail::axpy_gradient(a[j], keys.row(j).data() + c0, r.data(), w);
       }
+      const bool r_finite = detail::all_finite(r.data(), w);  // else a zero W_ic adds nothing
       for (std::size_t i = 0; i < q.size(); ++i) {
-        grad_q[i] += detail::sum_of_products(W_.row(i).data() + c0, r.data(), w);
-        if (gW != nullptr) detail::axpy(q[i], r.data(), gW->row(i).data() + c0, w);
+        const T* Wi = W_.row(i).data() + c0;
+        if (r_finite) {
+          grad_q[i] += detail::sum_of_products(Wi, r.data(), w);
+        } else {
+          T s = 0;
+          for (std::size_t c = 0; c < w; ++c) s += detail::product_or_zero(Wi[c], r[c]);
+          grad_q[i] += s;
+        }
+        if (gW != nullptr) detail::axpy_gradient(q[i], r.data(), gW->row(i).data() + c0, w);
       }
     }
   }
@@ -506,7 +534,7 @@ public:
     /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
     /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
     /// the same numbers as s(q, h_j), to the bit.
-    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const noexcept {
       const std::size_t n = notes.rows(), k = hidden();
       for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
       detail::block_buffer<T, K> p{};
@@ -519,7 +547,7 @@ public:
       }
     }
     /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -527,7 +555,8 @@ public:
       }
     }
     /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    void gradient_query(std::span<const T> q, std::span<const T> h,
+                        std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -579,12 +608,13 @@ public:
     /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
     /// Notes with a_j = 0 add nothing.
     void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys) const {
+                              std::span<T> grad_q, MatrixView<T> grad_keys) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
     }
     /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
     void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
+                              std::span<T> grad_q, MatrixView<T> grad_keys,
+                              gradient_view g) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
     }
 
@@ -624,18 +654,21 @@ public:
           hidden_tanh(i0, w, h, p.data(), tb.data());
           for (std::size_t i = 0; i < w; ++i) {
             const T t = tb[i];
-            const T delta = a[j] * v_[i0 + i] * (T(1) - t * t);
-            detail::axpy(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
+            // a zero v_i or 1 − t² (a saturated unit) times an a_j that overflowed adds nothing
+            const T delta =
+                detail::product_or_zero(detail::product_or_zero(a[j], v_[i0 + i]), T(1) - t * t);
+            detail::axpy_gradient(delta, W1_.row(i0 + i).data(), grad_keys.row(j).data(), dh);
             e[i] += delta;
             if (g != nullptr) {
-              detail::axpy(delta, h, g->W1.row(i0 + i).data(), dh);
-              g->v[i0 + i] += a[j] * t;
+              detail::axpy_gradient(delta, h, g->W1.row(i0 + i).data(), dh);
+              g->v[i0 + i] += detail::product_or_zero(a[j], t);
             }
           }
         }
         for (std::size_t i = 0; i < w; ++i) {
-          detail::axpy(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
-          if (g != nullptr) detail::axpy(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
+          detail::axpy_gradient(e[i], W2_.row(i0 + i).data(), grad_q.data(), q.size());
+          if (g != nullptr)
+            detail::axpy_gradient(e[i], q.data(), g->W2.row(i0 + i).data(), q.size());
         }
       }
     }
@@ -648,6 +681,26 @@ additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
 additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
     -> additive<std::remove_const_t<T>, K, DH, DQ>;
+
+namespace detail {
+/// Whether the members of S that attn calls to score notes for scalar T may throw: a
+/// dot_product_score's scale, else the batched scores, else operator() — unless declared
+/// noexcept. attn's four scores cannot throw once the checks have passed; for a score that may,
+/// the functions that write into the caller's buffers compute into scratch and copy at the end
+/// (docs/errors.md, "A user's score that throws").
+template <class S, class T>
+consteval bool scoring_may_throw() {
+  if constexpr (dot_product_score<S, T>)
+    return !noexcept(std::declval<const S&>().template scale<T>(std::size_t{}));
+  else if constexpr (batched_score<S, T>)
+    return !noexcept(std::declval<const S&>().scores(std::declval<std::span<const T>>(),
+                                                     std::declval<MatrixView<const T>>(),
+                                                     std::declval<std::span<T>>()));
+  else
+    return !noexcept(static_cast<T>(std::declval<const S&>()(
+        std::declval<std::span<const T>>(), std::declval<std::span<const T>>())));
+}
+}  // namespace detail
 
 /// Writes score(q, h_j) for every row h_j of `notes` into out: scale(d)·(q·h_j) for a
 /// dot_product_score, else through the batched `scores` when it has one, else note by note.

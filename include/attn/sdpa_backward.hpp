@@ -92,11 +92,22 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
   }
 }
 
-template <real T, class S>
+template <real T, class S, bool Committed = false>
 void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                          MatrixView<const T> V, const S& score, saved_attention<T> saved,
                          MatrixView<const T> dY, const attention_gradients<T>& g,
                          const options& opt) {
+  if constexpr (!Committed && gradients_may_throw<S, T, no_parameters>()) {
+    // a score that may throw: the gradients into copies of their own, committed at the end
+    Matrix<T> gq = detached_copy(g.queries), gk = detached_copy(g.keys), gv = detached_copy(g.values);
+    sdpa_backward_views<T, S, true>(where, Q, K, V, score, saved, dY,
+                                    attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate},
+                                    opt);
+    commit_to(gq, g.queries);
+    commit_to(gk, g.keys);
+    commit_to(gv, g.values);
+    return;
+  }
   const std::size_t tq = Q.rows(), n = K.rows(), dk = K.cols(), dv = V.cols();
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_shape(where, "dL/dY", dY.rows(), dY.cols(), tq, dv);

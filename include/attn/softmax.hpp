@@ -430,17 +430,14 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
     }
     // A kept finite x_j whose β·x_j overflows T (to −inf: the max is finite) still has the
     // log-weight β x_j − m − lse of exact arithmetic, finite where that is within T's range:
-    // β·(x_j − x_p) from the entry x_p of the max, as the overflow rows take it.
-    bool pivot_found = false;
-    T p = 0;
+    // β·(x_j − x_p) from the entry x_p of the max, as the overflow rows take it. Only |β| > 1
+    // overflows a finite x; x_p is found before anything is written (out may be x itself).
+    const T p =
+        beta > T(1) || beta < T(-1) ? detail::overflow_pivot(in, n, beta, mask) : T(0);
     for (std::size_t j = 0; j < n; ++j) {
       const bool kept = mask == nullptr || mask[j];
       T t = kept ? detail::scaled_minus(beta, in[j], s.max) : -inf;
-      if (kept && t == -inf && detail::is_finite(in[j])) {
-        if (!pivot_found) p = detail::overflow_pivot(in, n, beta, mask);
-        pivot_found = true;
-        t = detail::shifted_score(in[j], p, beta, true);
-      }
+      if (kept && t == -inf && detail::is_finite(in[j])) t = detail::shifted_score(in[j], p, beta, true);
       o[j] = t - lse;
     }
     return;

@@ -134,10 +134,17 @@ bool score_overflows_to_minus_inf(const S& score, std::span<const T> q, MatrixVi
 /// allocated before either is moved in: nothing allocates when they are sized, and p is left
 /// untouched on a throw. The context is the one-pass sum divided as attend_online divides it,
 /// so that it is attend's context to the bit wherever attend takes one pass.
-template <real T, std::size_t D, class S>
+template <real T, std::size_t D, class S, bool Committed = false>
 void attend_partial_into(const char* where, std::span<const T> q, MatrixView<const T> keys,
                          MatrixView<const T> values, const S& score, partial_attention<T, D>& p,
                          const options& opt) {
+  if constexpr (!Committed && scoring_may_throw<S, T>()) {
+    // a score that may throw: into a result of our own, moved into p once it is whole
+    partial_attention<T, D> own{};
+    attend_partial_into<T, D, S, true>(where, q, keys, values, score, own, opt);
+    p = std::move(own);
+    return;
+  }
   check_score(where, score, q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   if constexpr (D != dynamic)
@@ -199,15 +206,25 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
 }
 
 /// x = r_x x + r_y y, the two shares r_x + r_y = 1 (up to rounding): a share of 0 drops its
-/// vector entirely (0·inf would be NaN), a share of 1 keeps it as it is.
+/// vector entirely (0·inf would be NaN), a share of 1 keeps it as it is. y_i is read before x_i
+/// is written, so y may be x (a result merged with itself).
 template <real T>
 void convex_combine(T* x, T r_x, const T* y, T r_y, std::size_t d) noexcept {
-  if (r_x == T(0)) {
-    for (std::size_t i = 0; i < d; ++i) x[i] = T(0);
-  } else if (r_x != T(1)) {
-    scale(x, d, r_x);
+  for (std::size_t i = 0; i < d; ++i) {
+    const T yi = y[i];
+    T xi = r_x == T(0) ? T(0) : r_x == T(1) ? x[i] : x[i] * r_x;
+    if (r_y != T(0)) xi += r_y * yi;
+    x[i] = xi;
   }
-  if (r_y != T(0)) axpy(r_y, y, x, d);
+}
+
+/// Throws dimension_error unless p's values_mean, read under `uniform`, has as many numbers as
+/// its context: the fields are public, and a mean of another length would be read past its end.
+template <real T, std::size_t D>
+constexpr void check_values_mean(const char* where, const partial_attention<T, D>& p) {
+  if (p.has_values_mean)
+    check_equal(where, "size of the values' mean", p.values_mean.size(), "context size",
+                p.context.size());
 }
 
 /// exp(from − to), taken as 1 when from == to (so −inf, +inf and equal maxima merge cleanly).
@@ -273,22 +290,27 @@ template <real T, std::size_t D>
 void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
   detail::check_equal("attn::merge", "context size", b.context.size(), "context size",
                       a.context.size());
+  detail::check_values_mean("attn::merge", a);
+  detail::check_values_mean("attn::merge", b);
   const std::size_t d = a.context.size();
+  // b's numbers before a's change: b may be a itself (convex_combine reads y_i before x_i)
+  const std::size_t b_notes = b.notes;
+  const T b_max = b.max, b_sum = b.sum;
   a.has_values_mean = a.has_values_mean && b.has_values_mean;
-  if (a.has_values_mean && b.notes != 0) {  // each mean weighed by its share of the notes
-    const T total = static_cast<T>(a.notes + b.notes);
+  if (a.has_values_mean && b_notes != 0) {  // each mean weighed by its share of the notes
+    const T total = static_cast<T>(a.notes + b_notes);
     detail::convex_combine(a.values_mean.data(), static_cast<T>(a.notes) / total,
-                           b.values_mean.data(), static_cast<T>(b.notes) / total, d);
+                           b.values_mean.data(), static_cast<T>(b_notes) / total, d);
   }
-  a.notes += b.notes;
-  if (a.max != a.max || b.max != b.max) {
+  a.notes += b_notes;
+  if (a.max != a.max || b_max != b_max) {
     detail::nan_partial(a.max, a.sum, a.context.data(), d);
     return;
   }
-  const T m = a.max > b.max ? a.max : b.max;
-  const T fa = detail::merge_factor(a.max, m), fb = detail::merge_factor(b.max, m);
+  const T m = a.max > b_max ? a.max : b_max;
+  const T fa = detail::merge_factor(a.max, m), fb = detail::merge_factor(b_max, m);
   const T wa = fa == T(0) ? T(0) : fa * a.sum;  // (a chunk with nothing kept: sum 0, fa 0 or 1)
-  const T wb = fb == T(0) ? T(0) : fb * b.sum;
+  const T wb = fb == T(0) ? T(0) : fb * b_sum;
   const T sum = wa + wb;
   if (sum != T(0))
     detail::convex_combine(a.context.data(), wa / sum, b.context.data(), wb / sum, d);
@@ -315,6 +337,7 @@ void finish(const partial_attention<T, D>& p, COut&& context, const options& opt
   const char* where = "attn::finish";
   const std::size_t d = p.context.size();
   detail::check_equal(where, "context size", out.size(), "size of the partial context", d);
+  detail::check_values_mean(where, p);
   const T* from = p.context.data();  // (a NaN max: the context is NaN already)
   if (p.max == -std::numeric_limits<T>::infinity()) {
     switch (opt.if_all_masked) {

@@ -78,6 +78,9 @@ template <mutable_vector_like R>
 template <class T, std::size_t N = dynamic>
 class Vector {
   static_assert(real<T>, "attn::Vector holds float, double or long double");
+  static_assert(N == dynamic || detail::fits_stack(N, sizeof(T)),
+                "attn::Vector: a fixed size this large does not fit on the stack "
+                "(ATTN_STACK_ALLOCATION_LIMIT, 128 KiB by default): use attn::dynamic");
   using storage_type =
       std::conditional_t<N == dynamic, std::vector<T, aligned_allocator<T>>, std::array<T, N>>;
   storage_type data_{};

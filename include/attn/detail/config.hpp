@@ -40,7 +40,21 @@
 #define ATTN_UNROLL
 #endif
 
+/// The most bytes one fixed-size attn::Vector or attn::Matrix may hold: it lives where it is
+/// declared, on the stack for a local, and so do attn's results of fixed size. Past it a
+/// static_assert says to use attn::dynamic. 128 KiB (Eigen's EIGEN_STACK_ALLOCATION_LIMIT) unless
+/// defined before attn is included.
+#ifndef ATTN_STACK_ALLOCATION_LIMIT
+#define ATTN_STACK_ALLOCATION_LIMIT 131072
+#endif
+
 namespace attn::detail {
+/// Whether n numbers of `bytes` bytes each fit ATTN_STACK_ALLOCATION_LIMIT (n counts: 2^20 does
+/// not wrap when multiplied).
+inline constexpr bool fits_stack(unsigned long long n, unsigned long long bytes) {
+  return n <= static_cast<unsigned long long>(ATTN_STACK_ALLOCATION_LIMIT) / bytes;
+}
+
 /// A mask entry as the kernels read it: nonzero keeps (attn/mask.hpp makes these from bool,
 /// char, signed char and unsigned char ranges).
 using mask_byte = unsigned char;

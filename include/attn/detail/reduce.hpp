@@ -157,4 +157,13 @@ template <class T>
   return bad == 0;
 }
 
+/// Whether every |x_i| ≤ limit (false at a NaN).
+template <class T>
+[[nodiscard]] constexpr bool all_within(const T* x, std::size_t n, T limit) noexcept {
+  std::size_t bad = 0;  // (no && between the two: each is a vector compare)
+  for (std::size_t i = 0; i < n; ++i)
+    bad += static_cast<std::size_t>(!(x[i] <= limit)) + static_cast<std::size_t>(!(x[i] >= -limit));
+  return bad == 0;
+}
+
 }  // namespace attn::detail

@@ -20,6 +20,34 @@ constexpr void axpy(T a, const T* x, T* y, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+/// x is ±inf (not finite, not NaN).
+template <class T>
+[[nodiscard]] constexpr bool is_infinite(T x) noexcept {
+  return x == x && !(x - x == T(0));
+}
+
+/// a·x, except that a zero factor times an infinite one is 0, not NaN: in a derivative an
+/// infinity is an intermediate that overflowed (a huge dL/dc), and a zero factor contributes
+/// nothing. A NaN factor still gives NaN.
+template <class T>
+[[nodiscard]] constexpr T product_or_zero(T a, T x) noexcept {
+  const T p = a * x;
+  return p == p || a != a || x != x ? p : T(0);
+}
+
+/// y += a·x for a derivative's coefficient a (product_or_zero's rule): a = 0 adds nothing, and
+/// where a is ±inf a zero x_i adds nothing; a finite a (the usual case) is axpy.
+template <class T>
+constexpr void axpy_gradient(T a, const T* x, T* y, std::size_t n) noexcept {
+  if (a == T(0)) return;
+  if (!is_infinite(a)) {
+    axpy(a, x, y, n);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (x[i] != T(0)) y[i] += a * x[i];
+}
+
 /// x_i = value.
 template <class T>
 constexpr void fill(T* x, std::size_t n, T value) noexcept {
@@ -233,6 +261,18 @@ constexpr void accumulate_rows(const T* a, T f, const T* X, std::size_t stride, 
   }
   for (std::size_t j = whole; j < rows; ++j)
     if (a[j] != T(0)) axpy(f == T(1) ? a[j] : a[j] * f, X + j * stride, y, d);
+}
+
+/// accumulate_rows for a derivative's coefficients of which some a_j f overflowed to ±inf: row by
+/// row through axpy_gradient, so that such a row adds nothing at its zero numbers (0·inf would be
+/// NaN). Callers take it only when they saw such a coefficient (accumulate_rows' groups would
+/// cost a check per group on the common path).
+template <class T>
+constexpr void accumulate_rows_overflowed(const T* a, T f, const T* X, std::size_t stride,
+                                          std::size_t rows,
+                                std::size_t d, T* y) noexcept {
+  for (std::size_t j = 0; j < rows; ++j)
+    if (a[j] != T(0)) axpy_gradient(f == T(1) ? a[j] : product_or_zero(a[j], f), X + j * stride, y, d);
 }
 
 /// y = Σ_j a_j x_j by accumulate_rows' rules into a y of zeros (the same numbers; short rows

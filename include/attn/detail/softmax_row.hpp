@@ -412,10 +412,12 @@ ATTN_ALWAYS_INLINE constexpr void softmax_finite_row(const T* x, T* out, std::si
 
 /// One entry of the softmax-backward step, ∂L/∂x_j = β α_j (u_j − ū) with δ = u_j − ū (or, for
 /// the dominant weight, softmax_backward_terms' u_m − ū (attn/softmax.hpp)): exactly 0 for a weight of 0 (a masked
-/// entry), whatever u_j holds.
+/// entry) and for β = 0 (or a β·α_j that underflows to 0), whatever δ holds (±inf that overflowed
+/// included). A NaN α_j (a NaN row) gives NaN.
 template <class T>
 [[nodiscard]] constexpr T softmax_backward_entry(T alpha, T delta, T beta) noexcept {
-  return alpha == T(0) ? T(0) : beta * alpha * delta;
+  const T ba = beta * alpha;  // 0 for α_j = 0, and for β = 0: the weights do not move
+  return ba == T(0) ? T(0) : ba * delta;
 }
 
 }  // namespace attn::detail
