@@ -111,9 +111,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   s.kv_rows = X_kv.rows();
   s.batch = batch;
   if (s.rows % batch != 0 || s.kv_rows % batch != 0)
-    throw dimension_error(std::string(where) + ": " + std::to_string(s.rows) + " rows of X and " +
-                          std::to_string(s.kv_rows) + " of X_kv are not " + std::to_string(batch) +
-                          " sentences of equal length");
+    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(s.rows) +
+                                         " rows of X and " + std::to_string(s.kv_rows) +
+                                         " of X_kv are not " + std::to_string(batch) +
+                                         " sentences of equal length");
   s.tq = s.rows / batch;
   s.n = s.kv_rows / batch;
   s.d_model = X.cols();
@@ -124,10 +125,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   check_equal(where, "rows of W_V", p.W_V.rows(), "columns of X_kv", s.d_kv);
   check_equal(where, "columns of W_K", p.W_K.cols(), "columns of W_Q", p.W_Q.cols());
   if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % p.heads != 0)
-    throw dimension_error(std::string(where) + ": " + std::to_string(p.heads) +
-                          " heads do not divide the " + std::to_string(p.W_Q.cols()) +
-                          " columns of W_Q and the " + std::to_string(p.W_V.cols()) +
-                          " columns of W_V");
+    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(p.heads) +
+                                         " heads do not divide the " +
+                                         std::to_string(p.W_Q.cols()) + " columns of W_Q and the " +
+                                         std::to_string(p.W_V.cols()) + " columns of W_V");
   s.dk = p.W_Q.cols() / p.heads;
   s.dv = p.W_V.cols() / p.heads;
   check_nonempty(where, "a head's query and key size (columns of W_Q / heads)", s.dk);
@@ -149,7 +150,7 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   }
   check_beta<T>(where, opt);
   if (p.scale && !(*p.scale - *p.scale == 0))
-    throw domain_error(std::string(where) + ": the scale must be finite");
+    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite");
   return s;
 }
 

@@ -49,15 +49,17 @@ void check_head_gradients(const char* where, const head_sizes& s, const multi_he
     check_shape(where, "dL/dX", g.inputs.rows(), g.inputs.cols(), s.rows, s.d_model);
   if (g.kv_inputs.rows() != 0) {
     if (self)
-      throw dimension_error(std::string(where) +
-                            ": dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
+      attn::detail::raise<dimension_error>(
+          std::string(where) +
+          ": dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
     check_shape(where, "dL/dX_kv", g.kv_inputs.rows(), g.kv_inputs.cols(), s.kv_rows, s.d_kv);
   }
   shape("dL/dW_Q", g.W_Q, p.W_Q);
   shape("dL/dW_K", g.W_K, p.W_K);
   shape("dL/dW_V", g.W_V, p.W_V);
   if (g.W_O.rows() != 0) {
-    if (p.W_O.rows() == 0) throw dimension_error(std::string(where) + ": dL/dW_O given but no W_O");
+    if (p.W_O.rows() == 0)
+      attn::detail::raise<dimension_error>(std::string(where) + ": dL/dW_O given but no W_O");
     shape("dL/dW_O", g.W_O, p.W_O);
   }
   const auto size = [&](const char* what, std::span<T> b, std::size_t want) {
@@ -97,9 +99,9 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
       !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
       !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
       !cached(cache.logsumexp, s.heads * s.batch, s.tq))
-    throw dimension_error(std::string(where) +
-                          ": the cache does not hold a forward of these shapes (run "
-                          "multi_head_attention with it first)");
+    attn::detail::raise<dimension_error>(std::string(where) +
+                                         ": the cache does not hold a forward of these shapes (run "
+                                         "multi_head_attention with it first)");
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
@@ -192,8 +194,9 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
   for (const std::size_t r : {t, s})
     if (r >= hs.rows)
-      throw dimension_error(std::string(where) + ": row " + std::to_string(r) +
-                            " is out of range for the " + std::to_string(hs.rows) + " rows of X");
+      attn::detail::raise<dimension_error>(std::string(where) + ": row " + std::to_string(r) +
+                                           " is out of range for the " + std::to_string(hs.rows) +
+                                           " rows of X");
   multi_head_cache<T> cache;
   Matrix<T> y(hs.rows, hs.d_out), maps(hs.heads * hs.rows, hs.n);
   multi_head_attention(x, params, multi_head_views<T>{.out = y.view(), .maps = maps.view()}, cache, opt);

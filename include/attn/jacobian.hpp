@@ -286,9 +286,9 @@ template <class Q, class K>
                                     std::size_t t, const options& opt) {
   check_masks(where, opt, as_view(queries).rows(), as_view(keys).rows());
   if (t >= as_view(queries).rows())
-    throw dimension_error(std::string(where) + ": query index " + std::to_string(t) +
-                          " is out of range for " + std::to_string(as_view(queries).rows()) +
-                          " queries");
+    attn::detail::raise<dimension_error>(std::string(where) + ": query index " + std::to_string(t) +
+                                         " is out of range for " +
+                                         std::to_string(as_view(queries).rows()) + " queries");
   return rows(t);
 }
 }  // namespace detail

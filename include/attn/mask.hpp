@@ -242,8 +242,9 @@ public:
 
 }  // namespace detail
 inline void mask_matrix_view::throw_mask_stride(std::size_t stride, std::size_t cols) {
-  throw dimension_error("attn::mask_matrix_view: row stride " + std::to_string(stride) +
-                        " is smaller than the row length " + std::to_string(cols));
+  attn::detail::raise<dimension_error>("attn::mask_matrix_view: row stride " +
+                                       std::to_string(stride) + " is smaller than the row length " +
+                                       std::to_string(cols));
 }
 inline void mask_matrix_view::throw_mask_size(std::size_t size, std::size_t rows,
                                               std::size_t cols) {

@@ -48,11 +48,11 @@ class MatrixView {
     if constexpr (C != dynamic)
       detail::check_equal("attn::MatrixView", "columns", cols_, "fixed columns", C);
     if (stride_ < cols_)
-      throw dimension_error("attn::MatrixView: row stride " + std::to_string(stride_) +
-                            " is smaller than the row length " + std::to_string(cols_));
+      detail::raise<dimension_error>("attn::MatrixView: row stride " + std::to_string(stride_) +
+                                     " is smaller than the row length " + std::to_string(cols_));
     if (data_ == nullptr && rows_ != 0 && cols_ != 0)
-      throw dimension_error("attn::MatrixView: null data for a " + std::to_string(rows_) + "x" +
-                            std::to_string(cols_) + " matrix");
+      detail::raise<dimension_error>("attn::MatrixView: null data for a " + std::to_string(rows_) +
+                                     "x" + std::to_string(cols_) + " matrix");
   }
 
 public:
@@ -119,11 +119,12 @@ public:
   [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first,
                                                             std::size_t count) const {
     if (first > rows() || count > rows() - first)
-      throw dimension_error("attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
-                            (count > std::numeric_limits<std::size_t>::max() - first
-                                 ? std::string("beyond SIZE_MAX")
-                                 : std::to_string(first + count)) +
-                            " (exclusive) are not within the " + std::to_string(rows()) + " rows");
+      detail::raise<dimension_error>(
+          "attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
+          (count > std::numeric_limits<std::size_t>::max() - first
+               ? std::string("beyond SIZE_MAX")
+               : std::to_string(first + count)) +
+          " (exclusive) are not within the " + std::to_string(rows()) + " rows");
     // no rows: the view starts at data() (first · stride may point past the buffer's end,
     // whose last row needs only cols() numbers)
     return MatrixView<T, dynamic, C>(count == 0 ? data_ : data_ + first * stride_, count, cols(),
@@ -161,8 +162,9 @@ public:
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", cols, "fixed columns", C);
     if (cols != 0 && rows > std::numeric_limits<std::size_t>::max() / cols)  // rows·cols would wrap
-      throw std::length_error("attn::Matrix: " + std::to_string(rows) + "x" + std::to_string(cols) +
-                              " numbers are more than std::size_t counts");
+      detail::raise<std::length_error>("attn::Matrix: " + std::to_string(rows) + "x" +
+                                       std::to_string(cols) +
+                                       " numbers are more than std::size_t counts");
     data_.assign(rows * cols, value);
   }
 

@@ -76,14 +76,15 @@ template <class T>
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
 /// checks' throw, out of line so that the checks themselves inline to a compare.
 [[noreturn]] inline void throw_row_mask_one_row(const char* where) {
-  throw dimension_error(std::string(where) +
-                        ": a row mask is for many queries (align and the matrix functions); give "
-                        "one row's mask as options::mask");
+  attn::detail::raise<dimension_error>(
+      std::string(where) +
+      ": a row mask is for many queries (align and the matrix functions); give "
+      "one row's mask as options::mask");
 }
 
 [[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
-  throw domain_error(std::string(where) + ": sharpness beta must be finite" +
-                     (as_float ? " as a float" : ""));
+  raise<domain_error>(std::string(where) + ": sharpness beta must be finite" +
+                      (as_float ? " as a float" : ""));
 }
 
 /// Throws domain_error unless β is finite as a T (a double β beyond float's range would be
@@ -272,8 +273,8 @@ constexpr T shifted_score(T xj, T p, T beta, bool kept) noexcept {
 }
 
 [[noreturn]] inline void throw_all_masked(const char* where) {
-  throw domain_error(std::string(where) +
-                     ": every entry is masked out or -inf and the policy is throw_error");
+  raise<domain_error>(std::string(where) +
+                      ": every entry is masked out or -inf and the policy is throw_error");
 }
 
 /// softmax of β·x into out (out may alias x), by the rules of the file comment. Validates

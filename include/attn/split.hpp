@@ -323,7 +323,8 @@ void finish(const partial_attention<T, D>& p, COut&& context, const options& opt
       return;
     case all_masked_policy::uniform:
       if (!p.has_values_mean)
-        throw domain_error("attn::finish: the uniform policy needs every chunk read under it");
+        detail::raise<domain_error>(
+            "attn::finish: the uniform policy needs every chunk read under it");
       detail::check_nonempty(where, "the notes", p.notes);
       from = p.values_mean.data();
       break;
