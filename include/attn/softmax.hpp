@@ -19,8 +19,10 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
@@ -67,10 +69,15 @@ inline constexpr double
                      ? static_cast<double>(std::numeric_limits<T>::max())
                      : std::numeric_limits<double>::max();
 
-/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN).
+/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN). On the bits (|β|'s as an
+/// integer, which orders like |β| and puts NaN past inf): -ffinite-math-only lets a compiler fold
+/// a NaN's compares to true, and clang does.
 template <class T>
 [[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
-  return beta >= -beta_limit<T> && beta <= beta_limit<T>;
+  static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
+  constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
+  return (std::bit_cast<std::uint64_t>(beta) & magnitude) <=
+         std::bit_cast<std::uint64_t>(beta_limit<T>);
 }
 
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
