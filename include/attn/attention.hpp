@@ -104,6 +104,22 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
     check_something_kept(where, q, keys, score, opt);
 }
 
+/// Refuses (overlap_error, naming both) scores, weights or context that overlap one another,
+/// the query, the keys, the values (the notes, when they are both) or the mask.
+template <real T>
+constexpr void check_attend_apart(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                                  MatrixView<const T> values, bool notes, std::span<T> scores,
+                                  std::span<T> weights, std::span<T> context, const options& opt) {
+  check_buffers_apart<T>(where,
+                         {{"scores", region_of(scores)},
+                          {"weights", region_of(weights)},
+                          {"context", region_of(context)}},
+                         {{"query", region_of(q)},
+                          {notes ? "notes" : "keys", region_of(keys)},
+                          {notes ? "notes" : "values", region_of(values)}},
+                         opt);
+}
+
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
 /// contributes nothing, even if its value holds inf or NaN.
 template <real T>
@@ -498,7 +514,43 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
                                   const attention_views<T>& out, const options& opt) {
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
+  check_buffers_apart<T>(
+      where,
+      {{"the output", region_of(out.out)},
+       {"the weights", region_of(out.weights)},
+       {"the scores", region_of(out.scores)},
+       {"the log-sum-exp", region_of(out.logsumexp)}},
+      {{"the queries", region_of(Q)}, {"the keys", region_of(K)}, {"the values", region_of(V)}},
+      opt);
   many_queries_rows<T>(where, Q, K, V, score, out, opt);
+}
+
+/// align into views: every check (overlaps, sizes, masks, the all-masked throw policy of every
+/// row) before any row is written, then the rows (many_queries_rows).
+template <real T, class S>
+constexpr void align_views(MatrixView<const T> qv, MatrixView<const T> kv, MatrixView<const T> vv,
+                           bool notes, const S& score, MatrixView<T> sv, MatrixView<T> wv,
+                           MatrixView<T> cv, const options& opt) {
+  const char* where = "attn::align";
+  check_buffers_apart<T>(
+      where, {{"scores", region_of(sv)}, {"weights", region_of(wv)}, {"contexts", region_of(cv)}},
+      {{"queries", region_of(qv)},
+       {notes ? "notes" : "keys", region_of(kv)},
+       {notes ? "notes" : "values", region_of(vv)}},
+      opt);
+  check_nonempty(where, "the queries matrix", qv.rows());
+  check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
+  check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
+  check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
+  check_equal(where, "columns of scores", sv.cols(), "number of notes", kv.rows());
+  check_equal(where, "columns of weights", wv.cols(), "number of notes", kv.rows());
+  check_equal(where, "columns of contexts", cv.cols(), "columns of values", vv.cols());
+  check_masks(where, opt, qv.rows(), kv.rows());
+  row_options row_opt(opt, qv.rows(), kv.rows());
+  for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
+    check_attend<T>(where, qv.row(t), kv, vv, score, kv.rows(), kv.rows(), vv.cols(), row_opt(t));
+  many_queries_rows<T>(where, qv, kv, vv, score,
+                       attention_views<T>{.out = cv, .weights = wv, .scores = sv}, opt);
 }
 
 }  // namespace detail
@@ -515,9 +567,13 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, clas
 constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
                       WOut&& weights, COut&& context, const options& opt = {}) {
   using T = scalar_of<Q>;
-  detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
-                          as_mutable_span(scores), as_mutable_span(weights),
-                          as_mutable_span(context), opt);
+  const auto s = as_mutable_span(scores);
+  const auto w = as_mutable_span(weights);
+  const auto c = as_mutable_span(context);
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  detail::check_attend_apart<T>("attn::attend", as_span(q), kv, vv, false, s, w, c, opt);
+  detail::attend_views<T>("attn::attend", as_span(q), kv, vv, score, s, w, c, opt);
 }
 
 /// Attention where the notes are both keys and values, into the caller's buffers.
@@ -528,7 +584,13 @@ template <vector_like Q, matrix_like N, class S, class SOut, class WOut, class C
       detail::output_for<COut, scalar_of<Q>, cols_of<N>>
 constexpr void attend(const Q& q, const N& notes, const S& score, SOut&& scores, WOut&& weights,
                       COut&& context, const options& opt = {}) {
-  attend(q, notes, notes, score, scores, weights, context, opt);
+  using T = scalar_of<Q>;
+  const auto s = as_mutable_span(scores);
+  const auto w = as_mutable_span(weights);
+  const auto c = as_mutable_span(context);
+  const auto nv = as_view(notes);  // (one row-major copy of a strided view, for keys and values)
+  detail::check_attend_apart<T>("attn::attend", as_span(q), nv, nv, true, s, w, c, opt);
+  detail::attend_views<T>("attn::attend", as_span(q), nv, nv, score, s, w, c, opt);
 }
 
 /// Attention over keys and values that differ; returns scores, weights and context.
@@ -567,27 +629,11 @@ template <vector_like Q, matrix_like N, class S>
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
-void align(const Qs& queries, const K& keys, const V& values, const S& score, SOut&& scores,
-           WOut&& weights, COut&& contexts, const options& opt = {}) {
-  using T = matrix_scalar_of<Qs>;
-  const char* where = "attn::align";
-  const MatrixView<const T> qv = as_view(queries);
-  const MatrixView<const T> kv = as_view(keys);
-  const MatrixView<const T> vv = as_view(values);
-  const MatrixView<T> sv = as_mutable_view(scores);
-  const MatrixView<T> wv = as_mutable_view(weights);
-  const MatrixView<T> cv = as_mutable_view(contexts);
-  detail::check_nonempty(where, "the queries matrix", qv.rows());
-  detail::check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
-  detail::check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
-  detail::check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
-  detail::check_masks(where, opt, qv.rows(), kv.rows());
-  detail::row_options row_opt(opt, qv.rows(), kv.rows());
-  for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
-    detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(),
-                            row_opt(t));
-  detail::many_queries_rows<T>(where, qv, kv, vv, score,
-                               attention_views<T>{.out = cv, .weights = wv, .scores = sv}, opt);
+constexpr void align(const Qs& queries, const K& keys, const V& values, const S& score,
+                     SOut&& scores, WOut&& weights, COut&& contexts, const options& opt = {}) {
+  detail::align_views<matrix_scalar_of<Qs>>(
+      as_view(queries), as_view(keys), as_view(values), false, score, as_mutable_view(scores),
+      as_mutable_view(weights), as_mutable_view(contexts), opt);
 }
 
 /// The alignment map of T queries over notes that are both keys and values, written into the
@@ -595,9 +641,12 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
 template <matrix_like Qs, matrix_like N, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
-void align(const Qs& queries, const N& notes, const S& score, SOut&& scores, WOut&& weights,
-           COut&& contexts, const options& opt = {}) {
-  align(queries, notes, notes, score, scores, weights, contexts, opt);
+constexpr void align(const Qs& queries, const N& notes, const S& score, SOut&& scores,
+                     WOut&& weights, COut&& contexts, const options& opt = {}) {
+  const auto nv = as_view(notes);  // (one row-major copy of a strided view, for keys and values)
+  detail::align_views<matrix_scalar_of<Qs>>(as_view(queries), nv, nv, true, score,
+                                            as_mutable_view(scores), as_mutable_view(weights),
+                                            as_mutable_view(contexts), opt);
 }
 
 /// The alignment map of T queries over keys and values: returns the T×n scores and weights
@@ -617,7 +666,8 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S>
     r.weights = Matrix<T, TQ, N>(qv.rows(), kv.rows());
   }
   if constexpr (TQ == dynamic || D == dynamic) r.contexts = Matrix<T, TQ, D>(qv.rows(), vv.cols());
-  align(qv, kv, vv, score, r.scores.view(), r.weights.view(), r.contexts.view(), opt);
+  detail::align_views<T>(qv, kv, vv, false, score, r.scores.view(), r.weights.view(),
+                         r.contexts.view(), opt);
   return r;
 }
 

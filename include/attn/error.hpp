@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "attn/detail/overlap.hpp"
+
 namespace attn {
 
 /// Thrown when run-time sizes disagree (or a size is zero where one is needed);
@@ -27,6 +29,14 @@ public:
 class domain_error : public std::domain_error {
 public:
   using std::domain_error::domain_error;
+};
+
+/// Thrown when an output buffer overlaps an input, or another output, of the same call in a way
+/// the call does not allow (docs/errors.md, "Buffers that overlap"); `what()` names the function
+/// and both buffers: "attn::attend: context overlaps query".
+class overlap_error : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
 };
 
 namespace detail {
@@ -109,6 +119,46 @@ constexpr void check_shape(const char* where, const char* what, std::size_t rows
 /// Throws dimension_error unless j < n (a note's index).
 constexpr void check_index(const char* where, std::size_t j, std::size_t n) {
   if (j >= n) throw_index_error(where, j, n);
+}
+
+/// Throws overlap_error "<where>: <a> overlaps <b>" (the check's throw, out of line).
+[[noreturn]] inline void throw_overlap(const char* where, const char* a, const char* b) {
+  raise<overlap_error>(std::string(where) + ": " + a + " overlaps " + b);
+}
+
+/// A buffer of a call, its name as the messages give it and where its numbers lie.
+template <class T>
+struct named_region {
+  const char* name;
+  region<T> numbers;
+};
+
+/// The named buffers of a call, up to Capacity of them.
+template <class T, std::size_t Capacity>
+struct named_regions {
+  named_region<T> at[Capacity]{};
+  std::size_t count = 0;
+
+  constexpr void add(const char* name, region<T> numbers) noexcept {
+    at[count++] = {name, numbers};
+  }
+  [[nodiscard]] constexpr std::span<const named_region<T>> span() const noexcept {
+    return {at, count};
+  }
+};
+
+/// Throws overlap_error for the first output that overlaps an earlier output or an input,
+/// naming both.
+template <class T>
+constexpr void check_outputs_apart(const char* where, std::span<const named_region<T>> outputs,
+                                   std::span<const named_region<T>> inputs) {
+  for (std::size_t o = 0; o < outputs.size(); ++o) {
+    const region<T>& out = outputs[o].numbers;
+    for (std::size_t p = 0; p < o; ++p)
+      if (overlaps(out, outputs[p].numbers)) throw_overlap(where, outputs[o].name, outputs[p].name);
+    for (const named_region<T>& in : inputs)
+      if (overlaps(out, in.numbers)) throw_overlap(where, outputs[o].name, in.name);
+  }
 }
 
 }  // namespace detail

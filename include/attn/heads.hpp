@@ -230,6 +230,31 @@ constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
     f(scaled_dot);
 }
 
+/// The inputs of attention with projections, named: X, X_kv (when it is not X) and every
+/// parameter given.
+template <real T, std::size_t Capacity>
+constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const T> X,
+                               MatrixView<const T> X_kv, const multi_head_parameters<T>& p) {
+  in.add("X", region_of(X));
+  if (X_kv.data() != X.data()) in.add("X_kv", region_of(X_kv));
+  in.add("W_Q", region_of(p.W_Q));
+  in.add("W_K", region_of(p.W_K));
+  in.add("W_V", region_of(p.W_V));
+  in.add("W_O", region_of(p.W_O));
+  in.add("b_Q", region_of(p.b_Q));
+  in.add("b_K", region_of(p.b_K));
+  in.add("b_V", region_of(p.b_V));
+  in.add("b_O", region_of(p.b_O));
+}
+
+/// The cache's matrices the forward writes, named.
+template <real T, std::size_t Capacity>
+constexpr void add_forward_cache(named_regions<T, Capacity>& list, multi_head_cache<T>& cache) {
+  for (Matrix<T>* m :
+       {&cache.queries, &cache.keys, &cache.values, &cache.heads_out, &cache.logsumexp})
+    list.add("the cache", region_of(m->view()));
+}
+
 /// multi_head_attention on views: checks (every one, before anything is written), sizes the
 /// cache, projects, attends head by head, projects the output.
 template <real T>
@@ -240,6 +265,13 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)
     check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
+  named_regions<T, 10> inputs;
+  add_head_inputs(inputs, X, X_kv, p);
+  named_regions<T, 7> outputs;
+  outputs.add("Y", region_of(out.out));
+  outputs.add("the maps", region_of(out.maps));
+  add_forward_cache(outputs, cache);
+  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);

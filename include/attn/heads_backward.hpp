@@ -102,6 +102,25 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
     attn::detail::raise<dimension_error>(std::string(where) +
                                          ": the cache does not hold a forward of these shapes (run "
                                          "multi_head_attention with it first)");
+  named_regions<T, 16> inputs;
+  add_head_inputs(inputs, X, X_kv, p);
+  inputs.add("dL/dY", region_of(dY));
+  add_forward_cache(inputs, cache);
+  named_regions<T, 14> outputs;
+  outputs.add("dL/dX", region_of(g.inputs));
+  outputs.add("dL/dX_kv", region_of(g.kv_inputs));
+  outputs.add("dL/dW_Q", region_of(g.W_Q));
+  outputs.add("dL/dW_K", region_of(g.W_K));
+  outputs.add("dL/dW_V", region_of(g.W_V));
+  outputs.add("dL/dW_O", region_of(g.W_O));
+  outputs.add("dL/db_Q", region_of(g.b_Q));
+  outputs.add("dL/db_K", region_of(g.b_K));
+  outputs.add("dL/db_V", region_of(g.b_V));
+  outputs.add("dL/db_O", region_of(g.b_O));
+  for (Matrix<T>* m :
+       {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
+    outputs.add("the cache", region_of(m->view()));
+  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
@@ -192,6 +211,11 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
+  detail::named_regions<T, 10> inputs;
+  detail::add_head_inputs(inputs, x, x, params);
+  const detail::named_region<T> outputs[1] = {{"the Jacobian", detail::region_of(J)}};
+  detail::check_buffers_apart<T>(where, std::span<const detail::named_region<T>>(outputs),
+                                 inputs.span(), opt);
   for (const std::size_t r : {t, s})
     if (r >= hs.rows)
       attn::detail::raise<dimension_error>(std::string(where) + ": row " + std::to_string(r) +

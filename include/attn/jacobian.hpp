@@ -69,6 +69,23 @@ void value_minus_context(std::size_t j, std::span<const T> alpha, MatrixView<con
   }
 }
 
+/// Refuses (overlap_error, naming both) a Jacobian buffer that overlaps the query, the keys, the
+/// values (the notes, when they are both), the mask or the score's parameters.
+template <real T, class S>
+constexpr void check_jacobian_apart(const char* where, const S& score, std::span<const T> q,
+                                    MatrixView<const T> keys, MatrixView<const T> values,
+                                    bool notes, MatrixView<T> out, const options& opt) {
+  named_region<T> inputs[6] = {{"query", region_of(q)},
+                               {notes ? "notes" : "keys", region_of(keys)},
+                               {notes ? "notes" : "values", region_of(values)}};
+  std::size_t n_in = 3;
+  if constexpr (requires { parameter_regions(score); })
+    for (const named_region<T>& r : parameter_regions(score)) inputs[n_in++] = r;
+  const named_region<T> outputs[1] = {{"the Jacobian", region_of(out)}};
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs),
+                         std::span<const named_region<T>>(inputs, n_in), opt);
+}
+
 /// ∂c/∂k_j (keys ≠ values) or ∂c/∂h_j (add_identity: notes are keys and values) into out.
 template <real T, std::size_t N, std::size_t DK, std::size_t DV, class S>
 void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
@@ -78,6 +95,7 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dk);
+  check_jacobian_apart<T>(where, score, q, keys, values, add_identity, out, opt);
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);
@@ -109,6 +127,7 @@ void jacobian_value_into(const char* where, const S& score, std::span<const T> q
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dv);
+  check_jacobian_apart<T>(where, score, q, keys, values, false, out, opt);
   scratch<T, N> alpha(n);
   score_all(score, q, keys, alpha.span());
   softmax_row(where, alpha.span().data(), alpha.span().data(), n, n, opt);
@@ -129,6 +148,7 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
   const std::size_t n = keys.rows(), dq = q.size(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dq);
+  check_jacobian_apart<T>(where, score, q, keys, values, keys.data() == values.data(), out, opt);
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
   const bool flows = forward_pass<T>(where, score, q, keys, values, alpha.span(), c.span(), opt);

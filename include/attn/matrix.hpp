@@ -260,6 +260,12 @@ public:
 };
 
 namespace detail {
+/// The numbers of a matrix view.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr region<std::remove_const_t<T>> region_of(MatrixView<T, R, C> m) noexcept {
+  return {m.data(), m.rows(), m.cols(), m.row_stride()};
+}
+
 /// A zero r × c Matrix (fixed extents: inline, no allocation).
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {

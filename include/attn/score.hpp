@@ -648,6 +648,33 @@ additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
 template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
 additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
     -> additive<std::remove_const_t<T>, K, DH, DQ>;
+namespace detail {
+/// The parameters of attn's parameterized scores, named, for the overlap checks of the calls
+/// that write gradients or Jacobians (a score without an overload here has none attn knows of).
+template <real T, std::size_t DQ, std::size_t DH>
+[[nodiscard]] constexpr std::array<named_region<T>, 1>
+parameter_regions(const general<T, DQ, DH>& s) noexcept {
+  return {{{"W", region_of(s.W())}}};
+}
+template <real T, std::size_t K, std::size_t DH, std::size_t DQ>
+[[nodiscard]] constexpr std::array<named_region<T>, 3>
+parameter_regions(const additive<T, K, DH, DQ>& s) noexcept {
+  return {{{"W1", region_of(s.W1())}, {"W2", region_of(s.W2())}, {"v", region_of(s.v())}}};
+}
+/// The buffers of their parameter gradients (∂L/∂θ), named likewise.
+template <real T, std::size_t DQ, std::size_t DH>
+[[nodiscard]] constexpr std::array<named_region<T>, 1>
+gradient_regions(const general<T, DQ, DH>&,
+                 const typename general<T, DQ, DH>::gradient_view& g) noexcept {
+  return {{{"dL/dW", region_of(g.W)}}};
+}
+template <real T, std::size_t K, std::size_t DH, std::size_t DQ>
+[[nodiscard]] constexpr std::array<named_region<T>, 3>
+gradient_regions(const additive<T, K, DH, DQ>&,
+                 const typename additive<T, K, DH, DQ>::gradient_view& g) noexcept {
+  return {{{"dL/dW1", region_of(g.W1)}, {"dL/dW2", region_of(g.W2)}, {"dL/dv", region_of(g.v)}}};
+}
+}  // namespace detail
 
 /// Writes score(q, h_j) for every row h_j of `notes` into out: scale(d)·(q·h_j) for a
 /// dot_product_score, else through the batched `scores` when it has one, else note by note.

@@ -359,6 +359,38 @@ ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* 
   softmax_rows(where, x, out, n, out_n, opt);
 }
 
+/// Refuses (overlap_error, naming both) an output that overlaps an earlier output, an input, the
+/// mask or the row mask: the check of every call that writes into caller buffers.
+template <class T>
+constexpr void check_buffers_apart(const char* where, std::span<const named_region<T>> outputs,
+                                   std::span<const named_region<T>> inputs, const options& opt) {
+  check_outputs_apart(where, outputs, inputs);
+  for (const named_region<T>& o : outputs) {
+    if (overlaps(o.numbers, region_of(opt.mask))) throw_overlap(where, o.name, "mask");
+    if (overlaps(o.numbers, region_of(opt.row_mask))) throw_overlap(where, o.name, "row mask");
+  }
+}
+
+/// check_buffers_apart of lists written in braces: `{{"scores", region_of(s)}, …}`.
+template <class T, std::size_t NO, std::size_t NI>
+constexpr void check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
+                                   const named_region<T> (&inputs)[NI], const options& opt) {
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs),
+                         std::span<const named_region<T>>(inputs), opt);
+}
+
+/// Refuses (overlap_error) an output `out` of a softmax-family call that overlaps its input
+/// `in` — unless it is `in` exactly and the call works in place (`in_place`) — or a mask.
+template <class T>
+constexpr void check_output_apart(const char* where, const char* out_name, region<T> out,
+                                  const char* in_name, region<T> in, bool in_place,
+                                  const options& opt) {
+  if (!(in_place && same_numbers(out, in)) && overlaps(out, in))
+    throw_overlap(where, out_name, in_name);
+  const named_region<T> outputs[1] = {{out_name, out}};
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs), {}, opt);
+}
+
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
 /// log1p keeps tiny probabilities. Ties at the max count 1 each beyond the first.
 template <class T>
@@ -389,6 +421,8 @@ template <vector_like In, mutable_vector_like Out>
 constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const auto os = as_mutable_span(out);
+  detail::check_output_apart("attn::softmax", "output", detail::region_of(os), "input",
+                             detail::region_of(xs), true, opt);
   detail::softmax_row("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
 }
 
@@ -405,6 +439,8 @@ template <vector_like In>
 template <mutable_vector_like X>
 constexpr void softmax_inplace(X&& x, const options& opt = {}) {
   const auto xs = as_mutable_span(x);
+  detail::check_output_apart("attn::softmax_inplace", "input", detail::region_of(xs), "input",
+                             detail::region_of(xs), true, opt);
   detail::softmax_row("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
 }
 
@@ -422,6 +458,8 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto os = as_mutable_span(out);
   const char* where = "attn::log_softmax";
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "output", detail::region_of(os), "input", detail::region_of(xs),
+                             true, opt);
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   const T beta = static_cast<T>(opt.beta);
   const detail::mask_bytes mask_storage(opt.mask);
@@ -624,6 +662,8 @@ void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const MatrixView<T> o = as_mutable_view(out);
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "the Jacobian", detail::region_of(o), "input",
+                             detail::region_of(xs), false, opt);
   detail::check_softmax_args<T>(where, n, n, opt);
   detail::check_equal(where, "rows of the Jacobian", o.rows(), "input size", n);
   detail::check_equal(where, "columns of the Jacobian", o.cols(), "input size", n);
@@ -683,6 +723,10 @@ void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   const auto gs = as_span(g);
   const auto os = as_mutable_span(out);
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "output", detail::region_of(os), "input", detail::region_of(xs),
+                             true, opt);
+  if (detail::overlaps(detail::region_of(os), detail::region_of(gs)))
+    detail::throw_overlap(where, "output", "dL/dalpha");
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);

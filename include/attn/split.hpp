@@ -146,6 +146,11 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
     check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   if (!opt.row_mask.empty()) throw_row_mask_one_row(where);
   check_beta<T>(where, opt);  // as attend: finite as a T
+  check_buffers_apart<T>(
+      where,
+      {{"part.context", {p.context.data(), 1, p.context.size(), p.context.size()}},
+       {"part.values_mean", {p.values_mean.data(), 1, p.values_mean.size(), p.values_mean.size()}}},
+      {{"query", region_of(q)}, {"keys", region_of(keys)}, {"values", region_of(values)}}, opt);
   const std::size_t dv = values.cols();
   const bool uniform = opt.if_all_masked == all_masked_policy::uniform;
   if constexpr (D == dynamic) {

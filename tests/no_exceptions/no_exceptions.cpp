@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
     const std::vector<bool> none(2, false);
     (void)attn::attend(q3, notes, attn::dot,
                        {.mask = none, .if_all_masked = attn::all_masked_policy::throw_error});
+  } else if (std::strcmp(c, "overlap") == 0) {
+    attn::attend(q3, notes, attn::dot, s, w, q3);
   } else if (std::strcmp(c, "view") == 0) {
     (void)attn::MatrixView<double>(nullptr, 3, 4);
   } else if (std::strcmp(c, "length") == 0) {
