@@ -617,7 +617,12 @@ template <vector_like Q, matrix_like N, class S>
   requires detail::attend_inputs<Q, N, N, S>
 [[nodiscard]] ATTN_ALWAYS_INLINE constexpr auto attend(const Q& q, const N& notes, const S& score,
                                                        const options& opt = {}) {
-  return attend(q, notes, notes, score, opt);
+  if constexpr (detail::is_strided<N>) {
+    const auto nv = as_view(notes);  // one row-major copy, for keys and values
+    return attend(q, nv.view(), nv.view(), score, opt);
+  } else {
+    return attend(q, notes, notes, score, opt);
+  }
 }
 
 /// The alignment map of T queries (rows of `queries`) over keys and values, written into
@@ -676,7 +681,12 @@ template <matrix_like Qs, matrix_like N, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S>
 [[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score,
                          const options& opt = {}) {
-  return align(queries, notes, notes, score, opt);
+  if constexpr (detail::is_strided<N>) {
+    const auto nv = as_view(notes);  // one row-major copy, for keys and values
+    return align(queries, nv.view(), nv.view(), score, opt);
+  } else {
+    return align(queries, notes, notes, score, opt);
+  }
 }
 
 /// Unit 17's translator without attention: every one of the T queries gets the same

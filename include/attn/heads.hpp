@@ -316,7 +316,8 @@ void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar
                           multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
                           std::size_t batch = 1) {
   using T = matrix_scalar_of<Xm>;
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
                                  batch);
 }
@@ -379,10 +380,21 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
     else
       return cols_of<WO>;
   }();
-  multi_head_parameters<T> p{.W_Q = as_view(W_Q), .W_K = as_view(W_K), .W_V = as_view(W_V),
-                             .heads = H};
-  if constexpr (!std::is_same_v<WO, void>) p.W_O = as_view(*W_O);
-  const MatrixView<const T> x = as_view(X), xkv = as_view(X_kv);
+  // (a strided input: its row-major copy, held here for the views below)
+  const auto wq = as_view(W_Q);
+  const auto wk = as_view(W_K);
+  const auto wv = as_view(W_V);
+  multi_head_parameters<T> p{.W_Q = wq, .W_K = wk, .W_V = wv, .heads = H};
+  const auto wo = [&] {
+    if constexpr (std::is_same_v<WO, void>)
+      return 0;
+    else
+      return as_view(*W_O);
+  }();
+  if constexpr (!std::is_same_v<WO, void>) p.W_O = wo;
+  const auto x_held = as_view(X);
+  const auto xkv_held = as_view(X_kv);
+  const MatrixView<const T> x = x_held, xkv = xkv_held;
   const head_sizes s = check_heads<T>(where, x, xkv, p, 1, opt);
   projected_attention<T, TQ, N, DQK, DVH, DOUT, H> r{
       zero_matrix<T, TQ, DQK>(s.rows, s.heads * s.dk), zero_matrix<T, N, DQK>(s.n, s.heads * s.dk),

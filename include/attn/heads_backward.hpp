@@ -187,7 +187,8 @@ void multi_head_attention_backward(const Xm& X,
                                    const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
                                    const options& opt = {}, std::size_t batch = 1) {
   using T = matrix_scalar_of<Xm>;
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
                                     as_view(dY), grads, opt, batch);
 }
@@ -207,7 +208,8 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
                     std::size_t t, std::size_t s, Out&& out, const options& opt = {}) {
   using T = matrix_scalar_of<Xm>;
   const char* where = "attn::jacobian_input";
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
