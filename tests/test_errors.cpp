@@ -186,7 +186,9 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::additive: size of v is 3 but rows of W1 is 2");
   // derivatives
   CHECK(message_of([&] { (void)attn::backward(q3, notes, attn::dot, q2); }) ==
-        "attn::backward: context size is 2 but columns of values is 3");
+        "attn::backward: size of dL/dc is 2 but columns of values is 3");
+  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, {s3, {}, {}}); }) ==
+        "attn::backward: size of dL/ds is 3 but number of notes is 2");
   CHECK(message_of([&] { (void)attn::jacobian_note(q3, notes, attn::dot, 2); }) ==
         "attn::jacobian_note: note index 2 is out of range for 2 notes");
   Matrix<double> j23(2, 3);
@@ -210,6 +212,24 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         }) == "attn::backward: dL/dnotes is 3x3 but should be 2x3");
   // a fixed-size Vector from a range of another size
   CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
+  // a parameter gradient of the wrong shape names the function called, not the score
+  const Matrix<double> W33(3, 3, 1.0);
+  const attn::general<double> g33(W33);
+  Matrix<double> dW23(2, 3);
+  CHECK(message_of([&] {
+          attn::backward(q3, notes, g33, q3,
+                         attn::notes_backward_views<double, attn::general<double>::gradient_view>{
+                             .parameters = {dW23.view()}});
+        }) == "attn::backward: rows of dL/dW is 2 but rows of W is 3");
+  const std::vector<double> v2{1, 1};
+  const attn::additive<double> add(W1.view(), W2.view(), std::span<const double>(v2));
+  auto dadd = add.zero_parameter_gradient();
+  dadd.v = attn::Vector<double>(3);
+  CHECK(message_of([&] {
+          attn::backward(q3, notes, add, q3,
+                         attn::notes_backward_views<double, attn::additive<double>::gradient_view>{
+                             .parameters = dadd});
+        }) == "attn::backward: size of dL/dv is 3 but size of v is 2");
   // align's outputs: their columns
   const Matrix<double> queries(2, 3, 1.0);
   Matrix<double> S23(2, 3), S22(2, 2), W22(2, 2), C23(2, 3), C22(2, 2);
@@ -217,6 +237,13 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::align: columns of scores is 3 but number of notes is 2");
   CHECK(message_of([&] { attn::align(queries, notes, attn::dot, S22.view(), W22.view(), C22.view()); }) ==
         "attn::align: columns of contexts is 2 but columns of values is 3");
+  // split attention: merge and merge_into name themselves and both partial results
+  auto a = attn::attend_partial(q3, notes, attn::dot);
+  const auto b = attn::attend_partial(q2, Matrix<double>{{1, 0}}, attn::dot);
+  CHECK(message_of([&] { attn::merge_into(a, b); }) ==
+        "attn::merge_into: size of b's context is 2 but size of a's context is 3");
+  CHECK(message_of([&] { (void)attn::merge(a, b); }) ==
+        "attn::merge: size of b's context is 2 but size of a's context is 3");
 }
 
 TEST_CASE("errors: empty inputs throw dimension_error, zero-length notes are allowed", "[errors][empty]") {

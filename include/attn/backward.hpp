@@ -457,10 +457,16 @@ bool one_pass_applies(std::span<const T> q, std::span<const T> alpha, std::span<
          all_finite(gc.data(), gc.size()) && all_finite(q.data(), q.size());
 }
 
+/// The shape of ∂L/∂θ: score.check_gradient(where, g) when the score names the calling function
+/// in its messages (attn's do: "attn::backward: rows of dL/dW is 3 but rows of W is 2"), else
+/// score.check_gradient(g).
 template <class S, class P>
-void check_parameter_gradient(const S& score, P* grads) {
+void check_parameter_gradient(const char* where, const S& score, P* grads) {
   if constexpr (!std::same_as<P, no_parameters>) {
-    if constexpr (requires { score.check_gradient(*grads); }) score.check_gradient(*grads);
+    if constexpr (requires { score.check_gradient(where, *grads); })
+      score.check_gradient(where, *grads);
+    else if constexpr (requires { score.check_gradient(*grads); })
+      score.check_gradient(*grads);
   }
 }
 
@@ -477,7 +483,7 @@ void check_gradients(const char* where, const S& score, std::span<const T> q,
                 keys.cols());
   if (!out.notes && out.values.rows() != 0)
     check_shape(where, "dL/dvalues", out.values.rows(), out.values.cols(), n, values.cols());
-  check_parameter_gradient(score, out.parameters);
+  check_parameter_gradient(where, score, out.parameters);
 }
 
 /// Refuses (overlap_error, naming both) gradients that overlap one another (∂L/∂keys and
@@ -509,7 +515,9 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
   const std::size_t n = keys.rows(), dq = q.size(), dk = keys.cols(), dv = values.cols();
   const std::size_t gs_n = out.scores.empty() ? n : out.scores.size();
   if (saved == nullptr) {
-    check_attend<T>(where, q, keys, values, score, gs_n, gs_n, gc.size(), opt);
+    check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
+    check_equal(where, "size of dL/ds", gs_n, "number of notes", n);
+    check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
   } else {
     check_score(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);
@@ -630,7 +638,7 @@ void align_backward_views_of(const char* where, const S& score, MatrixView<const
   row_options row_opt(opt, tq, n);
   for (std::size_t t = 0; t < tq; ++t)
     check_attend<T>(where, qs.row(t), keys, values, score, n, n, dv, row_opt(t));
-  check_parameter_gradient(score, grads);
+  check_parameter_gradient(where, score, grads);
   named_regions<T, 9> inputs;
   inputs.add("queries", region_of(qs));
   inputs.add(notes ? "notes" : "keys", region_of(keys));

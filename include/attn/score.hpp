@@ -15,6 +15,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -388,8 +389,12 @@ public:
   }
   /// Throws dimension_error unless g.W is shaped like W.
   constexpr void check_gradient(const gradient_view& g) const {
-    detail::check_equal("attn::general", "rows of dL/dW", g.W.rows(), "rows of W", W_.rows());
-    detail::check_equal("attn::general", "columns of dL/dW", g.W.cols(), "columns of W", W_.cols());
+    check_gradient("attn::general", g);
+  }
+  /// As above, the message naming `where` (the function that was called).
+  constexpr void check_gradient(const char* where, const gradient_view& g) const {
+    detail::check_equal(where, "rows of dL/dW", g.W.rows(), "rows of W", W_.rows());
+    detail::check_equal(where, "columns of dL/dW", g.W.cols(), "columns of W", W_.cols());
   }
   /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += a_j Wᵀq and grad_q += W r with
   /// r = Σ_j a_j h_j. Wᵀq and r are formed once per block of columns: cost n·d_h + d_q·d_h,
@@ -438,6 +443,22 @@ general(const Matrix<T, R, C>&) -> general<T, R, C>;
 template <class T, std::size_t R, std::size_t C>
 general(MatrixView<T, R, C>) -> general<std::remove_const_t<T>, R, C>;
 
+namespace detail {
+/// W1, W2 and v of an additive<T, K, DH, DQ>: matrices and a vector of T whose fixed extents fit.
+template <class A, class B, class C, class T, std::size_t K, std::size_t DH, std::size_t DQ>
+concept additive_parameters = matrix_like<A> && matrix_like<B> && vector_like<C> &&
+    std::same_as<matrix_scalar_of<A>, T> && std::same_as<matrix_scalar_of<B>, T> &&
+    std::same_as<scalar_of<C>, T> && compatible_extents<rows_of<A>, K> &&
+    compatible_extents<cols_of<A>, DH> && compatible_extents<rows_of<B>, K> &&
+    compatible_extents<cols_of<B>, DQ> && compatible_extents<extent_of<C>, K>;
+
+/// An argument a score may keep a view of: an lvalue, or a view (MatrixView, std::span), whose
+/// numbers outlive the expression.
+template <class X>
+concept borrowable = std::is_lvalue_reference_v<X> || std::ranges::borrowed_range<X> ||
+    (matrix_like<X>&& matrix_traits<std::remove_cvref_t<X>>::is_view);
+}  // namespace detail
+
 /// The additive score s = vᵀ tanh(W1 h + W2 q) (Bahdanau, 2015): a one-layer network of k
 /// hidden units judges the match. W1 (k × d_h), W2 (k × d_q) and v (k) are borrowed.
 template <real T, std::size_t K = dynamic, std::size_t DH = dynamic, std::size_t DQ = dynamic>
@@ -451,25 +472,39 @@ public:
   static constexpr std::size_t query_extent = DQ;
   static constexpr std::size_t note_extent = DH;
 
-  /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k); throws dimension_error unless W1, W2 and
-  /// v agree on k.
-  constexpr additive(MatrixView<const T, K, DH> W1, MatrixView<const T, K, DQ> W2,
-                     std::span<const T, K> v)
-      : W1_(W1), W2_(W2), v_(v) {
-    detail::check_equal("attn::additive", "rows of W2", W2.rows(), "rows of W1", W1.rows());
-    detail::check_equal("attn::additive", "size of v", v.size(), "rows of W1", W1.rows());
-  }
-  /// Borrows owned parameters (which must outlive the score).
-  constexpr additive(const Matrix<T, K, DH>& W1, const Matrix<T, K, DQ>& W2, const Vector<T, K>& v)
-      : additive(W1.view(), W2.view(), std::span<const T, K>(v)) {}
-  /// Refused: a temporary W1, W2 or v would dangle (keep the parameters alive, pass them by name).
+  /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k): each a Matrix or MatrixView, v any vector of
+  /// T (Vector, std::vector, std::array, std::span…); they must outlive the score. Throws
+  /// dimension_error unless W1, W2 and v agree on k.
   template <class A, class B, class C>
-    requires std::same_as<std::remove_cvref_t<A>, Matrix<T, K, DH>> &&
-        std::same_as<std::remove_cvref_t<B>, Matrix<T, K, DQ>> &&
-        std::same_as<std::remove_cvref_t<C>, Vector<T, K>> &&
-        (!std::is_lvalue_reference_v<A> || !std::is_lvalue_reference_v<B> ||
-         !std::is_lvalue_reference_v<C>)additive(A&&, B&&, C&&) = delete;
+    requires detail::additive_parameters<A, B, C, T, K, DH, DQ> && detail::borrowable<A> &&
+        detail::borrowable<B> && detail::borrowable<C>
+  constexpr additive(A&& W1, B&& W2, C&& v)
+      : W1_(parameter<DH>(W1, nullptr, 0)), W2_(parameter<DQ>(W2, "rows of W2", W1_.rows())),
+        v_(hidden_weights(v, W1_.rows())) {}
+  /// Refused: a temporary Matrix, Vector or std::vector would dangle (keep the parameters alive
+  /// and pass them by name; views may be temporaries).
+  template <class A, class B, class C>
+    requires detail::additive_parameters<A, B, C, T, K, DH, DQ> &&
+        (!detail::borrowable<A> || !detail::borrowable<B> ||
+         !detail::borrowable<C>)additive(A&&, B&&, C&&) = delete;
 
+  private:
+    template <std::size_t C, class M>
+    static constexpr MatrixView<const T, K, C> parameter(const M& m, const char* rows_name,
+                                                         std::size_t k) {
+      const auto w = as_view(m);
+      if (rows_name != nullptr)
+        detail::check_equal("attn::additive", rows_name, w.rows(), "rows of W1", k);
+      return MatrixView<const T, K, C>(w.data(), w.rows(), w.cols(), w.row_stride());
+    }
+    template <class V>
+    static constexpr std::span<const T, K> hidden_weights(const V& v, std::size_t k) {
+      const auto s = as_span(v);
+      detail::check_equal("attn::additive", "size of v", s.size(), "rows of W1", k);
+      return std::span<const T, K>(s.data(), s.size());
+    }
+
+  public:
     [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
     [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
     [[nodiscard]] constexpr std::span<const T, K> v() const noexcept { return v_; }
@@ -564,15 +599,15 @@ public:
     }
     /// Throws dimension_error unless the views are shaped like W1, W2 and v.
     constexpr void check_gradient(const gradient_view& g) const {
-      detail::check_equal("attn::additive", "rows of dL/dW1", g.W1.rows(), "rows of W1",
-                          W1_.rows());
-      detail::check_equal("attn::additive", "columns of dL/dW1", g.W1.cols(), "columns of W1",
-                          W1_.cols());
-      detail::check_equal("attn::additive", "rows of dL/dW2", g.W2.rows(), "rows of W2",
-                          W2_.rows());
-      detail::check_equal("attn::additive", "columns of dL/dW2", g.W2.cols(), "columns of W2",
-                          W2_.cols());
-      detail::check_equal("attn::additive", "size of dL/dv", g.v.size(), "size of v", v_.size());
+      check_gradient("attn::additive", g);
+    }
+    /// As above, the message naming `where` (the function that was called).
+    constexpr void check_gradient(const char* where, const gradient_view& g) const {
+      detail::check_equal(where, "rows of dL/dW1", g.W1.rows(), "rows of W1", W1_.rows());
+      detail::check_equal(where, "columns of dL/dW1", g.W1.cols(), "columns of W1", W1_.cols());
+      detail::check_equal(where, "rows of dL/dW2", g.W2.rows(), "rows of W2", W2_.rows());
+      detail::check_equal(where, "columns of dL/dW2", g.W2.cols(), "columns of W2", W2_.cols());
+      detail::check_equal(where, "size of dL/dv", g.v.size(), "size of v", v_.size());
     }
     /// Backward over all notes, given a_j = ∂L/∂s_j: with t_j = tanh(W1 h_j + W2 q) and
     /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
@@ -642,12 +677,12 @@ public:
 
   public:
 };
-template <class T, std::size_t K, std::size_t DH, std::size_t DQ>
-additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
-    -> additive<T, K, DH, DQ>;
-template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
-additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
-    -> additive<std::remove_const_t<T>, K, DH, DQ>;
+template <matrix_like A, matrix_like B, vector_like C>
+additive(A&&, B&&, C&&)
+    -> additive<matrix_scalar_of<A>,
+                common_extent<rows_of<A>, common_extent<rows_of<B>, extent_of<C>>>, cols_of<A>,
+                cols_of<B>>;
+
 namespace detail {
 /// The parameters of attn's parameterized scores, named, for the overlap checks of the calls
 /// that write gradients or Jacobians (a score without an overload here has none attn knows of).

@@ -276,8 +276,8 @@ void attend_partial(const Q& q, const N& notes, const S& score, partial_attentio
 /// Merging is commutative and associative up to rounding.
 template <real T, std::size_t D>
 void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
-  detail::check_equal("attn::merge", "context size", b.context.size(), "context size",
-                      a.context.size());
+  detail::check_equal("attn::merge_into", "size of b's context", b.context.size(),
+                      "size of a's context", a.context.size());
   const std::size_t d = a.context.size();
   a.has_values_mean = a.has_values_mean && b.has_values_mean;
   if (a.has_values_mean && b.notes != 0) {  // each mean weighed by its share of the notes
@@ -305,6 +305,8 @@ void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
 template <real T, std::size_t D>
 [[nodiscard]] partial_attention<T, D> merge(partial_attention<T, D> a,
                                             const partial_attention<T, D>& b) {
+  detail::check_equal("attn::merge", "size of b's context", b.context.size(), "size of a's context",
+                      a.context.size());
   merge_into(a, b);
   return a;
 }
