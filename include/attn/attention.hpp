@@ -658,8 +658,8 @@ constexpr void align(const Qs& queries, const N& notes, const S& score, SOut&& s
 /// and the T contexts.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S>
-[[nodiscard]] auto align(const Qs& queries, const K& keys, const V& values, const S& score,
-                         const options& opt = {}) {
+[[nodiscard]] constexpr auto align(const Qs& queries, const K& keys, const V& values,
+                                   const S& score, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
   constexpr std::size_t TQ = rows_of<Qs>, N = common_extent<rows_of<K>, rows_of<V>>, D = cols_of<V>;
   const auto qv = as_view(queries);
@@ -679,8 +679,8 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S>
 /// The alignment map of T queries over notes that are both keys and values.
 template <matrix_like Qs, matrix_like N, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S>
-[[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score,
-                         const options& opt = {}) {
+[[nodiscard]] constexpr auto align(const Qs& queries, const N& notes, const S& score,
+                                   const options& opt = {}) {
   if constexpr (detail::is_strided<N>) {
     const auto nv = as_view(notes);  // one row-major copy, for keys and values
     return align(queries, nv.view(), nv.view(), score, opt);

@@ -12,7 +12,6 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <ranges>
@@ -21,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "attn/detail/math.hpp"
 #include "attn/detail/prefetch.hpp"
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
@@ -272,8 +272,8 @@ struct scaled_dot_score : dot_product_family<scaled_dot_score> {
   static constexpr const char* name = "attn::scaled_dot";
   /// The scale 1/√d.
   template <real T>
-  [[nodiscard]] static T scale(std::size_t d) {
-    return T(1) / std::sqrt(static_cast<T>(d));
+  [[nodiscard]] static constexpr T scale(std::size_t d) {
+    return T(1) / detail::sqrt(static_cast<T>(d));
   }
 };
 /// The transformer's score s = q·h/√d.
@@ -523,7 +523,7 @@ public:
     /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
     template <vector_like Q, vector_like H>
       requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
-    [[nodiscard]] T operator()(const Q& q, const H& h) const {
+    [[nodiscard]] constexpr T operator()(const Q& q, const H& h) const {
       const auto qs = as_span(q);
       const auto hs = as_span(h);
       check(qs.size(), hs.size());
@@ -532,8 +532,8 @@ public:
       return s;
     }
     /// W1_i·h + W2_i·q, the input of hidden unit i.
-    [[nodiscard]] T pre_activation(std::size_t i, std::span<const T> q,
-                                   std::span<const T> h) const {
+    [[nodiscard]] constexpr T pre_activation(std::size_t i, std::span<const T> q,
+                                             std::span<const T> h) const {
       return detail::sum_of_products(W1_.row(i).data(), h.data(), h.size()) +
              detail::sum_of_products(W2_.row(i).data(), q.data(), q.size());
     }
@@ -541,7 +541,7 @@ public:
     /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
     /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
     /// the same numbers as s(q, h_j), to the bit.
-    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
+    constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const {
       const std::size_t n = notes.rows(), k = hidden();
       for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
       detail::block_buffer<T, K> p{};
@@ -554,7 +554,8 @@ public:
       }
     }
     /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    constexpr void gradient_note(std::span<const T> q, std::span<const T> h,
+                                 std::span<T> out) const {
       for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -562,7 +563,8 @@ public:
       }
     }
     /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_query(std::span<const T> q, std::span<const T> h, std::span<T> out) const {
+    constexpr void gradient_query(std::span<const T> q, std::span<const T> h,
+                                  std::span<T> out) const {
       for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -590,7 +592,7 @@ public:
       constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
     };
     /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
-    [[nodiscard]] gradient zero_parameter_gradient() const {
+    [[nodiscard]] constexpr gradient zero_parameter_gradient() const {
       gradient g{};
       if constexpr (K == dynamic || DH == dynamic) g.W1 = Matrix<T, K, DH>(W1_.rows(), W1_.cols());
       if constexpr (K == dynamic || DQ == dynamic) g.W2 = Matrix<T, K, DQ>(W2_.rows(), W2_.cols());
@@ -613,38 +615,43 @@ public:
     /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
     /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
     /// Notes with a_j = 0 add nothing.
-    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys) const {
+    constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                        std::span<const T> a, std::span<T> grad_q,
+                                        MatrixView<T> grad_keys) const {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
     }
     /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
-    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys, gradient_view g) const {
+    constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                        std::span<const T> a, std::span<T> grad_q,
+                                        MatrixView<T> grad_keys, gradient_view g) const {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
     }
 
   private:
     /// p_i = W2_{i0+i}·q for the 1 <= w hidden units of one block (sum_of_products' order: the
     /// numbers pre_activation adds).
-    void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
+    constexpr void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
       detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
     }
     /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
     /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
-    void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    constexpr void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p,
+                               T* t) const noexcept {
       detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
       for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
       detail::tanh_array(t, t, w);
     }
     /// hidden_tanh, then Σ_i v_{i0+i} t_i as `dot` adds it: the block's share of the score.
-    T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    constexpr T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p,
+                             T* t) const noexcept {
       hidden_tanh(i0, w, h, p, t);
       return detail::sum_of_products(v_.data() + i0, t, w);
     }
 
-    void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
-                                   std::span<const T> a, std::span<T> grad_q,
-                                   MatrixView<T> grad_keys, const gradient_view* g) const {
+    constexpr void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
+                                             std::span<const T> a, std::span<T> grad_q,
+                                             MatrixView<T> grad_keys,
+                                             const gradient_view* g) const {
       const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
       detail::block_buffer<T, K> p{};   // W2 q on this block of hidden units
       detail::block_buffer<T, K> e{};   // Σ_j δ_j on this block

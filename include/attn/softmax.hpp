@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "attn/detail/exp.hpp"
+#include "attn/detail/math.hpp"
 #include "attn/detail/reduce.hpp"
 #include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
@@ -295,18 +296,18 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
   const mask_byte* mask = mask_storage.data();
   // without a mask the pass that finds the max also finds the least β·x: when it lies within
   // exp's fast range of the max, no exp needs its range checked
-  T least = std::numeric_limits<T>::quiet_NaN();
+  bool in_range = false;
   row_scan<T> s{};
   if (mask == nullptr) {
     const min_max<T> mm = scaled_min_max_of(x, n, beta);
     s = {mm.max, n};
-    least = mm.min;
+    in_range = exps_in_range(mm.min, mm.max);
   } else {
     s = scan_row(x, n, beta, mask);
   }
   switch (classify(x, n, s, mask, beta)) {
   case row_kind::finite:
-    softmax_finite_row(x, out, n, beta, s.max, mask, exps_in_range(least, s.max));
+    softmax_finite_row(x, out, n, beta, s.max, mask, in_range);
     return;
   case row_kind::nan:
     fill(out, n, std::numeric_limits<T>::quiet_NaN());
@@ -450,7 +451,7 @@ constexpr void softmax_inplace(X&& x, const options& opt = {}) {
 template <vector_like In, mutable_vector_like Out>
   requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
       compatible_extents<extent_of<In>, extent_of<Out>>
-void log_softmax(const In& x, Out&& out, const options& opt = {}) {
+constexpr void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   using T = scalar_of<In>;
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
@@ -469,7 +470,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   T* o = os.data();
   switch (detail::classify(in, n, s, mask, beta)) {
   case detail::row_kind::finite: {
-    const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
+    const T lse = detail::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
     if (!(lse == lse)) {  // a kept NaN
       detail::fill(o, n, nan);
       return;
@@ -498,7 +499,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
     std::size_t count = 0;
     for (std::size_t j = 0; j < n; ++j)
       count += ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? 1u : 0u;
-    const T share = -std::log(static_cast<T>(count));
+    const T share = -detail::log(static_cast<T>(count));
     for (std::size_t j = 0; j < n; ++j)
       o[j] = ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? share : -inf;
     return;
@@ -514,7 +515,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
       else
         ++at_max;  // the pivot, and its ties
     }
-    const T lse = std::log1p(acc + static_cast<T>(at_max - 1));
+    const T lse = detail::log1p(acc + static_cast<T>(at_max - 1));
     for (std::size_t j = 0; j < n; ++j)
       o[j] = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]) - lse;
     return;
@@ -525,7 +526,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
       detail::fill(o, n, -inf);
       return;
     case all_masked_policy::uniform:
-      detail::fill(o, n, -std::log(static_cast<T>(n)));
+      detail::fill(o, n, -detail::log(static_cast<T>(n)));
       return;
     case all_masked_policy::nan:
       detail::fill(o, n, nan);
@@ -538,7 +539,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
 
 /// Replaces x by log softmax(β·x).
 template <mutable_vector_like X>
-void log_softmax_inplace(X&& x, const options& opt = {}) {
+constexpr void log_softmax_inplace(X&& x, const options& opt = {}) {
   log_softmax(as_span(x), as_mutable_span(x), opt);
 }
 
@@ -557,7 +558,7 @@ template <vector_like In>
   const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
   switch (detail::classify(xs.data(), xs.size(), s, mask, beta)) {
   case detail::row_kind::finite:
-    return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
+    return s.max + detail::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
   case detail::row_kind::nan:
     return std::numeric_limits<T>::quiet_NaN();
   case detail::row_kind::pos_inf:
