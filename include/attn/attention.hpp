@@ -104,12 +104,12 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
     check_something_kept(where, q, keys, score, opt);
 }
 
-/// Refuses (overlap_error, naming both) scores, weights or context that overlap one another,
-/// the query, the keys, the values (the notes, when they are both) or the mask.
+/// check_attend_apart's exact check, where spans of memory met: the rows, and both names.
 template <real T>
-constexpr void check_attend_apart(const char* where, std::span<const T> q, MatrixView<const T> keys,
-                                  MatrixView<const T> values, bool notes, std::span<T> scores,
-                                  std::span<T> weights, std::span<T> context, const options& opt) {
+ATTN_NOINLINE constexpr void
+check_attend_apart_exact(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                         MatrixView<const T> values, bool notes, std::span<T> scores,
+                         std::span<T> weights, std::span<T> context, const options& opt) {
   check_buffers_apart<T>(where,
                          {{"scores", region_of(scores)},
                           {"weights", region_of(weights)},
@@ -118,6 +118,38 @@ constexpr void check_attend_apart(const char* where, std::span<const T> q, Matri
                           {notes ? "notes" : "keys", region_of(keys)},
                           {notes ? "notes" : "values", region_of(values)}},
                          opt);
+}
+
+/// Refuses (overlap_error, naming both) scores, weights or context that overlap one another,
+/// the query, the keys, the values (the notes, when they are both) or the mask. Inline, the
+/// common answer (no span of memory meets another: branch-free compares beside the call's own
+/// work), and out of line the rest: in a call this small, an out-of-line check of every pair
+/// doubled the time (docs/performance.md, "Overlap checks").
+template <real T>
+ATTN_ALWAYS_INLINE constexpr void
+check_attend_apart(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                   MatrixView<const T> values, bool notes, std::span<T> scores,
+                   std::span<T> weights, std::span<T> context, const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    // [data, data + extent): a span is its numbers; an empty one is [p, p), which at most sends
+    // the call to the exact check (which then finds nothing)
+    const auto of_span = [](const auto& x) { return byte_span{x.data(), x.data() + x.size()}; };
+    const auto of_view = [](MatrixView<const T> m) {
+      return byte_span{m.data(),
+                       m.data() + (m.rows() == 0 ? 0 : (m.rows() - 1) * m.row_stride() + m.cols())};
+    };
+    const byte_span s = of_span(scores), w = of_span(weights), c = of_span(context);
+    const auto meets = [&](byte_span i) {
+      return spans_meet(s, i) | spans_meet(w, i) | spans_meet(c, i);
+    };
+    bool meet = spans_meet(w, s) | spans_meet(c, s) | spans_meet(c, w) | meets(of_span(q)) |
+                meets(of_view(keys));
+    if (!notes) meet |= meets(of_view(values));  // (the notes are keys and values)
+    if (!opt.mask.empty()) meet |= meets(bytes_of(region_of(opt.mask)));
+    if (!opt.row_mask.empty()) meet = true;  // (attend refuses it: the exact check first)
+    if (!meet) return;
+  }
+  check_attend_apart_exact<T>(where, q, keys, values, notes, scores, weights, context, opt);
 }
 
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)

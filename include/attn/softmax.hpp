@@ -372,10 +372,28 @@ constexpr void check_buffers_apart(const char* where, std::span<const named_regi
   }
 }
 
-/// check_buffers_apart of lists written in braces: `{{"scores", region_of(s)}, …}`.
+/// check_buffers_apart of lists written in braces: `{{"scores", region_of(s)}, …}`. At run time
+/// the common answer comes first: whether any output's span of memory meets an earlier output's,
+/// an input's or a mask's, every pair compared without a branch (independent compares beside the
+/// call's own work: a small attend would otherwise pay for the check in its latency); only spans
+/// that meet go on to the exact check, which looks at the rows and names both buffers.
 template <class T, std::size_t NO, std::size_t NI>
-constexpr void check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
-                                   const named_region<T> (&inputs)[NI], const options& opt) {
+ATTN_ALWAYS_INLINE constexpr void
+check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
+                    const named_region<T> (&inputs)[NI], const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    byte_span out[NO], in[NI + 2];
+    for (std::size_t k = 0; k < NO; ++k) out[k] = bytes_of(outputs[k].numbers);
+    for (std::size_t k = 0; k < NI; ++k) in[k] = bytes_of(inputs[k].numbers);
+    in[NI] = bytes_of(region_of(opt.mask));
+    in[NI + 1] = bytes_of(region_of(opt.row_mask));
+    bool meet = false;
+    for (std::size_t k = 0; k < NO; ++k) {
+      for (std::size_t p = 0; p < k; ++p) meet |= spans_meet(out[k], out[p]);
+      for (std::size_t i = 0; i < NI + 2; ++i) meet |= spans_meet(out[k], in[i]);
+    }
+    if (!meet) return;
+  }
   check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs),
                          std::span<const named_region<T>>(inputs), opt);
 }
@@ -383,13 +401,28 @@ constexpr void check_buffers_apart(const char* where, const named_region<T> (&ou
 /// Refuses (overlap_error) an output `out` of a softmax-family call that overlaps its input
 /// `in` — unless it is `in` exactly and the call works in place (`in_place`) — or a mask.
 template <class T>
-constexpr void check_output_apart(const char* where, const char* out_name, region<T> out,
-                                  const char* in_name, region<T> in, bool in_place,
-                                  const options& opt) {
+ATTN_NOINLINE constexpr void
+check_output_apart_exact(const char* where, const char* out_name, region<T> out,
+                         const char* in_name, region<T> in, bool in_place, const options& opt) {
   if (!(in_place && same_numbers(out, in)) && overlaps(out, in))
     throw_overlap(where, out_name, in_name);
   const named_region<T> outputs[1] = {{out_name, out}};
   check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs), {}, opt);
+}
+
+/// As check_buffers_apart: inline the common answer (the spans meet nowhere), out of line the
+/// rest (check_output_apart_exact).
+template <class T>
+ATTN_ALWAYS_INLINE constexpr void
+check_output_apart(const char* where, const char* out_name, region<T> out, const char* in_name,
+                   region<T> in, bool in_place, const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    const byte_span o = bytes_of(out);
+    if (!(spans_meet(o, bytes_of(in)) | spans_meet(o, bytes_of(region_of(opt.mask))) |
+          spans_meet(o, bytes_of(region_of(opt.row_mask)))))
+      return;
+  }
+  check_output_apart_exact(where, out_name, out, in_name, in, in_place, opt);
 }
 
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that

@@ -100,6 +100,26 @@ template <class A, class B>
   }
 }
 
+/// A region's bytes as [begin, end) addresses, both null when it is empty (so that it meets
+/// nothing). Run time only (its end is compared with other objects' addresses).
+struct byte_span {
+  const void* begin = nullptr;
+  const void* end = nullptr;
+};
+
+template <class T>
+[[nodiscard]] ATTN_ALWAYS_INLINE byte_span bytes_of(const region<T>& r) noexcept {
+  if (r.empty()) return {};
+  return {r.data, r.data + (r.rows - 1) * r.stride + r.cols};
+}
+
+/// Whether two spans of memory meet, by two compares and no branch (std::less: addresses of
+/// different objects compare in its total order).
+[[nodiscard]] ATTN_ALWAYS_INLINE bool spans_meet(byte_span a, byte_span b) noexcept {
+  const std::less<const void*> less;
+  return static_cast<bool>(less(a.begin, b.end) & less(b.begin, a.end));
+}
+
 /// Whether a and b are the same numbers exactly (what the in-place calls allow).
 template <class T>
 [[nodiscard]] constexpr bool same_numbers(const region<T>& a, const region<T>& b) noexcept {
