@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <limits>
 #include <random>
@@ -56,6 +57,106 @@ constexpr auto e1 = attn::attend(e1_state, e1_notes, attn::dot);
 static_assert(near(e1.weights[0], 0.100, 0.0005) && near(e1.weights[1], 0.164, 0.0005) &&
               near(e1.weights[2], 0.736, 0.0005));
 static_assert(near(e1.context[2], 0.736, 0.0005));
+
+// Constant evaluation: attend and align for each of the four scores, with β and a mask, in
+// float, double and long double, with g++ and clang++ alike (docs/attention.md, "Constant
+// evaluation"). E1's notes and state, β = 2, note 1 masked out:
+//   α_0 = 1/(1 + e^{β(s_2 − s_0)}), α_1 = 0, α_2 = 1 − α_0, c = (α_0, 0, α_2)
+// with s = q·h_j (dot), q·h_j/√3 (scaled_dot), qᵀW h_j, W = diag(1, 2, 1/2) (general: s = (0, 1,
+// 1)), and vᵀ tanh(W1 h_j + W2 q), W1 picking h's first and last number, W2 q = (1, 0), v = (1, 1)
+// (additive: s_0 = tanh 2, s_2 = 2 tanh 1). The references are printed to 17 digits from Python's
+// math (error ≤ 1e-16); the tolerance is softmax's bound B = ε(4.1·Y + (n + 9)/2) ≤ 25ε for these
+// rows (Y = max|β s| ≤ 4.7, n = 3: docs/errors.md, "The bounds") with room, plus the references'.
+namespace constant {
+template <class T>
+constexpr T tol = 30 * std::numeric_limits<T>::epsilon() + static_cast<T>(1e-15);
+template <class T>
+constexpr bool near_t(T x, long double y) {
+  return static_cast<long double>(x) - y <= static_cast<long double>(tol<T>) &&
+         y - static_cast<long double>(x) <= static_cast<long double>(tol<T>);
+}
+template <class T>
+constexpr Vector<T, 3> q{0, 0.5, 2};
+template <class T>
+constexpr Matrix<T, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+template <class T>
+constexpr Matrix<T, 2, 3> queries{{0, 0.5, 2}, {1, 0, 0}};
+template <class T>
+constexpr Matrix<T, 3, 3> W{{1, 0, 0}, {0, 2, 0}, {0, 0, 0.5}};
+template <class T>
+constexpr Matrix<T, 2, 3> W1{{1, 0, 0}, {0, 0, 1}};
+template <class T>
+constexpr Matrix<T, 2, 3> W2{{0, 0, 0.5}, {0, 0, 0}};
+template <class T>
+constexpr Vector<T, 2> v{1, 1};
+template <class T>
+constexpr attn::general<T, 3, 3> general{W<T>};
+template <class T>
+constexpr attn::additive<T, 2, 3, 3> additive{W1<T>, W2<T>, v<T>};
+constexpr std::array<bool, 3> keep{true, false, true};
+
+constexpr attn::options masked() {
+  attn::options opt;
+  opt.beta = 2;
+  opt.mask = keep;
+  return opt;
+}
+template <class T, class S>
+constexpr attn::attention_result<T, 3, 3> attend_masked(const S& score) {
+  return attn::attend(q<T>, notes<T>, score, masked());
+}
+template <class T, class S>
+constexpr auto align_masked(const S& score) {
+  return attn::align(queries<T>, notes<T>, score, masked());
+}
+/// α_0 for each score; α_2 = 1 − α_0.
+constexpr long double dot_a0 = 0.01798620996209156L, scaled_a0 = 0.0903473549608496L,
+                      general_a0 = 0.11920292202211755L, additive_a0 = 0.2463227675262593L;
+
+template <class T>
+constexpr bool weights_are(const attn::attention_result<T, 3, 3>& r, long double a0) {
+  return near_t(r.weights[0], a0) && r.weights[1] == 0 && near_t(r.weights[2], 1 - a0) &&
+         near_t(r.context[0], a0) && r.context[1] == 0 && near_t(r.context[2], 1 - a0);
+}
+template <class T>
+constexpr bool all_scores() {
+  return weights_are(attend_masked<T>(attn::dot), dot_a0) &&
+         weights_are(attend_masked<T>(attn::scaled_dot), scaled_a0) &&
+         near_t(attend_masked<T>(attn::scaled_dot).scores[2], 1.1547005383792517L) &&
+         weights_are(attend_masked<T>(general<T>), general_a0) &&
+         weights_are(attend_masked<T>(additive<T>), additive_a0) &&
+         near_t(attend_masked<T>(additive<T>).scores[0], 0.9640275800758169L) &&
+         near_t(attend_masked<T>(additive<T>).scores[2], 1.5231883119115297L);
+}
+static_assert(all_scores<float>());
+static_assert(all_scores<double>());
+static_assert(all_scores<long double>());
+
+// align: row 0 is attend's; row 1 (q = (1, 0, 0), dot) α_0 = e²/(1 + e²)
+template <class T>
+constexpr bool align_rows() {
+  const auto m = align_masked<T>(attn::dot);
+  const auto g = align_masked<T>(additive<T>);
+  return near_t(m.weights(0, 0), dot_a0) && m.weights(0, 1) == 0 &&
+         near_t(m.weights(1, 0), 0.8807970779778824L) && near_t(m.contexts(1, 2), 0.11920292202211755L) &&
+         near_t(g.weights(0, 0), additive_a0) &&
+         near_t(align_masked<T>(attn::scaled_dot).weights(0, 0), scaled_a0) &&
+         near_t(align_masked<T>(general<T>).weights(0, 0), general_a0);
+}
+static_assert(align_rows<float>());
+static_assert(align_rows<double>());
+static_assert(align_rows<long double>());
+
+// into views, and dynamic sizes whose storage the constant expression owns
+static_assert([] {
+  Matrix<double, 2, 3> s, w, c;
+  attn::align(queries<double>, notes<double>, additive<double>, s.view(), w.view(), c.view(), masked());
+  const attn::Vector<double> qd{0, 0.5, 2};
+  const Matrix<double> hd{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  const auto r = attn::attend(qd, hd, attn::dot, masked());
+  return near_t(w(0, 0), additive_a0) && near_t(c(0, 2), 1 - additive_a0) && near_t(r.weights[0], dot_a0);
+}());
+}  // namespace constant
 
 // A user's own score: cosine similarity. It satisfies attn::Score and then works everywhere.
 struct cosine_score {
@@ -415,6 +516,46 @@ void check_small_paths(std::mt19937_64& rng) {
   check_small_path_matches<T, 5, 8>(rng, 3.0, attn::options{.mask = keep});
 }
 }  // namespace
+
+TEMPLATE_TEST_CASE("Constant evaluation gives the run time's numbers (to the bit unfused)", "[attention][constexpr]",
+                   float, double, long double) {
+  using T = TestType;
+  // The constant results against the same calls at run time. Same bits where no multiply-add is
+  // fused, except long double's additive score: std::tanh at run time, tanh_constant (within
+  // 4 ulp of it, tests/test_math.cpp) in constant evaluation: with |v_i| = 1 and two hidden
+  // units its scores move by 8 ulp of 1 and the weights by β·8ε relative, times 2: 32ε.
+  // With fusion each path fuses on its own: both within constant::tol of the truth.
+  constexpr auto dot = constant::attend_masked<T>(attn::dot);
+  constexpr auto scaled = constant::attend_masked<T>(attn::scaled_dot);
+  constexpr auto general = constant::attend_masked<T>(constant::general<T>);
+  constexpr auto additive = constant::attend_masked<T>(constant::additive<T>);
+  constexpr auto map = constant::align_masked<T>(constant::additive<T>);
+  const bool fused = attn_test::fma_contracted();
+  const auto same = [&](std::span<const T> at_compile, std::span<const T> at_run, T tol) {
+    for (std::size_t i = 0; i < at_compile.size(); ++i) {
+      INFO("entry " << i << ": " << at_compile[i] << " vs " << at_run[i]);
+      if (tol == T(0) && !fused)  // the same bits: equal, and zeros of one sign (no NaN here)
+        REQUIRE((at_compile[i] == at_run[i] && std::signbit(at_compile[i]) == std::signbit(at_run[i])));
+      else
+        REQUIRE(std::fabs(at_compile[i] - at_run[i]) <= (fused ? 2 * constant::tol<T> : tol));
+    }
+  };
+  const auto check = [&](const auto& c, const auto& r, T tol) {
+    same(std::span<const T>(c.scores), std::span<const T>(r.scores), tol);
+    same(std::span<const T>(c.weights), std::span<const T>(r.weights), tol);
+    same(std::span<const T>(c.context), std::span<const T>(r.context), tol);
+  };
+  check(dot, constant::attend_masked<T>(attn::dot), 0);
+  check(scaled, constant::attend_masked<T>(attn::scaled_dot), 0);
+  check(general, constant::attend_masked<T>(constant::general<T>), 0);
+  constexpr bool tanh_differs = !std::is_same_v<T, float> && !std::is_same_v<T, double> &&
+                                std::numeric_limits<T>::digits != 53;
+  const T additive_tol = tanh_differs ? 32 * std::numeric_limits<T>::epsilon() : T(0);
+  check(additive, constant::attend_masked<T>(constant::additive<T>), additive_tol);
+  const auto map_run = constant::align_masked<T>(constant::additive<T>);
+  same(std::span<const T>(map.weights.data(), 6), std::span<const T>(map_run.weights.data(), 6), additive_tol);
+  same(std::span<const T>(map.contexts.data(), 6), std::span<const T>(map_run.contexts.data(), 6), additive_tol);
+}
 
 TEST_CASE("Fixed sizes up to 32 notes give the dynamic path's numbers (to the bit unfused)",
           "[attention][fixed]") {

@@ -186,7 +186,9 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         "attn::additive: size of v is 3 but rows of W1 is 2");
   // derivatives
   CHECK(message_of([&] { (void)attn::backward(q3, notes, attn::dot, q2); }) ==
-        "attn::backward: context size is 2 but columns of values is 3");
+        "attn::backward: size of dL/dc is 2 but columns of values is 3");
+  CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, {s3, {}, {}}); }) ==
+        "attn::backward: size of dL/ds is 3 but number of notes is 2");
   CHECK(message_of([&] { (void)attn::jacobian_note(q3, notes, attn::dot, 2); }) ==
         "attn::jacobian_note: note index 2 is out of range for 2 notes");
   Matrix<double> j23(2, 3);
@@ -210,6 +212,38 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
         }) == "attn::backward: dL/dnotes is 3x3 but should be 2x3");
   // a fixed-size Vector from a range of another size
   CHECK(message_of([&] { (void)attn::Vector<double, 2>(q3); }) == "attn::Vector: source size is 3 but fixed size is 2");
+  // a parameter gradient of the wrong shape names the function called, not the score
+  const Matrix<double> W33(3, 3, 1.0);
+  const attn::general<double> g33(W33);
+  Matrix<double> dW23(2, 3);
+  CHECK(message_of([&] {
+          attn::backward(q3, notes, g33, q3,
+                         attn::notes_backward_views<double, attn::general<double>::gradient_view>{
+                             .parameters = {dW23.view()}});
+        }) == "attn::backward: rows of dL/dW is 2 but rows of W is 3");
+  const std::vector<double> v2{1, 1};
+  const attn::additive<double> add(W1.view(), W2.view(), std::span<const double>(v2));
+  auto dadd = add.zero_parameter_gradient();
+  dadd.v = attn::Vector<double>(3);
+  CHECK(message_of([&] {
+          attn::backward(q3, notes, add, q3,
+                         attn::notes_backward_views<double, attn::additive<double>::gradient_view>{
+                             .parameters = dadd});
+        }) == "attn::backward: size of dL/dv is 3 but size of v is 2");
+  // align's outputs: their columns
+  const Matrix<double> queries(2, 3, 1.0);
+  Matrix<double> S23(2, 3), S22(2, 2), W22(2, 2), C23(2, 3), C22(2, 2);
+  CHECK(message_of([&] { attn::align(queries, notes, attn::dot, S23.view(), W22.view(), C23.view()); }) ==
+        "attn::align: columns of scores is 3 but number of notes is 2");
+  CHECK(message_of([&] { attn::align(queries, notes, attn::dot, S22.view(), W22.view(), C22.view()); }) ==
+        "attn::align: columns of contexts is 2 but columns of values is 3");
+  // split attention: merge and merge_into name themselves and both partial results
+  auto a = attn::attend_partial(q3, notes, attn::dot);
+  const auto b = attn::attend_partial(q2, Matrix<double>{{1, 0}}, attn::dot);
+  CHECK(message_of([&] { attn::merge_into(a, b); }) ==
+        "attn::merge_into: size of b's context is 2 but size of a's context is 3");
+  CHECK(message_of([&] { (void)attn::merge(a, b); }) ==
+        "attn::merge: size of b's context is 2 but size of a's context is 3");
 }
 
 TEST_CASE("errors: empty inputs throw dimension_error, zero-length notes are allowed", "[errors][empty]") {
@@ -887,6 +921,107 @@ TEST_CASE("errors: Jacobians into buffers that throw leave the buffer untouched"
 }
 
 // =============================================================================================
+// Buffers that overlap: refused with overlap_error naming both, nothing written (or, for the
+// calls that allow it, in place: tests/test_overlap.cpp).
+// =============================================================================================
+
+TEST_CASE("errors: an output that overlaps an input or another output is refused, naming both", "[errors][overlap]") {
+  // The issue's case: attend's context into its own query, 200 notes (the one-pass path, which
+  // wrote the context while it still read the query: max difference 3.29, silently).
+  const std::size_t n = 200, d = 4;
+  Matrix<double> notes(n, d);
+  for (std::size_t j = 0; j < n; ++j)
+    for (std::size_t i = 0; i < d; ++i) notes(j, i) = std::sin(0.37 * static_cast<double>(j * d + i));
+  guarded<double> q(d), s(n, 1), w(n, 2);
+  for (std::size_t i = 0; i < d; ++i) q.data[i] = 0.25 * static_cast<double>(i + 1);
+  std::memcpy(q.bytes.data(), q.data.data(), q.bytes.size());
+  CHECK(message_of([&] { attn::attend(q.data, notes, attn::dot, s.span(), w.span(), q.span()); }) ==
+        "attn::attend: context overlaps query");
+  CHECK((q.untouched() && s.untouched() && w.untouched()));
+  guarded<double> c(d, 3);
+  CHECK(message_of([&] { attn::attend(q.data, notes, attn::dot, s.span(), s.span(), c.span()); }) ==
+        "attn::attend: weights overlaps scores");
+  CHECK(message_of([&] {
+          attn::attend(q.data, notes, notes, attn::dot, s.span(), w.span(),
+                       std::span<double>(notes.data() + 8, d));
+        }) == "attn::attend: context overlaps keys");
+  CHECK(message_of([&] {
+          attn::attend(q.data, notes, attn::dot, std::span<double>(notes.data() + 1, n), w.span(), c.span());
+        }) == "attn::attend: scores overlaps notes");
+  const auto mask_over = std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(w.data.data()), n);
+  CHECK(message_of([&] { attn::attend(q.data, notes, attn::dot, s.span(), w.span(), c.span(), {.mask = mask_over}); }) ==
+        "attn::attend: weights overlaps mask");
+  CHECK((s.untouched() && w.untouched() && c.untouched()));
+  std::vector<unsigned char> keep(n + 8, 1);  // a mask beside the outputs: fine
+  std::vector<double> s2(n), w2(n), c2(d);
+  CHECK(message_of([&] {
+          attn::attend(q.data, notes, attn::dot, s2, w2, c2, {.mask = std::span<const unsigned char>(keep.data(), n)});
+        }) == "no throw");
+
+  // softmax and log_softmax: into themselves exactly (in place) is allowed; shifted is not
+  std::vector<double> x{1, 2, 3, 4};
+  const std::vector<double> x0 = x;
+  CHECK(message_of([&] {
+          attn::softmax(std::span<const double>(x).first(3), std::span<double>(x).last(3));
+        }) == "attn::softmax: output overlaps input");
+  CHECK(message_of([&] {
+          attn::log_softmax(std::span<const double>(x).last(3), std::span<double>(x).first(3));
+        }) == "attn::log_softmax: output overlaps input");
+  CHECK(message_of([&] { attn::softmax_vjp(std::span<const double>(x), std::span<const double>(x), std::span<double>(x)); }) ==
+        "attn::softmax_vjp: output overlaps dL/dalpha");
+  CHECK(message_of([&] {
+          attn::softmax_jacobian(std::span<const double>(x.data(), 2), MatrixView<double>(x.data(), 2, 2));
+        }) == "attn::softmax_jacobian: the Jacobian overlaps input");
+  CHECK(x == x0);
+
+  // align, backward, align_backward, the Jacobians, attend_partial
+  const Matrix<double> keys{{1, 0}, {0, 1}, {1, 1}};
+  Matrix<double> queries{{1, 2}, {0.5, -1}};
+  guarded<double> S(6), A(6, 1), C(4, 2);
+  CHECK(message_of([&] { attn::align(queries, keys, attn::dot, S.view(2, 3), A.view(2, 3), queries.view()); }) ==
+        "attn::align: contexts overlaps queries");
+  CHECK(message_of([&] {
+          attn::align(queries, keys, attn::dot, S.view(2, 3), MatrixView<double>(S.data.data() + 1, 2, 3),
+                      C.view(2, 2));
+        }) == "attn::align: weights overlaps scores");
+  CHECK((S.untouched() && A.untouched() && C.untouched()));
+  const std::vector<double> q2{1, 2}, g2{1, -1};
+  std::vector<double> gq(2), gs(3);
+  Matrix<double> gk(3, 2);
+  Matrix<double> own_notes = keys;
+  CHECK(message_of([&] { attn::backward(q2, own_notes, attn::dot, g2, {gs, gq, own_notes.view()}); }) ==
+        "attn::backward: dL/dnotes overlaps notes");
+  std::vector<double> qg{1, 2};
+  CHECK(message_of([&] { attn::backward(qg, keys, attn::dot, g2, {gs, std::span<double>(qg), gk.view()}); }) ==
+        "attn::backward: dL/dq overlaps query");
+  const attn::saved_forward<double> saved{gs};
+  CHECK(message_of([&] { attn::backward(q2, keys, attn::dot, saved, g2, {std::span<double>(gs), {}, gk.view()}); }) ==
+        "attn::backward: dL/ds overlaps the forward's weights");
+  Matrix<double> Wm{{1, 0}, {0, 1}};
+  const attn::general<double> gen(Wm);
+  CHECK(message_of([&] {
+          attn::backward(q2, keys, gen, g2,
+                         attn::notes_backward_views<double, attn::general<double>::gradient_view>{
+                             .parameters = {Wm.view()}});
+        }) == "attn::backward: dL/dW overlaps W");
+  Matrix<double> G2{{1, 1}, {1, 1}};
+  CHECK(message_of([&] {
+          attn::align_backward(queries, keys, attn::dot, G2,
+                               attn::align_notes_backward_views<double>{.queries = G2.view()});
+        }) == "attn::align_backward: dL/dqueries overlaps dL/dcontexts");
+  CHECK(message_of([&] { attn::jacobian_query(q2, keys, gen, Wm.view()); }) ==
+        "attn::jacobian_query: the Jacobian overlaps W");
+  CHECK(message_of([&] { attn::jacobian_note(q2, keys, attn::dot, 0, MatrixView<double>(queries.data(), 2, 2)); }) ==
+        "no throw");
+  attn::partial_attention<double> part;
+  part.context = attn::Vector<double>(2);
+  CHECK(message_of([&] { attn::attend_partial(std::span<const double>(part.context), keys, attn::dot, part); }) ==
+        "attn::attend_partial: part.context overlaps query");
+  REQUIRE_THROWS_AS(attn::attend(q.data, notes, attn::dot, s.span(), w.span(), q.span()), attn::overlap_error);
+  REQUIRE_THROWS_AS(attn::attend(q.data, notes, attn::dot, s.span(), w.span(), q.span()), std::invalid_argument);
+}
+
+// =============================================================================================
 // attn-calc: the malformed inputs that tests/cli and test_attn_calc.cpp do not cover.
 // =============================================================================================
 
@@ -1127,9 +1262,9 @@ TEST_CASE("errors: partial results whose values_mean disagrees with the context 
   broken.values_mean = attn::Vector<double>(1);
   const auto kept = a;
   CHECK(message_of([&] { attn::merge_into(a, broken); }) ==
-        "attn::merge: size of the values' mean is 1 but context size is 2");
+        "attn::merge_into: size of the values' mean is 1 but context size is 2");
   CHECK(message_of([&] { attn::merge_into(broken, a); }) ==
-        "attn::merge: size of the values' mean is 1 but context size is 2");
+        "attn::merge_into: size of the values' mean is 1 but context size is 2");
   CHECK((a.notes == kept.notes && a.context[0] == kept.context[0] && a.values_mean[1] == kept.values_mean[1]));
   std::vector<double> out{7, 7};
   CHECK(message_of([&] { attn::finish(broken, out, uniform); }) ==

@@ -1,5 +1,7 @@
 // Matrix and MatrixView: owned and borrowed row-major matrices, their shape checks and
 // messages, and subrows.
+#include <algorithm>
+#include <cmath>
 #include <concepts>
 #include <cstddef>
 #include <limits>
@@ -109,4 +111,108 @@ TEST_CASE("subrows: a chunk of rows borrows the same numbers", "[types]") {
       "attn::MatrixView::subrows: rows 1 to beyond SIZE_MAX (exclusive) are not within the 5 rows");
   CHECK(what_thrown([&] { (void)m.subrows(2, 3); }) ==
         "attn::MatrixView::subrows: rows 2 to 5 (exclusive) are not within the 4 rows");
+}
+
+// Outputs: a const MatrixView of non-const numbers writes, as a const std::span<T> does; a
+// const Matrix and a view of const numbers do not.
+template <class S, class W, class C>
+constexpr bool can_align_into = requires(const Matrix<double>& q, S s, W w, C c) {
+  attn::align(q, q, attn::dot, s, w, c);
+};
+static_assert(can_align_into<const MatrixView<double>&, const MatrixView<double>, const MatrixView<double>&&>);
+static_assert(can_align_into<Matrix<double>&, MatrixView<double>&, MatrixView<double>>);
+static_assert(!can_align_into<const Matrix<double>&, MatrixView<double>, MatrixView<double>>);
+static_assert(!can_align_into<MatrixView<const double>, MatrixView<double>, MatrixView<double>>);
+static_assert(!can_align_into<attn::StridedMatrixView<double>, MatrixView<double>, MatrixView<double>>);
+static_assert(attn::mutable_matrix_like<const MatrixView<double>&>);
+static_assert(!attn::mutable_matrix_like<const Matrix<double>&>);
+
+TEST_CASE("A const MatrixView is an output, as a const std::span is", "[types]") {
+  const Matrix<double> notes{{1, 0}, {0, 1}, {1, 1}};
+  const Matrix<double> queries{{1, 2}, {0.5, -1}};
+  Matrix<double> s(2, 3), w(2, 3), c(2, 2), j(2, 2);
+  const MatrixView<double> sv = s.view(), wv = w.view(), cv = c.view(), jv = j.view();
+  attn::align(queries, notes, attn::dot, sv, wv, cv);
+  const auto ref = attn::align(queries, notes, attn::dot);
+  CHECK(s == ref.scores);
+  CHECK(w == ref.weights);
+  CHECK(c == ref.contexts);
+  attn::jacobian_note(std::vector<double>{1, 2}, notes, attn::dot, 0, jv);
+  CHECK(j == attn::jacobian_note(std::vector<double>{1, 2}, notes, attn::dot, 0));
+}
+
+// Other layouts: notes stored column-major (Eigen's and BLAS's default) or as the transpose of a
+// row-major matrix are viewed without the caller copying them; attn reads them through one
+// row-major copy, so every call gives the row-major numbers to the bit.
+TEST_CASE("Column-major and transposed notes give the row-major numbers to the bit", "[types][layout]") {
+  for (const std::size_t n : {3u, 40u, 300u}) {  // the small path, the one pass, several blocks
+    const std::size_t d = 5, ld = n + 3;          // a leading dimension with padding
+    std::vector<double> row_major(n * d), column_major(ld * d, std::nan("")), q(d), g(d);
+    for (std::size_t j = 0; j < n; ++j)
+      for (std::size_t i = 0; i < d; ++i) {
+        row_major[j * d + i] = std::sin(0.37 * static_cast<double>(j * d + i) + 1);
+        column_major[j + i * ld] = row_major[j * d + i];  // note j is row j of an n×d column-major
+      }
+    for (std::size_t i = 0; i < d; ++i) {
+      q[i] = 0.5 * std::cos(static_cast<double>(i));
+      g[i] = 0.25 * static_cast<double>(i) - 0.5;
+    }
+    const MatrixView<const double> H(row_major.data(), n, d);
+    const auto C = attn::column_major(static_cast<const double*>(column_major.data()), n, d, ld);
+    // the transpose of a row-major d × ld matrix whose columns are the notes: the same numbers
+    const auto T = attn::transposed(MatrixView<const double>(column_major.data(), d, n, ld));
+    INFO("n = " << n);
+    CHECK((C.rows() == n && C.cols() == d && C(2, 3) == H(2, 3) && T(2, 3) == H(2, 3)));
+    const auto ref = attn::attend(q, H, attn::dot, {.beta = 1.5});
+    for (const auto& r : {attn::attend(q, C, attn::dot, {.beta = 1.5}), attn::attend(q, T, attn::dot, {.beta = 1.5})}) {
+      CHECK(r.scores == ref.scores);
+      CHECK(r.weights == ref.weights);
+      CHECK(r.context == ref.context);
+    }
+    // keys and values each strided: each copied, as keys and values in two buffers
+    const Matrix<double> values_copy(H);
+    CHECK(attn::attend(q, C, C, attn::dot).context == attn::attend(q, H, values_copy, attn::dot).context);
+    std::vector<double> s(n), w(n), c(d);
+    attn::attend(q, C, attn::scaled_dot, s, w, c);
+    const auto sref = attn::attend(q, H, attn::scaled_dot);
+    CHECK((std::equal(s.begin(), s.end(), sref.scores.begin()) && std::equal(c.begin(), c.end(), sref.context.begin())));
+    const Matrix<double> Wg(d, d, 0.125);
+    const attn::general<double> gen(Wg);
+    CHECK(attn::attend(q, C, gen).context == attn::attend(q, H, gen).context);
+    // many queries, stored column-major too
+    Matrix<double> Q(2, d);
+    std::vector<double> Qc(2 * d);
+    for (std::size_t t = 0; t < 2; ++t)
+      for (std::size_t i = 0; i < d; ++i) Qc[t + 2 * i] = Q(t, i) = 0.3 * static_cast<double>(t + i) - 0.4;
+    const auto QC = attn::column_major(static_cast<const double*>(Qc.data()), 2, d);
+    const auto map = attn::align(QC, C, attn::dot);
+    const auto map_ref = attn::align(Q, H, attn::dot);
+    CHECK(map.weights == map_ref.weights);
+    CHECK(map.contexts == map_ref.contexts);
+    // backward, Jacobians, split attention
+    const auto b = attn::backward(q, C, attn::dot, g);
+    const auto b_ref = attn::backward(q, H, attn::dot, g);
+    CHECK(b.notes == b_ref.notes);
+    CHECK(b.query == b_ref.query);
+    CHECK(attn::jacobian_note(q, C, attn::dot, 1) == attn::jacobian_note(q, H, attn::dot, 1));
+    CHECK(attn::jacobian_query(q, C, attn::dot) == attn::jacobian_query(q, H, attn::dot));
+    CHECK(attn::finish(attn::attend_partial(q, C, attn::dot)) == attn::finish(attn::attend_partial(q, H, attn::dot)));
+  }
+}
+
+TEST_CASE("Strided views: shapes are checked, and they are inputs only", "[types][layout][errors]") {
+  std::vector<double> buf(12);
+  CHECK(what_thrown([&] { (void)attn::column_major(buf.data(), 4, 3, 2); }) ==
+        "attn::column_major: leading dimension 2 is smaller than the column length 4");
+  CHECK(what_thrown([] { attn::StridedMatrixView<double>(nullptr, 3, 4, 1, 3); }) ==
+        "attn::StridedMatrixView: null data for a 3x4 matrix");
+  CHECK(what_thrown([&] { attn::StridedMatrixView<double, 2, 4>(buf.data(), 3, 4, 1, 3); }) ==
+        "attn::StridedMatrixView: rows is 3 but fixed rows is 2");
+  // fixed extents: the row-major copy is inline, and constant evaluation reads it too
+  STATIC_REQUIRE([] {
+    const double h[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};  // the identity, column-major or not
+    const attn::Vector<double, 3> q{0, 0.5, 2};
+    const auto r = attn::attend(q, attn::column_major<3, 3>(h, 3, 3), attn::dot);
+    return r.weights[2] > r.weights[1] && r.weights[1] > r.weights[0];
+  }());
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -99,6 +100,24 @@ static_assert(!std::is_constructible_v<attn::additive<double>, const Matrix<doub
                                        Vector<double>&&>);
 static_assert(!std::is_constructible_v<attn::additive<double>, Matrix<double>&&, const Matrix<double>&,
                                        const Vector<double>&>);
+// additive{W1, W2, v} deduces its type from Matrix or MatrixView parameters and any vector of T
+// (std::vector, std::array, std::span, Vector), and refuses a temporary that owns its numbers.
+static_assert(std::is_same_v<decltype(attn::additive{std::declval<const Matrix<double>&>(),
+                                                     std::declval<const Matrix<double>&>(),
+                                                     std::declval<const std::vector<double>&>()}),
+                             attn::additive<double>>);
+static_assert(std::is_same_v<decltype(attn::additive{std::declval<const Matrix<float, 2, 3>&>(),
+                                                     std::declval<attn::MatrixView<const float, 2, 4>>(),
+                                                     std::declval<std::array<float, 2>&>()}),
+                             attn::additive<float, 2, 3, 4>>);
+static_assert(std::is_same_v<decltype(attn::additive{std::declval<attn::MatrixView<double>>(),
+                                                     std::declval<attn::MatrixView<double>>(),
+                                                     std::declval<std::span<const double>>()}),
+                             attn::additive<double>>);
+static_assert(!std::is_constructible_v<attn::additive<double>, const Matrix<double>&, const Matrix<double>&,
+                                       std::vector<double>&&>);
+static_assert(std::is_constructible_v<attn::additive<double>, attn::MatrixView<const double>,
+                                      attn::MatrixView<const double>, std::span<const double>>);
 static_assert(attn::Score<attn::dot_score, float> && attn::Score<attn::scaled_dot_score, long double>);
 static_assert(attn::Score<attn::general<double>, double> && attn::Score<attn::additive<float>, float>);
 static_assert(!attn::Score<int, double>);
@@ -140,6 +159,23 @@ static_assert(attn::score_fits_extents<attn::dot_score, 3, 3> && !attn::score_fi
 static_assert(attn::score_fits_extents<my_scaled_dot, 3, attn::dynamic>);
 static_assert(attn::score_fits_extents<attn::general<double, 2, 3>, 2, 3> &&
               !attn::score_fits_extents<attn::general<double, 2, 3>, 3, 3>);
+
+TEST_CASE("additive from a std::vector v: the Vector's numbers, and k checked", "[score]") {
+  const Matrix<double> W1{{1, -0.5, 0.25}, {0.5, 2, -1}}, W2{{0.25, 1}, {-1, 0.5}};
+  const std::vector<double> v{1.5, -2};
+  const Vector<double> v_ours{1.5, -2};
+  const attn::additive from_vector{W1, W2, v};
+  const attn::additive from_ours{W1, W2, v_ours};
+  const std::vector<double> q{0.5, -1}, h{1, 2, -0.5};
+  CHECK(from_vector(q, h) == from_ours(q, h));
+  const std::vector<double> v3{1, 2, 3};
+  REQUIRE_THROWS_WITH(attn::additive(W1, W2, v3), "attn::additive: size of v is 3 but rows of W1 is 2");
+  const Matrix<double, 2, 3> F1{{1, 0, 0}, {0, 1, 0}};
+  const Matrix<double, 2, 2> F2{{1, 0}, {0, 1}};
+  const attn::additive fixed{F1, F2, v};  // k fixed by W1, v checked against it
+  static_assert(std::is_same_v<decltype(fixed), const attn::additive<double, 2, 3, 2>>);
+  REQUIRE_THROWS_WITH(attn::additive(F1, F2, v3), "attn::additive: size of v is 3 but rows of W1 is 2");
+}
 
 TEST_CASE("The four scores and their gradients", "[score]") {
   const std::vector<double> q{0.5, -1, 2};

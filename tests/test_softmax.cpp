@@ -22,6 +22,60 @@ static_assert(can_softmax_into<const std::vector<double>&, std::vector<double>&>
 static_assert(!can_softmax_into<const std::vector<double>&, const std::vector<double>&>);
 static_assert(!can_softmax_into<const std::array<double, 3>&, std::array<double, 4>&>);
 
+// Constant evaluation, g++ and clang++ alike: softmax, log_softmax and logsumexp of
+// x = (0, 0.5, 2) with β = 2 and entry 1 masked, in float, double and long double:
+//   α = (1/(1 + e⁴), 0, e⁴/(1 + e⁴)),   log α = (−log(1 + e⁴), −inf, 4 − log(1 + e⁴)),
+//   logsumexp = log(1 + e⁴).
+// The references are Python's math printed to 17 digits (error ≤ 1e-16). Tolerances: the weights
+// within B = ε(4.1·Y + (n + 9)/2) ≤ 23ε (Y = 4, n = 3: docs/errors.md, "The bounds"), the
+// log-weights and logsumexp within ε(4.1·Y + 2|ℓ| + n + 8) ≤ 36ε, so 40ε, plus the references'.
+namespace constant {
+template <class T>
+constexpr T tol = 40 * std::numeric_limits<T>::epsilon() + static_cast<T>(1e-15);
+template <class T>
+constexpr bool near_t(T x, long double y, long double scale = 1) {
+  const long double t = static_cast<long double>(tol<T>) * scale;
+  return static_cast<long double>(x) - y <= t && y - static_cast<long double>(x) <= t;
+}
+constexpr std::array<bool, 3> keep{true, false, true};
+constexpr attn::options masked() {
+  attn::options opt;
+  opt.beta = 2;
+  opt.mask = keep;
+  return opt;
+}
+template <class T>
+constexpr std::array<T, 3> x{0, 0.5, 2};
+template <class T>
+constexpr std::array<T, 3> log_softmax_of() {
+  std::array<T, 3> out{};
+  attn::log_softmax(x<T>, out, masked());
+  return out;
+}
+template <class T>
+constexpr std::array<T, 3> log_softmax_in_place() {
+  std::array<T, 3> y = x<T>;
+  attn::log_softmax_inplace(y, masked());
+  return y;
+}
+constexpr long double a0 = 0.01798620996209156L, lse = 4.0181499279178094L;
+template <class T>
+constexpr bool every_call() {
+  const auto w = attn::softmax(x<T>, masked());
+  const auto l = log_softmax_of<T>();
+  const auto li = log_softmax_in_place<T>();
+  return near_t(w[0], a0) && w[1] == 0 && near_t(w[2], 1 - a0) && near_t(l[0], -lse, 4) &&
+         l[1] == -std::numeric_limits<T>::infinity() && near_t(l[2], 4 - lse) && li[0] == l[0] &&
+         li[2] == l[2] && near_t(attn::logsumexp(x<T>, masked()), lse, 4) &&
+         // and without a mask
+         near_t(attn::logsumexp(x<T>), 2.3063557122291463L, 4) &&
+         near_t(attn::softmax(x<T>)[0], 0.09962364806231833L);
+}
+static_assert(every_call<float>());
+static_assert(every_call<double>());
+static_assert(every_call<long double>());
+}  // namespace constant
+
 namespace {
 template <class T>
 constexpr T eps = std::numeric_limits<T>::epsilon();
@@ -309,4 +363,32 @@ TEMPLATE_TEST_CASE("Short rows in registers give the general path's numbers to t
       }
     }
   }
+}
+
+TEMPLATE_TEST_CASE("Constant evaluation: softmax to the bit, log_softmax and logsumexp within log1p's 2 ulp",
+                   "[softmax][constexpr]", float, double, long double) {
+  using T = TestType;
+  // softmax in constant evaluation takes the same steps as at run time (the same bits where no
+  // multiply-add is fused). log_softmax and logsumexp differ only in log1p: within 1 ulp of the
+  // exact value in constant evaluation, glibc's within 1 at run time (tests/test_math.cpp), so
+  // the log-sum-exp term within 2 ulp of itself (|lse| < 8: 2·8ε), and the rest the same.
+  constexpr auto w = attn::softmax(constant::x<T>, constant::masked());
+  constexpr auto l = constant::log_softmax_of<T>();
+  constexpr T lse = attn::logsumexp(constant::x<T>, constant::masked());
+  const auto w_run = attn::softmax(constant::x<T>, constant::masked());
+  std::array<T, 3> l_run{};
+  attn::log_softmax(constant::x<T>, l_run, constant::masked());
+  const T lse_run = attn::logsumexp(constant::x<T>, constant::masked());
+  const T log_tol = 16 * std::numeric_limits<T>::epsilon();
+  for (std::size_t j = 0; j < 3; ++j) {
+    if (attn_test::fma_contracted())
+      CHECK(std::fabs(w[j] - w_run[j]) <= 2 * constant::tol<T>);
+    else
+      CHECK(w[j] == w_run[j]);
+    if (j == 1)
+      CHECK(l[j] == l_run[j]);  // −inf
+    else
+      CHECK(std::fabs(l[j] - l_run[j]) <= log_tol);
+  }
+  CHECK(std::fabs(lse - lse_run) <= log_tol);
 }

@@ -1,11 +1,14 @@
 // Vector, extents and borrowing: fixed sizes inline and checked at compile time, dynamic
 // sizes at run time, every kind of contiguous memory borrowed as a span without a copy, and
 // dynamic storage (attn::aligned_allocator) on a 64-byte line.
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <new>
+#include <ranges>
 #include <span>
 #include <string>
 #include <utility>
@@ -84,6 +87,38 @@ TEST_CASE("Callers' memory is borrowed, never copied", "[types]") {
   const attn::Matrix<double> packed{{1, 0}, {0, 1}, {1, 1}};
   const auto p = attn::attend(q, packed, attn::dot);
   for (std::size_t j = 0; j < 3; ++j) REQUIRE(r.weights[j] == p.weights[j]);
+}
+
+namespace {
+/// A vector as Eigen 3.4 presents one (Eigen::VectorXf, a segment, a row of a matrix): data(),
+/// size() and random-access iterators that do not say they are contiguous, whatever their step.
+template <class It>
+struct data_range {
+  float* first;
+  It b, e;
+  [[nodiscard]] float* data() const { return first; }
+  [[nodiscard]] It begin() const { return b; }
+  [[nodiscard]] It end() const { return e; }
+  [[nodiscard]] std::size_t size() const { return static_cast<std::size_t>(e - b); }
+};
+using back = std::reverse_iterator<float*>;
+using forward = std::reverse_iterator<back>;  // forward, one number at a time
+}  // namespace
+
+TEST_CASE("A vector with data() but no contiguous iterators (Eigen's) is borrowed, its step checked",
+          "[types][eigen]") {
+  std::vector<float> v{1, 2, 3}, out(3);
+  const data_range<forward> r{v.data(), forward(back(v.data())), forward(back(v.data() + 3))};
+  static_assert(!std::ranges::contiguous_range<decltype(r)> && attn::vector_like<decltype(r)>);
+  REQUIRE(attn::as_span(r).data() == v.data());
+  REQUIRE(attn::dot(r, v) == 14.0f);
+  const data_range<forward> w{out.data(), forward(back(out.data())), forward(back(out.data() + 3))};
+  attn::softmax(r, w);
+  const auto ref = attn::softmax(v);
+  REQUIRE(std::equal(out.begin(), out.end(), ref.begin()));
+  // the same type stepping backwards (a stride of −1): refused, not read as contiguous
+  const data_range<back> reversed{v.data() + 2, back(v.data() + 3), back(v.data())};
+  REQUIRE_THROWS_AS(attn::dot(reversed, v), attn::dimension_error);
 }
 
 namespace {

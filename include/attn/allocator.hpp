@@ -12,6 +12,8 @@
 #include <new>
 #include <type_traits>
 
+#include "attn/error.hpp"
+
 namespace attn {
 
 /// Bytes the storage of a dynamic Vector or Matrix is aligned to: one cache line (and one
@@ -44,7 +46,8 @@ struct aligned_allocator {
   /// overflows, std::bad_alloc when there is none.
   [[nodiscard]] constexpr T* allocate(std::size_t n) {
     if (std::is_constant_evaluated()) return std::allocator<T>{}.allocate(n);
-    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) throw std::bad_array_new_length();
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T))
+      detail::raise_bad_array_new_length();
     return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{Align}));
   }
   /// Frees what allocate(n) returned.

@@ -104,6 +104,54 @@ constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<
     check_something_kept(where, q, keys, score, opt);
 }
 
+/// check_attend_apart's exact check, where spans of memory met: the rows, and both names.
+template <real T>
+ATTN_NOINLINE constexpr void
+check_attend_apart_exact(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                         MatrixView<const T> values, bool notes, std::span<T> scores,
+                         std::span<T> weights, std::span<T> context, const options& opt) {
+  check_buffers_apart<T>(where,
+                         {{"scores", region_of(scores)},
+                          {"weights", region_of(weights)},
+                          {"context", region_of(context)}},
+                         {{"query", region_of(q)},
+                          {notes ? "notes" : "keys", region_of(keys)},
+                          {notes ? "notes" : "values", region_of(values)}},
+                         opt);
+}
+
+/// Refuses (overlap_error, naming both) scores, weights or context that overlap one another,
+/// the query, the keys, the values (the notes, when they are both) or the mask. Inline, the
+/// common answer (no span of memory meets another: branch-free compares beside the call's own
+/// work), and out of line the rest: in a call this small, an out-of-line check of every pair
+/// doubled the time (docs/performance.md, "Overlap checks").
+template <real T>
+ATTN_ALWAYS_INLINE constexpr void
+check_attend_apart(const char* where, std::span<const T> q, MatrixView<const T> keys,
+                   MatrixView<const T> values, bool notes, std::span<T> scores,
+                   std::span<T> weights, std::span<T> context, const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    // [data, data + extent): a span is its numbers; an empty one is [p, p), which at most sends
+    // the call to the exact check (which then finds nothing)
+    const auto of_span = [](const auto& x) { return byte_span{x.data(), x.data() + x.size()}; };
+    const auto of_view = [](MatrixView<const T> m) {
+      return byte_span{m.data(),
+                       m.data() + (m.rows() == 0 ? 0 : (m.rows() - 1) * m.row_stride() + m.cols())};
+    };
+    const byte_span s = of_span(scores), w = of_span(weights), c = of_span(context);
+    const auto meets = [&](byte_span i) {
+      return spans_meet(s, i) | spans_meet(w, i) | spans_meet(c, i);
+    };
+    bool meet = spans_meet(w, s) | spans_meet(c, s) | spans_meet(c, w) | meets(of_span(q)) |
+                meets(of_view(keys));
+    if (!notes) meet |= meets(of_view(values));  // (the notes are keys and values)
+    if (!opt.mask.empty()) meet |= meets(bytes_of(region_of(opt.mask)));
+    if (!opt.row_mask.empty()) meet = true;  // (attend refuses it: the exact check first)
+    if (!meet) return;
+  }
+  check_attend_apart_exact<T>(where, q, keys, values, notes, scores, weights, context, opt);
+}
+
 /// c = Σ_j α_j v_j; a note of weight exactly 0 (masked, or too far below the max to count)
 /// contributes nothing, even if its value holds inf or NaN.
 template <real T>
@@ -550,7 +598,43 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
                                   const attention_views<T>& out, const options& opt) {
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
+  check_buffers_apart<T>(
+      where,
+      {{"the output", region_of(out.out)},
+       {"the weights", region_of(out.weights)},
+       {"the scores", region_of(out.scores)},
+       {"the log-sum-exp", region_of(out.logsumexp)}},
+      {{"the queries", region_of(Q)}, {"the keys", region_of(K)}, {"the values", region_of(V)}},
+      opt);
   many_queries_rows<T>(where, Q, K, V, score, out, opt);
+}
+
+/// align into views: every check (overlaps, sizes, masks, the all-masked throw policy of every
+/// row) before any row is written, then the rows (many_queries_rows).
+template <real T, class S>
+constexpr void align_views(MatrixView<const T> qv, MatrixView<const T> kv, MatrixView<const T> vv,
+                           bool notes, const S& score, MatrixView<T> sv, MatrixView<T> wv,
+                           MatrixView<T> cv, const options& opt) {
+  const char* where = "attn::align";
+  check_buffers_apart<T>(
+      where, {{"scores", region_of(sv)}, {"weights", region_of(wv)}, {"contexts", region_of(cv)}},
+      {{"queries", region_of(qv)},
+       {notes ? "notes" : "keys", region_of(kv)},
+       {notes ? "notes" : "values", region_of(vv)}},
+      opt);
+  check_nonempty(where, "the queries matrix", qv.rows());
+  check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
+  check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
+  check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
+  check_equal(where, "columns of scores", sv.cols(), "number of notes", kv.rows());
+  check_equal(where, "columns of weights", wv.cols(), "number of notes", kv.rows());
+  check_equal(where, "columns of contexts", cv.cols(), "columns of values", vv.cols());
+  check_masks(where, opt, qv.rows(), kv.rows());
+  row_options row_opt(opt, qv.rows(), kv.rows());
+  for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
+    check_attend<T>(where, qv.row(t), kv, vv, score, kv.rows(), kv.rows(), vv.cols(), row_opt(t));
+  many_queries_rows<T>(where, qv, kv, vv, score,
+                       attention_views<T>{.out = cv, .weights = wv, .scores = sv}, opt);
 }
 
 }  // namespace detail
@@ -568,14 +652,16 @@ template <vector_like Q, matrix_like K, matrix_like V, class S, class SOut, clas
 constexpr void attend(const Q& q, const K& keys, const V& values, const S& score, SOut&& scores,
                       WOut&& weights, COut&& context, const options& opt = {}) {
   using T = scalar_of<Q>;
+  const auto s = as_mutable_span(scores);
+  const auto w = as_mutable_span(weights);
+  const auto c = as_mutable_span(context);
+  const auto kv = as_view(keys);
+  const auto vv = as_view(values);
+  detail::check_attend_apart<T>("attn::attend", as_span(q), kv, vv, false, s, w, c, opt);
   if constexpr (detail::scoring_may_throw<S, T>())
-    detail::attend_committed<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
-                                as_mutable_span(scores), as_mutable_span(weights),
-                                as_mutable_span(context), opt);
+    detail::attend_committed<T>("attn::attend", as_span(q), kv, vv, score, s, w, c, opt);
   else
-    detail::attend_views<T>("attn::attend", as_span(q), as_view(keys), as_view(values), score,
-                            as_mutable_span(scores), as_mutable_span(weights),
-                            as_mutable_span(context), opt);
+    detail::attend_views<T>("attn::attend", as_span(q), kv, vv, score, s, w, c, opt);
 }
 
 /// Attention where the notes are both keys and values, into the caller's buffers.
@@ -586,7 +672,16 @@ template <vector_like Q, matrix_like N, class S, class SOut, class WOut, class C
       detail::output_for<COut, scalar_of<Q>, cols_of<N>>
 constexpr void attend(const Q& q, const N& notes, const S& score, SOut&& scores, WOut&& weights,
                       COut&& context, const options& opt = {}) {
-  attend(q, notes, notes, score, scores, weights, context, opt);
+  using T = scalar_of<Q>;
+  const auto s = as_mutable_span(scores);
+  const auto w = as_mutable_span(weights);
+  const auto c = as_mutable_span(context);
+  const auto nv = as_view(notes);  // (one row-major copy of a strided view, for keys and values)
+  detail::check_attend_apart<T>("attn::attend", as_span(q), nv, nv, true, s, w, c, opt);
+  if constexpr (detail::scoring_may_throw<S, T>())
+    detail::attend_committed<T>("attn::attend", as_span(q), nv, nv, score, s, w, c, opt);
+  else
+    detail::attend_views<T>("attn::attend", as_span(q), nv, nv, score, s, w, c, opt);
 }
 
 /// Attention over keys and values that differ; returns scores, weights and context.
@@ -613,7 +708,12 @@ template <vector_like Q, matrix_like N, class S>
   requires detail::attend_inputs<Q, N, N, S>
 [[nodiscard]] ATTN_ALWAYS_INLINE constexpr auto attend(const Q& q, const N& notes, const S& score,
                                                        const options& opt = {}) {
-  return attend(q, notes, notes, score, opt);
+  if constexpr (detail::is_strided<N>) {
+    const auto nv = as_view(notes);  // one row-major copy, for keys and values
+    return attend(q, nv.view(), nv.view(), score, opt);
+  } else {
+    return attend(q, notes, notes, score, opt);
+  }
 }
 
 /// The alignment map of T queries (rows of `queries`) over keys and values, written into
@@ -625,27 +725,11 @@ template <vector_like Q, matrix_like N, class S>
 template <matrix_like Qs, matrix_like K, matrix_like V, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
-void align(const Qs& queries, const K& keys, const V& values, const S& score, SOut&& scores,
-           WOut&& weights, COut&& contexts, const options& opt = {}) {
-  using T = matrix_scalar_of<Qs>;
-  const char* where = "attn::align";
-  const MatrixView<const T> qv = as_view(queries);
-  const MatrixView<const T> kv = as_view(keys);
-  const MatrixView<const T> vv = as_view(values);
-  const MatrixView<T> sv = as_mutable_view(scores);
-  const MatrixView<T> wv = as_mutable_view(weights);
-  const MatrixView<T> cv = as_mutable_view(contexts);
-  detail::check_nonempty(where, "the queries matrix", qv.rows());
-  detail::check_equal(where, "rows of scores", sv.rows(), "number of queries", qv.rows());
-  detail::check_equal(where, "rows of weights", wv.rows(), "number of queries", qv.rows());
-  detail::check_equal(where, "rows of contexts", cv.rows(), "number of queries", qv.rows());
-  detail::check_masks(where, opt, qv.rows(), kv.rows());
-  detail::row_options row_opt(opt, qv.rows(), kv.rows());
-  for (std::size_t t = 0; t < qv.rows(); ++t)  // every row's checks before any row is written
-    detail::check_attend<T>(where, qv.row(t), kv, vv, score, sv.cols(), wv.cols(), cv.cols(),
-                            row_opt(t));
-  detail::many_queries_rows<T>(where, qv, kv, vv, score,
-                               attention_views<T>{.out = cv, .weights = wv, .scores = sv}, opt);
+constexpr void align(const Qs& queries, const K& keys, const V& values, const S& score,
+                     SOut&& scores, WOut&& weights, COut&& contexts, const options& opt = {}) {
+  detail::align_views<matrix_scalar_of<Qs>>(
+      as_view(queries), as_view(keys), as_view(values), false, score, as_mutable_view(scores),
+      as_mutable_view(weights), as_mutable_view(contexts), opt);
 }
 
 /// The alignment map of T queries over notes that are both keys and values, written into the
@@ -653,17 +737,20 @@ void align(const Qs& queries, const K& keys, const V& values, const S& score, SO
 template <matrix_like Qs, matrix_like N, class S, class SOut, class WOut, class COut>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S> &&
       mutable_matrix_like<SOut> && mutable_matrix_like<WOut> && mutable_matrix_like<COut>
-void align(const Qs& queries, const N& notes, const S& score, SOut&& scores, WOut&& weights,
-           COut&& contexts, const options& opt = {}) {
-  align(queries, notes, notes, score, scores, weights, contexts, opt);
+constexpr void align(const Qs& queries, const N& notes, const S& score, SOut&& scores,
+                     WOut&& weights, COut&& contexts, const options& opt = {}) {
+  const auto nv = as_view(notes);  // (one row-major copy of a strided view, for keys and values)
+  detail::align_views<matrix_scalar_of<Qs>>(as_view(queries), nv, nv, true, score,
+                                            as_mutable_view(scores), as_mutable_view(weights),
+                                            as_mutable_view(contexts), opt);
 }
 
 /// The alignment map of T queries over keys and values: returns the T×n scores and weights
 /// and the T contexts.
 template <matrix_like Qs, matrix_like K, matrix_like V, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, K, V, S>
-[[nodiscard]] auto align(const Qs& queries, const K& keys, const V& values, const S& score,
-                         const options& opt = {}) {
+[[nodiscard]] constexpr auto align(const Qs& queries, const K& keys, const V& values,
+                                   const S& score, const options& opt = {}) {
   using T = matrix_scalar_of<Qs>;
   constexpr std::size_t TQ = rows_of<Qs>, N = common_extent<rows_of<K>, rows_of<V>>, D = cols_of<V>;
   const auto qv = as_view(queries);
@@ -675,16 +762,22 @@ template <matrix_like Qs, matrix_like K, matrix_like V, class S>
     r.weights = Matrix<T, TQ, N>(qv.rows(), kv.rows());
   }
   if constexpr (TQ == dynamic || D == dynamic) r.contexts = Matrix<T, TQ, D>(qv.rows(), vv.cols());
-  align(qv, kv, vv, score, r.scores.view(), r.weights.view(), r.contexts.view(), opt);
+  detail::align_views<T>(qv, kv, vv, false, score, r.scores.view(), r.weights.view(),
+                         r.contexts.view(), opt);
   return r;
 }
 
 /// The alignment map of T queries over notes that are both keys and values.
 template <matrix_like Qs, matrix_like N, class S>
   requires detail::attend_inputs<std::span<const matrix_scalar_of<Qs>, cols_of<Qs>>, N, N, S>
-[[nodiscard]] auto align(const Qs& queries, const N& notes, const S& score,
-                         const options& opt = {}) {
-  return align(queries, notes, notes, score, opt);
+[[nodiscard]] constexpr auto align(const Qs& queries, const N& notes, const S& score,
+                                   const options& opt = {}) {
+  if constexpr (detail::is_strided<N>) {
+    const auto nv = as_view(notes);  // one row-major copy, for keys and values
+    return align(queries, nv.view(), nv.view(), score, opt);
+  } else {
+    return align(queries, notes, notes, score, opt);
+  }
 }
 
 /// Unit 17's translator without attention: every one of the T queries gets the same

@@ -560,10 +560,16 @@ bool one_pass_applies(std::span<const T> q, std::span<const T> alpha, std::span<
          all_finite(gc.data(), gc.size()) && all_finite(q.data(), q.size());
 }
 
+/// The shape of ∂L/∂θ: score.check_gradient(where, g) when the score names the calling function
+/// in its messages (attn's do: "attn::backward: rows of dL/dW is 3 but rows of W is 2"), else
+/// score.check_gradient(g).
 template <class S, class P>
-void check_parameter_gradient(const S& score, P* grads) {
+void check_parameter_gradient(const char* where, const S& score, P* grads) {
   if constexpr (!std::same_as<P, no_parameters>) {
-    if constexpr (requires { score.check_gradient(*grads); }) score.check_gradient(*grads);
+    if constexpr (requires { score.check_gradient(where, *grads); })
+      score.check_gradient(where, *grads);
+    else if constexpr (requires { score.check_gradient(*grads); })
+      score.check_gradient(*grads);
   }
 }
 
@@ -580,7 +586,26 @@ void check_gradients(const char* where, const S& score, std::span<const T> q,
                 keys.cols());
   if (!out.notes && out.values.rows() != 0)
     check_shape(where, "dL/dvalues", out.values.rows(), out.values.cols(), n, values.cols());
-  check_parameter_gradient(score, out.parameters);
+  check_parameter_gradient(where, score, out.parameters);
+}
+
+/// Refuses (overlap_error, naming both) gradients that overlap one another (∂L/∂keys and
+/// ∂L/∂values are one buffer when the notes are both), an input, the mask or the score's
+/// parameters; ∂L/∂θ is looked at for the scores that name their buffers (general, additive).
+template <real T, class S, class P>
+constexpr void check_gradients_apart(const char* where, const S& score, named_regions<T, 9> inputs,
+                                     const named_region<T> (&gradients)[4], P* grads,
+                                     const options& opt) {
+  named_region<T> outputs[7] = {gradients[0], gradients[1], gradients[2], gradients[3]};
+  std::size_t n_out = 4;
+  if constexpr (!std::same_as<P, no_parameters>) {
+    if constexpr (requires { gradient_regions(score, *grads); })
+      for (const named_region<T>& r : gradient_regions(score, *grads)) outputs[n_out++] = r;
+  }
+  if constexpr (requires { parameter_regions(score); })
+    for (const named_region<T>& r : parameter_regions(score)) inputs.add(r.name, r.numbers);
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs, n_out), inputs.span(),
+                         opt);
 }
 
 /// backward of one query into the caller's views: checks every size, makes every scratch, then
@@ -611,7 +636,9 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
   const std::size_t n = keys.rows(), dq = q.size(), dk = keys.cols(), dv = values.cols();
   const std::size_t gs_n = out.scores.empty() ? n : out.scores.size();
   if (saved == nullptr) {
-    check_attend<T>(where, q, keys, values, score, gs_n, gs_n, gc.size(), opt);
+    check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
+    check_equal(where, "size of dL/ds", gs_n, "number of notes", n);
+    check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
   } else {
     check_score(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);
@@ -622,6 +649,21 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
     check_softmax_args<T>(where, n, n, opt, notes_row);  // the mask's size and β
   }
   check_gradients(where, score, q, keys, values, out);
+  named_regions<T, 9> inputs;
+  inputs.add("query", region_of(q));
+  inputs.add(out.notes ? "notes" : "keys", region_of(keys));
+  if (!out.notes) inputs.add("values", region_of(values));
+  inputs.add("dL/dc", region_of(gc));
+  if (saved != nullptr) {
+    inputs.add("the forward's weights", region_of(saved->weights));
+    inputs.add("the forward's context", region_of(saved->context));
+  }
+  check_gradients_apart<T>(where, score, inputs,
+                           {{"dL/ds", region_of(out.scores)},
+                            {"dL/dq", region_of(out.query)},
+                            {out.notes ? "dL/dnotes" : "dL/dkeys", region_of(out.keys)},
+                            {"dL/dvalues", out.notes ? region<T>{} : region_of(out.values)}},
+                           out.parameters, opt);
   if (saved != nullptr && !saved->context.empty())
     check_equal(where, "size of the forward's context", saved->context.size(), "columns of values",
                 dv);
@@ -736,7 +778,18 @@ void align_backward_views_of(const char* where, const S& score, MatrixView<const
   row_options row_opt(opt, tq, n);
   for (std::size_t t = 0; t < tq; ++t)
     check_attend<T>(where, qs.row(t), keys, values, score, n, n, dv, row_opt(t));
-  check_parameter_gradient(score, grads);
+  check_parameter_gradient(where, score, grads);
+  named_regions<T, 9> inputs;
+  inputs.add("queries", region_of(qs));
+  inputs.add(notes ? "notes" : "keys", region_of(keys));
+  if (!notes) inputs.add("values", region_of(values));
+  inputs.add("dL/dcontexts", region_of(gcs));
+  check_gradients_apart<T>(where, score, inputs,
+                           {{"dL/dscores", region_of(gss)},
+                            {"dL/dqueries", region_of(gqs)},
+                            {notes ? "dL/dnotes" : "dL/dkeys", region_of(gk)},
+                            {"dL/dvalues", notes ? region<T>{} : region_of(gv)}},
+                           grads, opt);
   scratch<T, N> gs_scratch(gss.rows() == 0 ? n : 0);
   scratch<T, DQ> gq_scratch(gqs.rows() == 0 ? qs.cols() : 0);
   std::optional<Matrix<T>> gk_scratch;

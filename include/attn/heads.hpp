@@ -111,9 +111,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   s.kv_rows = X_kv.rows();
   s.batch = batch;
   if (s.rows % batch != 0 || s.kv_rows % batch != 0)
-    throw dimension_error(std::string(where) + ": " + std::to_string(s.rows) + " rows of X and " +
-                          std::to_string(s.kv_rows) + " of X_kv are not " + std::to_string(batch) +
-                          " sentences of equal length");
+    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(s.rows) +
+                                         " rows of X and " + std::to_string(s.kv_rows) +
+                                         " of X_kv are not " + std::to_string(batch) +
+                                         " sentences of equal length");
   s.tq = s.rows / batch;
   s.n = s.kv_rows / batch;
   s.d_model = X.cols();
@@ -124,10 +125,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   check_equal(where, "rows of W_V", p.W_V.rows(), "columns of X_kv", s.d_kv);
   check_equal(where, "columns of W_K", p.W_K.cols(), "columns of W_Q", p.W_Q.cols());
   if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % p.heads != 0)
-    throw dimension_error(std::string(where) + ": " + std::to_string(p.heads) +
-                          " heads do not divide the " + std::to_string(p.W_Q.cols()) +
-                          " columns of W_Q and the " + std::to_string(p.W_V.cols()) +
-                          " columns of W_V");
+    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(p.heads) +
+                                         " heads do not divide the " +
+                                         std::to_string(p.W_Q.cols()) + " columns of W_Q and the " +
+                                         std::to_string(p.W_V.cols()) + " columns of W_V");
   s.dk = p.W_Q.cols() / p.heads;
   s.dv = p.W_V.cols() / p.heads;
   check_nonempty(where, "a head's query and key size (columns of W_Q / heads)", s.dk);
@@ -149,7 +150,7 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   }
   check_beta<T>(where, opt);
   if (p.scale && !(*p.scale - *p.scale == 0))
-    throw domain_error(std::string(where) + ": the scale must be finite");
+    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite");
   return s;
 }
 
@@ -229,6 +230,31 @@ constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
     f(scaled_dot);
 }
 
+/// The inputs of attention with projections, named: X, X_kv (when it is not X) and every
+/// parameter given.
+template <real T, std::size_t Capacity>
+constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const T> X,
+                               MatrixView<const T> X_kv, const multi_head_parameters<T>& p) {
+  in.add("X", region_of(X));
+  if (X_kv.data() != X.data()) in.add("X_kv", region_of(X_kv));
+  in.add("W_Q", region_of(p.W_Q));
+  in.add("W_K", region_of(p.W_K));
+  in.add("W_V", region_of(p.W_V));
+  in.add("W_O", region_of(p.W_O));
+  in.add("b_Q", region_of(p.b_Q));
+  in.add("b_K", region_of(p.b_K));
+  in.add("b_V", region_of(p.b_V));
+  in.add("b_O", region_of(p.b_O));
+}
+
+/// The cache's matrices the forward writes, named.
+template <real T, std::size_t Capacity>
+constexpr void add_forward_cache(named_regions<T, Capacity>& list, multi_head_cache<T>& cache) {
+  for (Matrix<T>* m :
+       {&cache.queries, &cache.keys, &cache.values, &cache.heads_out, &cache.logsumexp})
+    list.add("the cache", region_of(m->view()));
+}
+
 /// multi_head_attention on views: checks (every one, before anything is written), sizes the
 /// cache, projects, attends head by head, projects the output.
 template <real T>
@@ -239,6 +265,13 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)
     check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
+  named_regions<T, 10> inputs;
+  add_head_inputs(inputs, X, X_kv, p);
+  named_regions<T, 7> outputs;
+  outputs.add("Y", region_of(out.out));
+  outputs.add("the maps", region_of(out.maps));
+  add_forward_cache(outputs, cache);
+  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);
@@ -291,7 +324,8 @@ void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar
                           multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
                           std::size_t batch = 1) {
   using T = matrix_scalar_of<Xm>;
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
                                  batch);
 }
@@ -354,10 +388,21 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
     else
       return cols_of<WO>;
   }();
-  multi_head_parameters<T> p{.W_Q = as_view(W_Q), .W_K = as_view(W_K), .W_V = as_view(W_V),
-                             .heads = H};
-  if constexpr (!std::is_same_v<WO, void>) p.W_O = as_view(*W_O);
-  const MatrixView<const T> x = as_view(X), xkv = as_view(X_kv);
+  // (a strided input: its row-major copy, held here for the views below)
+  const auto wq = as_view(W_Q);
+  const auto wk = as_view(W_K);
+  const auto wv = as_view(W_V);
+  multi_head_parameters<T> p{.W_Q = wq, .W_K = wk, .W_V = wv, .heads = H};
+  const auto wo = [&] {
+    if constexpr (std::is_same_v<WO, void>)
+      return 0;
+    else
+      return as_view(*W_O);
+  }();
+  if constexpr (!std::is_same_v<WO, void>) p.W_O = wo;
+  const auto x_held = as_view(X);
+  const auto xkv_held = as_view(X_kv);
+  const MatrixView<const T> x = x_held, xkv = xkv_held;
   const head_sizes s = check_heads<T>(where, x, xkv, p, 1, opt);
   projected_attention<T, TQ, N, DQK, DVH, DOUT, H> r{
       zero_matrix<T, TQ, DQK>(s.rows, s.heads * s.dk), zero_matrix<T, N, DQK>(s.n, s.heads * s.dk),

@@ -49,15 +49,17 @@ void check_head_gradients(const char* where, const head_sizes& s, const multi_he
     check_shape(where, "dL/dX", g.inputs.rows(), g.inputs.cols(), s.rows, s.d_model);
   if (g.kv_inputs.rows() != 0) {
     if (self)
-      throw dimension_error(std::string(where) +
-                            ": dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
+      attn::detail::raise<dimension_error>(
+          std::string(where) +
+          ": dL/dX_kv is for cross-attention; self-attention's is all in dL/dX");
     check_shape(where, "dL/dX_kv", g.kv_inputs.rows(), g.kv_inputs.cols(), s.kv_rows, s.d_kv);
   }
   shape("dL/dW_Q", g.W_Q, p.W_Q);
   shape("dL/dW_K", g.W_K, p.W_K);
   shape("dL/dW_V", g.W_V, p.W_V);
   if (g.W_O.rows() != 0) {
-    if (p.W_O.rows() == 0) throw dimension_error(std::string(where) + ": dL/dW_O given but no W_O");
+    if (p.W_O.rows() == 0)
+      attn::detail::raise<dimension_error>(std::string(where) + ": dL/dW_O given but no W_O");
     shape("dL/dW_O", g.W_O, p.W_O);
   }
   const auto size = [&](const char* what, std::span<T> b, std::size_t want) {
@@ -97,9 +99,28 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
       !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
       !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
       !cached(cache.logsumexp, s.heads * s.batch, s.tq))
-    throw dimension_error(std::string(where) +
-                          ": the cache does not hold a forward of these shapes (run "
-                          "multi_head_attention with it first)");
+    attn::detail::raise<dimension_error>(std::string(where) +
+                                         ": the cache does not hold a forward of these shapes (run "
+                                         "multi_head_attention with it first)");
+  named_regions<T, 16> inputs;
+  add_head_inputs(inputs, X, X_kv, p);
+  inputs.add("dL/dY", region_of(dY));
+  add_forward_cache(inputs, cache);
+  named_regions<T, 14> outputs;
+  outputs.add("dL/dX", region_of(g.inputs));
+  outputs.add("dL/dX_kv", region_of(g.kv_inputs));
+  outputs.add("dL/dW_Q", region_of(g.W_Q));
+  outputs.add("dL/dW_K", region_of(g.W_K));
+  outputs.add("dL/dW_V", region_of(g.W_V));
+  outputs.add("dL/dW_O", region_of(g.W_O));
+  outputs.add("dL/db_Q", region_of(g.b_Q));
+  outputs.add("dL/db_K", region_of(g.b_K));
+  outputs.add("dL/db_V", region_of(g.b_V));
+  outputs.add("dL/db_O", region_of(g.b_O));
+  for (Matrix<T>* m :
+       {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
+    outputs.add("the cache", region_of(m->view()));
+  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
@@ -166,7 +187,8 @@ void multi_head_attention_backward(const Xm& X,
                                    const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
                                    const options& opt = {}, std::size_t batch = 1) {
   using T = matrix_scalar_of<Xm>;
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
                                     as_view(dY), grads, opt, batch);
 }
@@ -186,14 +208,21 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
                     std::size_t t, std::size_t s, Out&& out, const options& opt = {}) {
   using T = matrix_scalar_of<Xm>;
   const char* where = "attn::jacobian_input";
-  const MatrixView<const T> x = as_view(X);
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
   const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
+  detail::named_regions<T, 10> inputs;
+  detail::add_head_inputs(inputs, x, x, params);
+  const detail::named_region<T> outputs[1] = {{"the Jacobian", detail::region_of(J)}};
+  detail::check_buffers_apart<T>(where, std::span<const detail::named_region<T>>(outputs),
+                                 inputs.span(), opt);
   for (const std::size_t r : {t, s})
     if (r >= hs.rows)
-      throw dimension_error(std::string(where) + ": row " + std::to_string(r) +
-                            " is out of range for the " + std::to_string(hs.rows) + " rows of X");
+      attn::detail::raise<dimension_error>(std::string(where) + ": row " + std::to_string(r) +
+                                           " is out of range for the " + std::to_string(hs.rows) +
+                                           " rows of X");
   multi_head_cache<T> cache;
   Matrix<T> y(hs.rows, hs.d_out), maps(hs.heads * hs.rows, hs.n);
   multi_head_attention(x, params, multi_head_views<T>{.out = y.view(), .maps = maps.view()}, cache, opt);

@@ -70,6 +70,23 @@ void value_minus_context(std::size_t j, std::span<const T> alpha, MatrixView<con
   }
 }
 
+/// Refuses (overlap_error, naming both) a Jacobian buffer that overlaps the query, the keys, the
+/// values (the notes, when they are both), the mask or the score's parameters.
+template <real T, class S>
+constexpr void check_jacobian_apart(const char* where, const S& score, std::span<const T> q,
+                                    MatrixView<const T> keys, MatrixView<const T> values,
+                                    bool notes, MatrixView<T> out, const options& opt) {
+  named_region<T> inputs[6] = {{"query", region_of(q)},
+                               {notes ? "notes" : "keys", region_of(keys)},
+                               {notes ? "notes" : "values", region_of(values)}};
+  std::size_t n_in = 3;
+  if constexpr (requires { parameter_regions(score); })
+    for (const named_region<T>& r : parameter_regions(score)) inputs[n_in++] = r;
+  const named_region<T> outputs[1] = {{"the Jacobian", region_of(out)}};
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs),
+                         std::span<const named_region<T>>(inputs, n_in), opt);
+}
+
 /// Whether the members of S a Jacobian calls for scalar T may throw: its scoring, and
 /// gradient_note (Note) or gradient_query (Query), unless declared noexcept.
 template <class S, class T, bool Note, bool Query>
@@ -92,6 +109,8 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
                        MatrixView<const T> keys, MatrixView<const T> values, std::size_t j,
                        MatrixView<T> out, bool add_identity, const options& opt) {
   if constexpr (!Committed && jacobian_may_throw<S, T, true, false>()) {
+    // the overlap check on the caller's buffer: the calls below see only our own
+    check_jacobian_apart<T>(where, score, q, keys, values, add_identity, out, opt);
     Matrix<T> own(out.rows(), out.cols());
     jacobian_key_into<T, N, DK, DV, S, true>(where, score, q, keys, values, j, own.view(),
                                             add_identity, opt);
@@ -102,6 +121,7 @@ void jacobian_key_into(const char* where, const S& score, std::span<const T> q,
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dk);
+  check_jacobian_apart<T>(where, score, q, keys, values, add_identity, out, opt);
   // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
@@ -131,6 +151,8 @@ void jacobian_value_into(const char* where, const S& score, std::span<const T> q
                          MatrixView<const T> keys, MatrixView<const T> values, std::size_t j,
                          MatrixView<T> out, const options& opt) {
   if constexpr (!Committed && jacobian_may_throw<S, T, false, false>()) {
+    // the overlap check on the caller's buffer: the calls below see only our own
+    check_jacobian_apart<T>(where, score, q, keys, values, false, out, opt);
     Matrix<T> own(out.rows(), out.cols());
     jacobian_value_into<T, N, DV, S, true>(where, score, q, keys, values, j, own.view(), opt);
     commit_to(own, out);
@@ -140,6 +162,7 @@ void jacobian_value_into(const char* where, const S& score, std::span<const T> q
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_index(where, j, n);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dv);
+  check_jacobian_apart<T>(where, score, q, keys, values, false, out, opt);
   scratch<T, N> alpha(n);
   score_all(score, q, keys, alpha.span());
   softmax_row(where, alpha.span().data(), alpha.span().data(), n, n, opt);
@@ -159,6 +182,8 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
                          MatrixView<const T> keys, MatrixView<const T> values, MatrixView<T> out,
                          const options& opt) {
   if constexpr (!Committed && jacobian_may_throw<S, T, false, true>()) {
+    // the overlap check on the caller's buffer: the calls below see only our own
+    check_jacobian_apart<T>(where, score, q, keys, values, keys.data() == values.data(), out, opt);
     Matrix<T> own(out.rows(), out.cols());
     jacobian_query_into<T, N, DQ, DV, S, true>(where, score, q, keys, values, own.view(), opt);
     commit_to(own, out);
@@ -167,6 +192,7 @@ void jacobian_query_into(const char* where, const S& score, std::span<const T> q
   const std::size_t n = keys.rows(), dq = q.size(), dv = values.cols();
   check_attend<T>(where, q, keys, values, score, n, n, dv, opt);
   check_shape(where, "the Jacobian", out.rows(), out.cols(), dv, dq);
+  check_jacobian_apart<T>(where, score, q, keys, values, keys.data() == values.data(), out, opt);
   // every scratch before anything is written (bad_alloc leaves out untouched)
   scratch<T, N> alpha(n);
   scratch<T, DV> c(dv);
@@ -326,9 +352,9 @@ template <class Q, class K>
                                     std::size_t t, const options& opt) {
   check_masks(where, opt, as_view(queries).rows(), as_view(keys).rows());
   if (t >= as_view(queries).rows())
-    throw dimension_error(std::string(where) + ": query index " + std::to_string(t) +
-                          " is out of range for " + std::to_string(as_view(queries).rows()) +
-                          " queries");
+    attn::detail::raise<dimension_error>(std::string(where) + ": query index " + std::to_string(t) +
+                                         " is out of range for " +
+                                         std::to_string(as_view(queries).rows()) + " queries");
   return rows(t);
 }
 }  // namespace detail

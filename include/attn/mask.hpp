@@ -240,10 +240,23 @@ public:
   [[nodiscard]] constexpr const mask_byte* data() const noexcept { return data_; }
 };
 
+/// Where a mask's entries lie, as bytes (for the overlap checks; empty in constant evaluation,
+/// where no pointer of another type can point into a buffer of numbers).
+[[nodiscard]] constexpr region<mask_byte> region_of(const mask_view& m) noexcept {
+  if (std::is_constant_evaluated() || m.empty()) return {};
+  return {m.bytes(), 1, m.size(), m.size()};
+}
+/// Where a row mask's entries lie, as bytes (likewise).
+[[nodiscard]] constexpr region<mask_byte> region_of(const mask_matrix_view& m) noexcept {
+  if (std::is_constant_evaluated() || m.empty() || m.cols() == 0) return {};
+  return {m.row_bytes(0), m.rows(), m.cols(), m.row_stride()};
+}
+
 }  // namespace detail
 inline void mask_matrix_view::throw_mask_stride(std::size_t stride, std::size_t cols) {
-  throw dimension_error("attn::mask_matrix_view: row stride " + std::to_string(stride) +
-                        " is smaller than the row length " + std::to_string(cols));
+  attn::detail::raise<dimension_error>("attn::mask_matrix_view: row stride " +
+                                       std::to_string(stride) + " is smaller than the row length " +
+                                       std::to_string(cols));
 }
 inline void mask_matrix_view::throw_mask_size(std::size_t size, std::size_t rows,
                                               std::size_t cols) {

@@ -31,8 +31,8 @@ inline constexpr std::size_t max_numbers =
 
 [[noreturn]] inline void throw_too_many_numbers(const char* where, std::size_t rows,
                                                 std::size_t cols) {
-  throw std::length_error(std::string(where) + ": " + std::to_string(rows) + "x" +
-                          std::to_string(cols) + " numbers are more than one array can hold");
+  raise<std::length_error>(std::string(where) + ": " + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " numbers are more than one array can hold");
 }
 
 /// rows·cols, or std::length_error (as std::vector's own beyond its max_size) when that is more
@@ -69,18 +69,19 @@ class MatrixView {
     if constexpr (C != dynamic)
       detail::check_equal("attn::MatrixView", "columns", cols_, "fixed columns", C);
     if (stride_ < cols_)
-      throw dimension_error("attn::MatrixView: row stride " + std::to_string(stride_) +
-                            " is smaller than the row length " + std::to_string(cols_));
+      detail::raise<dimension_error>("attn::MatrixView: row stride " + std::to_string(stride_) +
+                                     " is smaller than the row length " + std::to_string(cols_));
     if (data_ == nullptr && rows_ != 0 && cols_ != 0)
-      throw dimension_error("attn::MatrixView: null data for a " + std::to_string(rows_) + "x" +
-                            std::to_string(cols_) + " matrix");
+      detail::raise<dimension_error>("attn::MatrixView: null data for a " + std::to_string(rows_) +
+                                     "x" + std::to_string(cols_) + " matrix");
     // the last row ends (rows − 1)·stride + cols numbers in: that must not wrap std::size_t,
     // nor pass the most numbers one array can hold (a null view is packed: it spans nothing)
     if (data_ != nullptr && rows_ != 0 &&
         (rows_ - 1 > (detail::max_numbers<value_type> - cols_) / (stride_ == 0 ? 1 : stride_)))
-      throw dimension_error("attn::MatrixView: rows " + std::to_string(rows_) + ", row stride " +
-                            std::to_string(stride_) + " and columns " + std::to_string(cols_) +
-                            " span more numbers than one array can hold");
+      detail::raise<dimension_error>("attn::MatrixView: rows " + std::to_string(rows_) +
+                                     ", row stride " + std::to_string(stride_) + " and columns " +
+                                     std::to_string(cols_) +
+                                     " span more numbers than one array can hold");
   }
 
 public:
@@ -147,17 +148,99 @@ public:
   [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first,
                                                             std::size_t count) const {
     if (first > rows() || count > rows() - first)
-      throw dimension_error("attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
-                            (count > std::numeric_limits<std::size_t>::max() - first
-                                 ? std::string("beyond SIZE_MAX")
-                                 : std::to_string(first + count)) +
-                            " (exclusive) are not within the " + std::to_string(rows()) + " rows");
+      detail::raise<dimension_error>(
+          "attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
+          (count > std::numeric_limits<std::size_t>::max() - first
+               ? std::string("beyond SIZE_MAX")
+               : std::to_string(first + count)) +
+          " (exclusive) are not within the " + std::to_string(rows()) + " rows");
     // no rows: the view starts at data() (first · stride may point past the buffer's end,
     // whose last row needs only cols() numbers)
     return MatrixView<T, dynamic, C>(count == 0 ? data_ : data_ + first * stride_, count, cols(),
                                      stride_);
   }
 };
+
+/// A borrowed R×C matrix of any layout: element (i, j) is `data[i * row_stride + j * col_stride]`
+/// — a column-major matrix (row stride 1, column stride its leading dimension: `column_major`),
+/// or the transpose of a row-major one (`transposed`). An input only (notes, keys, values,
+/// queries): attn reads it through a row-major copy made when the call starts (docs/types-and-
+/// views.md, "Other layouts"), so its fast paths stay row-major. `T` may be const.
+template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
+class StridedMatrixView {
+  static_assert(real<std::remove_const_t<T>>,
+                "attn::StridedMatrixView holds float, double or long double");
+  T* data_ = nullptr;
+  std::size_t rows_ = R == dynamic ? 0 : R;
+  std::size_t cols_ = C == dynamic ? 0 : C;
+  std::size_t row_stride_ = 0;
+  std::size_t col_stride_ = 0;
+
+public:
+  using value_type = std::remove_const_t<T>;
+  using element_type = T;
+  static constexpr std::size_t rows_extent = R;
+  static constexpr std::size_t cols_extent = C;
+
+  /// An empty view.
+  constexpr StridedMatrixView() noexcept = default;
+  /// Views `rows × cols` numbers at `data`, element (i, j) at data[i·row_stride + j·col_stride].
+  /// Throws dimension_error if a fixed extent disagrees or `data` is null for a non-empty matrix.
+  constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride,
+                              std::size_t col_stride)
+      : data_(data), rows_(rows), cols_(cols), row_stride_(row_stride), col_stride_(col_stride) {
+    if constexpr (R != dynamic)
+      detail::check_equal("attn::StridedMatrixView", "rows", rows_, "fixed rows", R);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::StridedMatrixView", "columns", cols_, "fixed columns", C);
+    if (data_ == nullptr && rows_ != 0 && cols_ != 0)
+      detail::raise<dimension_error>("attn::StridedMatrixView: null data for a " +
+                                     std::to_string(rows_) + "x" + std::to_string(cols_) +
+                                     " matrix");
+  }
+  /// A view of const elements from one of non-const elements.
+  template <class U>
+    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
+  constexpr StridedMatrixView(const StridedMatrixView<U, R, C>& other) noexcept  // NOLINT
+      : data_(other.data()), rows_(other.rows()), cols_(other.cols()),
+        row_stride_(other.row_stride()), col_stride_(other.col_stride()) {}
+
+  [[nodiscard]] constexpr std::size_t rows() const noexcept { return rows_; }
+  [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
+  /// Distance between elements (i, j) and (i + 1, j), in elements.
+  [[nodiscard]] constexpr std::size_t row_stride() const noexcept { return row_stride_; }
+  /// Distance between elements (i, j) and (i, j + 1), in elements.
+  [[nodiscard]] constexpr std::size_t col_stride() const noexcept { return col_stride_; }
+  [[nodiscard]] constexpr T* data() const noexcept { return data_; }
+  [[nodiscard]] constexpr T& operator()(std::size_t i, std::size_t j) const noexcept {
+    return data_[i * row_stride_ + j * col_stride_];
+  }
+};
+
+/// Views a column-major `rows × cols` matrix (element (i, j) at data[i + j·leading_dim]: Eigen's
+/// and BLAS's default layout) — for notes, row j of an n × d column-major matrix is note j.
+/// Throws dimension_error when leading_dim < rows (columns would overlap).
+template <std::size_t R = dynamic, std::size_t C = dynamic, class T>
+[[nodiscard]] constexpr StridedMatrixView<T, R, C>
+column_major(T* data, std::size_t rows, std::size_t cols, std::size_t leading_dim) {
+  if (leading_dim < rows)
+    detail::raise<dimension_error>("attn::column_major: leading dimension " +
+                                   std::to_string(leading_dim) +
+                                   " is smaller than the column length " + std::to_string(rows));
+  return StridedMatrixView<T, R, C>(data, rows, cols, 1, leading_dim);
+}
+/// Views a packed column-major `rows × cols` matrix (leading dimension `rows`).
+template <std::size_t R = dynamic, std::size_t C = dynamic, class T>
+[[nodiscard]] constexpr StridedMatrixView<T, R, C> column_major(T* data, std::size_t rows,
+                                                                std::size_t cols) {
+  return column_major<R, C>(data, rows, cols, rows);
+}
+
+/// The transpose of a row-major view, without a copy: element (i, j) is m(j, i).
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr StridedMatrixView<T, C, R> transposed(const MatrixView<T, R, C>& m) {
+  return StridedMatrixView<T, C, R>(m.data(), m.cols(), m.rows(), 1, m.row_stride());
+}
 
 /// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
 /// (no allocation), otherwise a `std::vector` aligned to `storage_alignment` (64 bytes: rows of
@@ -223,12 +306,27 @@ public:
     if constexpr (C != dynamic)
       detail::check_equal("attn::Matrix", "columns", v.cols(), "fixed columns", C);
     if (v.data() == nullptr && v.rows() != 0 && v.cols() != 0)  // a default view of fixed extents
-      throw dimension_error("attn::Matrix: null data for a " + std::to_string(v.rows()) + "x" +
-                            std::to_string(v.cols()) + " matrix");
+      detail::raise<dimension_error>("attn::Matrix: null data for a " + std::to_string(v.rows()) +
+                                     "x" + std::to_string(v.cols()) + " matrix");
     if constexpr (!fixed)
       data_.resize(detail::checked_numbers("attn::Matrix", v.rows(), v.cols(), detail::max_numbers<T>));
     rows_ = v.rows();
     cols_ = v.cols();
+    for (std::size_t i = 0; i < rows_; ++i)
+      for (std::size_t j = 0; j < cols_; ++j) data_[i * cols_ + j] = static_cast<T>(v(i, j));
+  }
+
+  /// Copies a strided view of compatible extents, row-major.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires compatible_extents<R, R2> && compatible_extents<C, C2>
+  constexpr explicit Matrix(const StridedMatrixView<U, R2, C2>& v) {
+    if constexpr (R != dynamic)
+      detail::check_equal("attn::Matrix", "rows", v.rows(), "fixed rows", R);
+    if constexpr (C != dynamic)
+      detail::check_equal("attn::Matrix", "columns", v.cols(), "fixed columns", C);
+    rows_ = v.rows();
+    cols_ = v.cols();
+    if constexpr (!fixed) data_.resize(rows_ * cols_);
     for (std::size_t i = 0; i < rows_; ++i)
       for (std::size_t j = 0; j < cols_; ++j) data_[i * cols_ + j] = static_cast<T>(v(i, j));
   }
@@ -292,6 +390,12 @@ public:
 };
 
 namespace detail {
+/// The numbers of a matrix view.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr region<std::remove_const_t<T>> region_of(MatrixView<T, R, C> m) noexcept {
+  return {m.data(), m.rows(), m.cols(), m.row_stride()};
+}
+
 /// A zero r × c Matrix (fixed extents: inline, no allocation).
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
@@ -308,20 +412,65 @@ struct matrix_traits {
 template <class T, std::size_t R, std::size_t C>
 struct matrix_traits<MatrixView<T, R, C>> {
   static constexpr bool is_matrix = true;
+  static constexpr bool is_view = true;  ///< borrows its numbers
   using scalar = std::remove_const_t<T>;
   static constexpr bool writable = !std::is_const_v<T>;
   static constexpr std::size_t rows = R, cols = C;
 };
 template <class T, std::size_t R, std::size_t C>
+struct matrix_traits<StridedMatrixView<T, R, C>> {
+  static constexpr bool is_matrix = true;
+  static constexpr bool is_view = true;
+  using scalar = std::remove_const_t<T>;
+  static constexpr bool writable = false;  // an input only
+  static constexpr std::size_t rows = R, cols = C;
+};
+template <class T, std::size_t R, std::size_t C>
 struct matrix_traits<Matrix<T, R, C>> {
   static constexpr bool is_matrix = true;
+  static constexpr bool is_view = false;
   using scalar = T;
   static constexpr bool writable = true;
   static constexpr std::size_t rows = R, cols = C;
 };
+
+/// A strided view's numbers copied row-major, what as_view gives for it: reads as a MatrixView
+/// (rows, cols, row, operator(), data) and converts to one, which borrows this copy (so it must
+/// outlive the view: a named variable, or a temporary within one full expression).
+template <class T, std::size_t R, std::size_t C>
+class row_major_copy {
+  Matrix<T, R, C> m_;
+
+public:
+  template <class U>
+  constexpr explicit row_major_copy(const StridedMatrixView<U, R, C>& v) : m_(v) {}
+  [[nodiscard]] constexpr MatrixView<const T, R, C> view() const noexcept { return m_.view(); }
+  [[nodiscard]] constexpr std::size_t rows() const noexcept { return m_.rows(); }
+  [[nodiscard]] constexpr std::size_t cols() const noexcept { return m_.cols(); }
+  [[nodiscard]] constexpr std::size_t row_stride() const noexcept { return m_.cols(); }
+  [[nodiscard]] constexpr const T* data() const noexcept { return m_.data(); }
+  [[nodiscard]] constexpr std::span<const T, C> row(std::size_t i) const noexcept {
+    return m_.row(i);
+  }
+  [[nodiscard]] constexpr const T& operator()(std::size_t i, std::size_t j) const noexcept {
+    return m_(i, j);
+  }
+  /// The copy as a view of fewer fixed extents.
+  template <std::size_t R2, std::size_t C2>
+    requires((R2 == dynamic || R2 == R) && (C2 == dynamic || C2 == C))
+  constexpr operator MatrixView<const T, R2, C2>() const noexcept {  // NOLINT: implicit
+    return MatrixView<const T, R2, C2>(m_.view());
+  }
+};
+
+template <class M>
+inline constexpr bool is_strided = false;
+template <class T, std::size_t R, std::size_t C>
+inline constexpr bool is_strided<StridedMatrixView<T, R, C>> = true;
 }  // namespace detail
 
-/// `Matrix` or `MatrixView`: what every attn algorithm takes as a matrix (notes, W, queries).
+/// `Matrix`, `MatrixView` or `StridedMatrixView`: what every attn algorithm takes as a matrix
+/// (notes, W, queries; a StridedMatrixView only as an input).
 template <class M>
 concept matrix_like = detail::matrix_traits<std::remove_cvref_t<M>>::is_matrix;
 
@@ -335,18 +484,24 @@ inline constexpr std::size_t rows_of = detail::matrix_traits<std::remove_cvref_t
 template <matrix_like M>
 inline constexpr std::size_t cols_of = detail::matrix_traits<std::remove_cvref_t<M>>::cols;
 
-/// A matrix_like whose elements may be written through it (a non-const `Matrix&`, or a
-/// `MatrixView` of non-const elements).
+/// A matrix_like whose elements may be written through it: a non-const `Matrix&`, or a
+/// `MatrixView` of non-const elements, const or not (a view's constness is its own, as
+/// std::span's: a `const MatrixView<T>` still writes T).
 template <class M>
-concept mutable_matrix_like =
-    matrix_like<M> && detail::matrix_traits<std::remove_cvref_t<M>>::writable &&
-    !std::is_const_v<std::remove_reference_t<M>>;
+concept mutable_matrix_like = matrix_like<M> &&
+    detail::matrix_traits<std::remove_cvref_t<M>>::writable &&
+    (detail::matrix_traits<std::remove_cvref_t<M>>::is_view ||
+     !std::is_const_v<std::remove_reference_t<M>>);
 
-/// Borrows a matrix_like read-only, keeping its fixed extents.
+/// Borrows a matrix_like read-only, keeping its fixed extents. A StridedMatrixView gives its
+/// numbers copied row-major instead (detail::row_major_copy, which reads as a MatrixView).
 template <matrix_like M>
-[[nodiscard]] constexpr auto as_view(const M& m) noexcept {
+[[nodiscard]] constexpr auto as_view(const M& m) noexcept(!detail::is_strided<M>) {
   using T = matrix_scalar_of<M>;
-  return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
+  if constexpr (detail::is_strided<M>)
+    return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(m);
+  else
+    return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
 }
 /// Borrows a mutable_matrix_like for writing, keeping its fixed extents.
 template <mutable_matrix_like M>

@@ -12,14 +12,15 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
-#include <cmath>
 #include <concepts>
 #include <cstddef>
+#include <ranges>
 #include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include "attn/detail/math.hpp"
 #include "attn/detail/prefetch.hpp"
 #include "attn/detail/reduce.hpp"
 #include "attn/detail/rows.hpp"
@@ -288,8 +289,8 @@ struct scaled_dot_score : dot_product_family<scaled_dot_score> {
   /// The scale 1/√d; 1 for d = 0, where every score is the empty sum 0 (1/√0 would make it
   /// 0·inf = NaN).
   template <real T>
-  [[nodiscard]] static T scale(std::size_t d) noexcept {
-    return d == 0 ? T(1) : T(1) / std::sqrt(static_cast<T>(d));
+  [[nodiscard]] static constexpr T scale(std::size_t d) noexcept {
+    return d == 0 ? T(1) : T(1) / detail::sqrt(static_cast<T>(d));
   }
 };
 /// The transformer's score s = q·h/√d.
@@ -408,8 +409,12 @@ public:
   }
   /// Throws dimension_error unless g.W is shaped like W.
   constexpr void check_gradient(const gradient_view& g) const {
-    detail::check_equal("attn::general", "rows of dL/dW", g.W.rows(), "rows of W", W_.rows());
-    detail::check_equal("attn::general", "columns of dL/dW", g.W.cols(), "columns of W", W_.cols());
+    check_gradient("attn::general", g);
+  }
+  /// As above, the message naming `where` (the function that was called).
+  constexpr void check_gradient(const char* where, const gradient_view& g) const {
+    detail::check_equal(where, "rows of dL/dW", g.W.rows(), "rows of W", W_.rows());
+    detail::check_equal(where, "columns of dL/dW", g.W.cols(), "columns of W", W_.cols());
   }
   /// Backward over all notes, given a_j = ∂L/∂s_j: grad_keys_j += a_j Wᵀq and grad_q += W r with
   /// r = Σ_j a_j h_j. Wᵀq and r are formed once per block of columns: cost n·d_h + d_q·d_h,
@@ -466,6 +471,22 @@ general(const Matrix<T, R, C>&) -> general<T, R, C>;
 template <class T, std::size_t R, std::size_t C>
 general(MatrixView<T, R, C>) -> general<std::remove_const_t<T>, R, C>;
 
+namespace detail {
+/// W1, W2 and v of an additive<T, K, DH, DQ>: matrices and a vector of T whose fixed extents fit.
+template <class A, class B, class C, class T, std::size_t K, std::size_t DH, std::size_t DQ>
+concept additive_parameters = matrix_like<A> && matrix_like<B> && vector_like<C> &&
+    std::same_as<matrix_scalar_of<A>, T> && std::same_as<matrix_scalar_of<B>, T> &&
+    std::same_as<scalar_of<C>, T> && compatible_extents<rows_of<A>, K> &&
+    compatible_extents<cols_of<A>, DH> && compatible_extents<rows_of<B>, K> &&
+    compatible_extents<cols_of<B>, DQ> && compatible_extents<extent_of<C>, K>;
+
+/// An argument a score may keep a view of: an lvalue, or a view (MatrixView, std::span), whose
+/// numbers outlive the expression.
+template <class X>
+concept borrowable = std::is_lvalue_reference_v<X> || std::ranges::borrowed_range<X> ||
+    (matrix_like<X>&& matrix_traits<std::remove_cvref_t<X>>::is_view);
+}  // namespace detail
+
 /// The additive score s = vᵀ tanh(W1 h + W2 q) (Bahdanau, 2015): a one-layer network of k
 /// hidden units judges the match. W1 (k × d_h), W2 (k × d_q) and v (k) are borrowed.
 template <real T, std::size_t K = dynamic, std::size_t DH = dynamic, std::size_t DQ = dynamic>
@@ -479,25 +500,39 @@ public:
   static constexpr std::size_t query_extent = DQ;
   static constexpr std::size_t note_extent = DH;
 
-  /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k); throws dimension_error unless W1, W2 and
-  /// v agree on k.
-  constexpr additive(MatrixView<const T, K, DH> W1, MatrixView<const T, K, DQ> W2,
-                     std::span<const T, K> v)
-      : W1_(W1), W2_(W2), v_(v) {
-    detail::check_equal("attn::additive", "rows of W2", W2.rows(), "rows of W1", W1.rows());
-    detail::check_equal("attn::additive", "size of v", v.size(), "rows of W1", W1.rows());
-  }
-  /// Borrows owned parameters (which must outlive the score).
-  constexpr additive(const Matrix<T, K, DH>& W1, const Matrix<T, K, DQ>& W2, const Vector<T, K>& v)
-      : additive(W1.view(), W2.view(), std::span<const T, K>(v)) {}
-  /// Refused: a temporary W1, W2 or v would dangle (keep the parameters alive, pass them by name).
+  /// Borrows W1 (k × d_h), W2 (k × d_q) and v (k): each a Matrix or MatrixView, v any vector of
+  /// T (Vector, std::vector, std::array, std::span…); they must outlive the score. Throws
+  /// dimension_error unless W1, W2 and v agree on k.
   template <class A, class B, class C>
-    requires std::same_as<std::remove_cvref_t<A>, Matrix<T, K, DH>> &&
-        std::same_as<std::remove_cvref_t<B>, Matrix<T, K, DQ>> &&
-        std::same_as<std::remove_cvref_t<C>, Vector<T, K>> &&
-        (!std::is_lvalue_reference_v<A> || !std::is_lvalue_reference_v<B> ||
-         !std::is_lvalue_reference_v<C>)additive(A&&, B&&, C&&) = delete;
+    requires detail::additive_parameters<A, B, C, T, K, DH, DQ> && detail::borrowable<A> &&
+        detail::borrowable<B> && detail::borrowable<C>
+  constexpr additive(A&& W1, B&& W2, C&& v)
+      : W1_(parameter<DH>(W1, nullptr, 0)), W2_(parameter<DQ>(W2, "rows of W2", W1_.rows())),
+        v_(hidden_weights(v, W1_.rows())) {}
+  /// Refused: a temporary Matrix, Vector or std::vector would dangle (keep the parameters alive
+  /// and pass them by name; views may be temporaries).
+  template <class A, class B, class C>
+    requires detail::additive_parameters<A, B, C, T, K, DH, DQ> &&
+        (!detail::borrowable<A> || !detail::borrowable<B> ||
+         !detail::borrowable<C>)additive(A&&, B&&, C&&) = delete;
 
+  private:
+    template <std::size_t C, class M>
+    static constexpr MatrixView<const T, K, C> parameter(const M& m, const char* rows_name,
+                                                         std::size_t k) {
+      const auto w = as_view(m);
+      if (rows_name != nullptr)
+        detail::check_equal("attn::additive", rows_name, w.rows(), "rows of W1", k);
+      return MatrixView<const T, K, C>(w.data(), w.rows(), w.cols(), w.row_stride());
+    }
+    template <class V>
+    static constexpr std::span<const T, K> hidden_weights(const V& v, std::size_t k) {
+      const auto s = as_span(v);
+      detail::check_equal("attn::additive", "size of v", s.size(), "rows of W1", k);
+      return std::span<const T, K>(s.data(), s.size());
+    }
+
+  public:
     [[nodiscard]] constexpr MatrixView<const T, K, DH> W1() const noexcept { return W1_; }
     [[nodiscard]] constexpr MatrixView<const T, K, DQ> W2() const noexcept { return W2_; }
     [[nodiscard]] constexpr std::span<const T, K> v() const noexcept { return v_; }
@@ -516,7 +551,7 @@ public:
     /// Returns Σ_i v_i tanh(W1_i·h + W2_i·q).
     template <vector_like Q, vector_like H>
       requires std::same_as<scalar_of<Q>, T> && std::same_as<scalar_of<H>, T>
-    [[nodiscard]] T operator()(const Q& q, const H& h) const {
+    [[nodiscard]] constexpr T operator()(const Q& q, const H& h) const {
       const auto qs = as_span(q);
       const auto hs = as_span(h);
       check(qs.size(), hs.size());
@@ -525,8 +560,8 @@ public:
       return s;
     }
     /// W1_i·h + W2_i·q, the input of hidden unit i.
-    [[nodiscard]] T pre_activation(std::size_t i, std::span<const T> q,
-                                   std::span<const T> h) const {
+    [[nodiscard]] constexpr T pre_activation(std::size_t i, std::span<const T> q,
+                                             std::span<const T> h) const {
       return detail::sum_of_products(W1_.row(i).data(), h.data(), h.size()) +
              detail::sum_of_products(W2_.row(i).data(), q.data(), q.size());
     }
@@ -534,7 +569,7 @@ public:
     /// units: cost k·d_q + n·k·d_h, nothing allocated. Per note and block, W1 h_j is formed
     /// eight rows of W1 at a time (`dot_rows`) and the tanh as whole vectors (`tanh_array`);
     /// the same numbers as s(q, h_j), to the bit.
-    void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const noexcept {
+    constexpr void scores(std::span<const T> q, MatrixView<const T> notes, std::span<T> out) const noexcept {
       const std::size_t n = notes.rows(), k = hidden();
       for (std::size_t j = 0; j < n; ++j) out[j] = T(0);
       detail::block_buffer<T, K> p{};
@@ -547,7 +582,8 @@ public:
       }
     }
     /// ∂s/∂h = W1ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_note(std::span<const T> q, std::span<const T> h, std::span<T> out) const noexcept {
+    constexpr void gradient_note(std::span<const T> q, std::span<const T> h,
+                                 std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < h.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -555,8 +591,8 @@ public:
       }
     }
     /// ∂s/∂q = W2ᵀ (v ⊙ (1 − tanh²(W1 h + W2 q))).
-    void gradient_query(std::span<const T> q, std::span<const T> h,
-                        std::span<T> out) const noexcept {
+    constexpr void gradient_query(std::span<const T> q, std::span<const T> h,
+                                  std::span<T> out) const noexcept {
       for (std::size_t c = 0; c < q.size(); ++c) out[c] = T(0);
       for (std::size_t i = 0; i < hidden(); ++i) {
         const T t = detail::tanh(pre_activation(i, q, h));
@@ -584,7 +620,7 @@ public:
       constexpr operator gradient_view() noexcept { return view(); }  // NOLINT: implicit on purpose
     };
     /// Returns zero gradients shaped like W1, W2 and v (fixed shapes: no allocation).
-    [[nodiscard]] gradient zero_parameter_gradient() const {
+    [[nodiscard]] constexpr gradient zero_parameter_gradient() const {
       gradient g{};
       if constexpr (K == dynamic || DH == dynamic) g.W1 = Matrix<T, K, DH>(W1_.rows(), W1_.cols());
       if constexpr (K == dynamic || DQ == dynamic) g.W2 = Matrix<T, K, DQ>(W2_.rows(), W2_.cols());
@@ -593,53 +629,57 @@ public:
     }
     /// Throws dimension_error unless the views are shaped like W1, W2 and v.
     constexpr void check_gradient(const gradient_view& g) const {
-      detail::check_equal("attn::additive", "rows of dL/dW1", g.W1.rows(), "rows of W1",
-                          W1_.rows());
-      detail::check_equal("attn::additive", "columns of dL/dW1", g.W1.cols(), "columns of W1",
-                          W1_.cols());
-      detail::check_equal("attn::additive", "rows of dL/dW2", g.W2.rows(), "rows of W2",
-                          W2_.rows());
-      detail::check_equal("attn::additive", "columns of dL/dW2", g.W2.cols(), "columns of W2",
-                          W2_.cols());
-      detail::check_equal("attn::additive", "size of dL/dv", g.v.size(), "size of v", v_.size());
+      check_gradient("attn::additive", g);
+    }
+    /// As above, the message naming `where` (the function that was called).
+    constexpr void check_gradient(const char* where, const gradient_view& g) const {
+      detail::check_equal(where, "rows of dL/dW1", g.W1.rows(), "rows of W1", W1_.rows());
+      detail::check_equal(where, "columns of dL/dW1", g.W1.cols(), "columns of W1", W1_.cols());
+      detail::check_equal(where, "rows of dL/dW2", g.W2.rows(), "rows of W2", W2_.rows());
+      detail::check_equal(where, "columns of dL/dW2", g.W2.cols(), "columns of W2", W2_.cols());
+      detail::check_equal(where, "size of dL/dv", g.v.size(), "size of v", v_.size());
     }
     /// Backward over all notes, given a_j = ∂L/∂s_j: with t_j = tanh(W1 h_j + W2 q) and
     /// δ_j = a_j v ⊙ (1 − t_j²), grad_keys_j += W1ᵀ δ_j and grad_q += W2ᵀ Σ_j δ_j. W2 q is formed
     /// once per block of hidden units: cost n·k·d_h + k·d_q (the forward's), nothing allocated.
     /// Notes with a_j = 0 add nothing.
-    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys) const noexcept {
+    constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                        std::span<const T> a, std::span<T> grad_q,
+                                        MatrixView<T> grad_keys) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, nullptr);
     }
     /// As above, and also ∂L/∂W1 += Σ_j δ_j h_jᵀ, ∂L/∂W2 += (Σ_j δ_j) qᵀ, ∂L/∂v += Σ_j a_j t_j.
-    void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys, std::span<const T> a,
-                              std::span<T> grad_q, MatrixView<T> grad_keys,
-                              gradient_view g) const noexcept {
+    constexpr void accumulate_gradients(std::span<const T> q, MatrixView<const T> keys,
+                                        std::span<const T> a, std::span<T> grad_q,
+                                        MatrixView<T> grad_keys, gradient_view g) const noexcept {
       accumulate_gradients_impl(q, keys, a, grad_q, grad_keys, &g);
     }
 
   private:
     /// p_i = W2_{i0+i}·q for the 1 <= w hidden units of one block (sum_of_products' order: the
     /// numbers pre_activation adds).
-    void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
+    constexpr void W2_products(std::size_t i0, std::size_t w, const T* q, T* p) const noexcept {
       detail::dot_rows(q, W2_.row(i0).data(), W2_.row_stride(), w, W2_.cols(), p);
     }
     /// t_i = tanh(W1_{i0+i}·h + p_i) for the w hidden units of one block (the tanh of
     /// pre_activation's numbers, to the bit): W1 h eight rows at a time, the tanh as vectors.
-    void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    constexpr void hidden_tanh(std::size_t i0, std::size_t w, const T* h, const T* p,
+                               T* t) const noexcept {
       detail::dot_rows(h, W1_.row(i0).data(), W1_.row_stride(), w, W1_.cols(), t);
       for (std::size_t i = 0; i < w; ++i) t[i] += p[i];
       detail::tanh_array(t, t, w);
     }
     /// hidden_tanh, then Σ_i v_{i0+i} t_i as `dot` adds it: the block's share of the score.
-    T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p, T* t) const noexcept {
+    constexpr T hidden_block(std::size_t i0, std::size_t w, const T* h, const T* p,
+                             T* t) const noexcept {
       hidden_tanh(i0, w, h, p, t);
       return detail::sum_of_products(v_.data() + i0, t, w);
     }
 
-    void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
-                                   std::span<const T> a, std::span<T> grad_q,
-                                   MatrixView<T> grad_keys, const gradient_view* g) const {
+    constexpr void accumulate_gradients_impl(std::span<const T> q, MatrixView<const T> keys,
+                                             std::span<const T> a, std::span<T> grad_q,
+                                             MatrixView<T> grad_keys,
+                                             const gradient_view* g) const {
       const std::size_t n = keys.rows(), dh = keys.cols(), k = hidden();
       detail::block_buffer<T, K> p{};   // W2 q on this block of hidden units
       detail::block_buffer<T, K> e{};   // Σ_j δ_j on this block
@@ -675,12 +715,39 @@ public:
 
   public:
 };
-template <class T, std::size_t K, std::size_t DH, std::size_t DQ>
-additive(const Matrix<T, K, DH>&, const Matrix<T, K, DQ>&, const Vector<T, K>&)
-    -> additive<T, K, DH, DQ>;
-template <class T, std::size_t K, std::size_t DH, std::size_t DQ, std::size_t K2>
-additive(MatrixView<T, K, DH>, MatrixView<T, K, DQ>, std::span<T, K2>)
-    -> additive<std::remove_const_t<T>, K, DH, DQ>;
+template <matrix_like A, matrix_like B, vector_like C>
+additive(A&&, B&&, C&&)
+    -> additive<matrix_scalar_of<A>,
+                common_extent<rows_of<A>, common_extent<rows_of<B>, extent_of<C>>>, cols_of<A>,
+                cols_of<B>>;
+
+namespace detail {
+/// The parameters of attn's parameterized scores, named, for the overlap checks of the calls
+/// that write gradients or Jacobians (a score without an overload here has none attn knows of).
+template <real T, std::size_t DQ, std::size_t DH>
+[[nodiscard]] constexpr std::array<named_region<T>, 1>
+parameter_regions(const general<T, DQ, DH>& s) noexcept {
+  return {{{"W", region_of(s.W())}}};
+}
+template <real T, std::size_t K, std::size_t DH, std::size_t DQ>
+[[nodiscard]] constexpr std::array<named_region<T>, 3>
+parameter_regions(const additive<T, K, DH, DQ>& s) noexcept {
+  return {{{"W1", region_of(s.W1())}, {"W2", region_of(s.W2())}, {"v", region_of(s.v())}}};
+}
+/// The buffers of their parameter gradients (∂L/∂θ), named likewise.
+template <real T, std::size_t DQ, std::size_t DH>
+[[nodiscard]] constexpr std::array<named_region<T>, 1>
+gradient_regions(const general<T, DQ, DH>&,
+                 const typename general<T, DQ, DH>::gradient_view& g) noexcept {
+  return {{{"dL/dW", region_of(g.W)}}};
+}
+template <real T, std::size_t K, std::size_t DH, std::size_t DQ>
+[[nodiscard]] constexpr std::array<named_region<T>, 3>
+gradient_regions(const additive<T, K, DH, DQ>&,
+                 const typename additive<T, K, DH, DQ>::gradient_view& g) noexcept {
+  return {{{"dL/dW1", region_of(g.W1)}, {"dL/dW2", region_of(g.W2)}, {"dL/dv", region_of(g.v)}}};
+}
+}  // namespace detail
 
 namespace detail {
 /// Whether the members of S that attn calls to score notes for scalar T may throw: a

@@ -120,6 +120,17 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     check_equal(where, "size of the saved log-sum-exp", saved.logsumexp.size(), "number of queries",
                 tq);
   }
+  check_buffers_apart<T>(where,
+                         {{"dL/dQ", region_of(g.queries)},
+                          {"dL/dK", region_of(g.keys)},
+                          {"dL/dV", region_of(g.values)}},
+                         {{"the queries", region_of(Q)},
+                          {"the keys", region_of(K)},
+                          {"the values", region_of(V)},
+                          {"dL/dY", region_of(dY)},
+                          {"the saved output", region_of(saved.out)},
+                          {"the saved log-sum-exp", region_of(saved.logsumexp)}},
+                         opt);
   Matrix<T> y_own;
   std::vector<T> lse_own;
   if (recompute) {  // the forward, into storage of our own

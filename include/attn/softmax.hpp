@@ -19,14 +19,17 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "attn/detail/exp.hpp"
+#include "attn/detail/math.hpp"
 #include "attn/detail/reduce.hpp"
 #include "attn/detail/softmax_row.hpp"
 #include "attn/error.hpp"
@@ -67,23 +70,29 @@ inline constexpr double
                      ? static_cast<double>(std::numeric_limits<T>::max())
                      : std::numeric_limits<double>::max();
 
-/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN).
+/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN). On the bits (|β|'s as an
+/// integer, which orders like |β| and puts NaN past inf): -ffinite-math-only lets a compiler fold
+/// a NaN's compares to true, and clang does.
 template <class T>
 [[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
-  return beta >= -beta_limit<T> && beta <= beta_limit<T>;
+  static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
+  constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
+  return (std::bit_cast<std::uint64_t>(beta) & magnitude) <=
+         std::bit_cast<std::uint64_t>(beta_limit<T>);
 }
 
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
 /// checks' throw, out of line so that the checks themselves inline to a compare.
 [[noreturn]] inline void throw_row_mask_one_row(const char* where) {
-  throw dimension_error(std::string(where) +
-                        ": a row mask is for many queries (align and the matrix functions); give "
-                        "one row's mask as options::mask");
+  attn::detail::raise<dimension_error>(
+      std::string(where) +
+      ": a row mask is for many queries (align and the matrix functions); give "
+      "one row's mask as options::mask");
 }
 
 [[noreturn]] inline void throw_beta_not_finite(const char* where, bool as_float) {
-  throw domain_error(std::string(where) + ": sharpness beta must be finite" +
-                     (as_float ? " as a float" : ""));
+  raise<domain_error>(std::string(where) + ": sharpness beta must be finite" +
+                      (as_float ? " as a float" : ""));
 }
 
 /// Throws domain_error unless β is finite as a T (a double β beyond float's range would be
@@ -272,8 +281,8 @@ constexpr T shifted_score(T xj, T p, T beta, bool kept) noexcept {
 }
 
 [[noreturn]] inline void throw_all_masked(const char* where) {
-  throw domain_error(std::string(where) +
-                     ": every entry is masked out or -inf and the policy is throw_error");
+  raise<domain_error>(std::string(where) +
+                      ": every entry is masked out or -inf and the policy is throw_error");
 }
 
 /// softmax of β·x into out (out may alias x), by the rules of the file comment. Validates
@@ -287,18 +296,18 @@ constexpr void softmax_rows(const char* where, const T* x, T* out, std::size_t n
   const mask_byte* mask = mask_storage.data();
   // without a mask the pass that finds the max also finds the least β·x: when it lies within
   // exp's fast range of the max, no exp needs its range checked
-  T least = std::numeric_limits<T>::quiet_NaN();
+  bool in_range = false;
   row_scan<T> s{};
   if (mask == nullptr) {
     const min_max<T> mm = scaled_min_max_of(x, n, beta);
     s = {mm.max, n};
-    least = mm.min;
+    in_range = exps_in_range(mm.min, mm.max);
   } else {
     s = scan_row(x, n, beta, mask);
   }
   switch (classify(x, n, s, mask, beta)) {
   case row_kind::finite:
-    softmax_finite_row(x, out, n, beta, s.max, mask, exps_in_range(least, s.max));
+    softmax_finite_row(x, out, n, beta, s.max, mask, in_range);
     return;
   case row_kind::nan:
     fill(out, n, std::numeric_limits<T>::quiet_NaN());
@@ -351,6 +360,71 @@ ATTN_ALWAYS_INLINE constexpr void softmax_row(const char* where, const T* x, T* 
   softmax_rows(where, x, out, n, out_n, opt);
 }
 
+/// Refuses (overlap_error, naming both) an output that overlaps an earlier output, an input, the
+/// mask or the row mask: the check of every call that writes into caller buffers.
+template <class T>
+constexpr void check_buffers_apart(const char* where, std::span<const named_region<T>> outputs,
+                                   std::span<const named_region<T>> inputs, const options& opt) {
+  check_outputs_apart(where, outputs, inputs);
+  for (const named_region<T>& o : outputs) {
+    if (overlaps(o.numbers, region_of(opt.mask))) throw_overlap(where, o.name, "mask");
+    if (overlaps(o.numbers, region_of(opt.row_mask))) throw_overlap(where, o.name, "row mask");
+  }
+}
+
+/// check_buffers_apart of lists written in braces: `{{"scores", region_of(s)}, …}`. At run time
+/// the common answer comes first: whether any output's span of memory meets an earlier output's,
+/// an input's or a mask's, every pair compared without a branch (independent compares beside the
+/// call's own work: a small attend would otherwise pay for the check in its latency); only spans
+/// that meet go on to the exact check, which looks at the rows and names both buffers.
+template <class T, std::size_t NO, std::size_t NI>
+ATTN_ALWAYS_INLINE constexpr void
+check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
+                    const named_region<T> (&inputs)[NI], const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    byte_span out[NO], in[NI + 2];
+    for (std::size_t k = 0; k < NO; ++k) out[k] = bytes_of(outputs[k].numbers);
+    for (std::size_t k = 0; k < NI; ++k) in[k] = bytes_of(inputs[k].numbers);
+    in[NI] = bytes_of(region_of(opt.mask));
+    in[NI + 1] = bytes_of(region_of(opt.row_mask));
+    bool meet = false;
+    for (std::size_t k = 0; k < NO; ++k) {
+      for (std::size_t p = 0; p < k; ++p) meet |= spans_meet(out[k], out[p]);
+      for (std::size_t i = 0; i < NI + 2; ++i) meet |= spans_meet(out[k], in[i]);
+    }
+    if (!meet) return;
+  }
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs),
+                         std::span<const named_region<T>>(inputs), opt);
+}
+
+/// Refuses (overlap_error) an output `out` of a softmax-family call that overlaps its input
+/// `in` — unless it is `in` exactly and the call works in place (`in_place`) — or a mask.
+template <class T>
+ATTN_NOINLINE constexpr void
+check_output_apart_exact(const char* where, const char* out_name, region<T> out,
+                         const char* in_name, region<T> in, bool in_place, const options& opt) {
+  if (!(in_place && same_numbers(out, in)) && overlaps(out, in))
+    throw_overlap(where, out_name, in_name);
+  const named_region<T> outputs[1] = {{out_name, out}};
+  check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs), {}, opt);
+}
+
+/// As check_buffers_apart: inline the common answer (the spans meet nowhere), out of line the
+/// rest (check_output_apart_exact).
+template <class T>
+ATTN_ALWAYS_INLINE constexpr void
+check_output_apart(const char* where, const char* out_name, region<T> out, const char* in_name,
+                   region<T> in, bool in_place, const options& opt) {
+  if (!std::is_constant_evaluated()) {
+    const byte_span o = bytes_of(out);
+    if (!(spans_meet(o, bytes_of(in)) | spans_meet(o, bytes_of(region_of(opt.mask))) |
+          spans_meet(o, bytes_of(region_of(opt.row_mask)))))
+      return;
+  }
+  check_output_apart_exact(where, out_name, out, in_name, in, in_place, opt);
+}
+
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
 /// log1p keeps tiny probabilities. Ties at the max count 1 each beyond the first.
 template <class T>
@@ -381,6 +455,8 @@ template <vector_like In, mutable_vector_like Out>
 constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const auto os = as_mutable_span(out);
+  detail::check_output_apart("attn::softmax", "output", detail::region_of(os), "input",
+                             detail::region_of(xs), true, opt);
   detail::softmax_row("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
 }
 
@@ -397,6 +473,8 @@ template <vector_like In>
 template <mutable_vector_like X>
 constexpr void softmax_inplace(X&& x, const options& opt = {}) {
   const auto xs = as_mutable_span(x);
+  detail::check_output_apart("attn::softmax_inplace", "input", detail::region_of(xs), "input",
+                             detail::region_of(xs), true, opt);
   detail::softmax_row("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
 }
 
@@ -406,7 +484,7 @@ constexpr void softmax_inplace(X&& x, const options& opt = {}) {
 template <vector_like In, mutable_vector_like Out>
   requires std::same_as<scalar_of<In>, scalar_of<Out>> &&
       compatible_extents<extent_of<In>, extent_of<Out>>
-void log_softmax(const In& x, Out&& out, const options& opt = {}) {
+constexpr void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   using T = scalar_of<In>;
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
@@ -414,6 +492,8 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto os = as_mutable_span(out);
   const char* where = "attn::log_softmax";
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "output", detail::region_of(os), "input", detail::region_of(xs),
+                             true, opt);
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   const T beta = static_cast<T>(opt.beta);
   const detail::mask_bytes mask_storage(opt.mask);
@@ -423,7 +503,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
   T* o = os.data();
   switch (detail::classify(in, n, s, mask, beta)) {
   case detail::row_kind::finite: {
-    const T lse = std::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
+    const T lse = detail::log1p(detail::sum_below_max(in, n, beta, s.max, mask));
     if (!(lse == lse)) {  // a kept NaN
       detail::fill(o, n, nan);
       return;
@@ -449,7 +529,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
     std::size_t count = 0;
     for (std::size_t j = 0; j < n; ++j)
       count += ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? 1u : 0u;
-    const T share = -std::log(static_cast<T>(count));
+    const T share = -detail::log(static_cast<T>(count));
     for (std::size_t j = 0; j < n; ++j)
       o[j] = ((mask == nullptr || mask[j]) && detail::infinite_score(in[j], beta)) ? share : -inf;
     return;
@@ -465,7 +545,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
       else
         ++at_max;  // the pivot, and its ties
     }
-    const T lse = std::log1p(acc + static_cast<T>(at_max - 1));
+    const T lse = detail::log1p(acc + static_cast<T>(at_max - 1));
     for (std::size_t j = 0; j < n; ++j)
       o[j] = detail::shifted_score(in[j], p, beta, mask == nullptr || mask[j]) - lse;
     return;
@@ -476,7 +556,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
       detail::fill(o, n, -inf);
       return;
     case all_masked_policy::uniform:
-      detail::fill(o, n, -std::log(static_cast<T>(n)));
+      detail::fill(o, n, -detail::log(static_cast<T>(n)));
       return;
     case all_masked_policy::nan:
       detail::fill(o, n, nan);
@@ -489,7 +569,7 @@ void log_softmax(const In& x, Out&& out, const options& opt = {}) {
 
 /// Replaces x by log softmax(β·x).
 template <mutable_vector_like X>
-void log_softmax_inplace(X&& x, const options& opt = {}) {
+constexpr void log_softmax_inplace(X&& x, const options& opt = {}) {
   log_softmax(as_span(x), as_mutable_span(x), opt);
 }
 
@@ -508,7 +588,7 @@ template <vector_like In>
   const auto s = detail::scan_row(xs.data(), xs.size(), beta, mask);
   switch (detail::classify(xs.data(), xs.size(), s, mask, beta)) {
   case detail::row_kind::finite:
-    return s.max + std::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
+    return s.max + detail::log1p(detail::sum_below_max(xs.data(), xs.size(), beta, s.max, mask));
   case detail::row_kind::nan:
     return std::numeric_limits<T>::quiet_NaN();
   case detail::row_kind::pos_inf:
@@ -613,6 +693,8 @@ void softmax_jacobian(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const MatrixView<T> o = as_mutable_view(out);
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "the Jacobian", detail::region_of(o), "input",
+                             detail::region_of(xs), false, opt);
   detail::check_softmax_args<T>(where, n, n, opt);
   detail::check_equal(where, "rows of the Jacobian", o.rows(), "input size", n);
   detail::check_equal(where, "columns of the Jacobian", o.cols(), "input size", n);
@@ -672,6 +754,10 @@ void softmax_vjp(const In& x, const G& g, Out&& out, const options& opt = {}) {
   const auto gs = as_span(g);
   const auto os = as_mutable_span(out);
   const std::size_t n = xs.size();
+  detail::check_output_apart(where, "output", detail::region_of(os), "input", detail::region_of(xs),
+                             true, opt);
+  if (detail::overlaps(detail::region_of(os), detail::region_of(gs)))
+    detail::throw_overlap(where, "output", "dL/dalpha");
   detail::check_softmax_args<T>(where, n, os.size(), opt);
   detail::check_equal(where, "size of dL/dalpha", gs.size(), "input size", n);
   const detail::row_kind kind = detail::softmax_row_kind(xs.data(), n, opt);

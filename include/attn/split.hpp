@@ -153,6 +153,11 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
     check_equal(where, "mask size", opt.mask.size(), "number of notes", keys.rows());
   if (!opt.row_mask.empty()) throw_row_mask_one_row(where);
   check_beta<T>(where, opt);  // as attend: finite as a T
+  check_buffers_apart<T>(
+      where,
+      {{"part.context", {p.context.data(), 1, p.context.size(), p.context.size()}},
+       {"part.values_mean", {p.values_mean.data(), 1, p.values_mean.size(), p.values_mean.size()}}},
+      {{"query", region_of(q)}, {"keys", region_of(keys)}, {"values", region_of(values)}}, opt);
   const std::size_t dv = values.cols();
   const bool uniform = opt.if_all_masked == all_masked_policy::uniform;
   if constexpr (D == dynamic) {
@@ -288,10 +293,10 @@ void attend_partial(const Q& q, const N& notes, const S& score, partial_attentio
 /// Merging is commutative and associative up to rounding.
 template <real T, std::size_t D>
 void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
-  detail::check_equal("attn::merge", "context size", b.context.size(), "context size",
-                      a.context.size());
-  detail::check_values_mean("attn::merge", a);
-  detail::check_values_mean("attn::merge", b);
+  detail::check_equal("attn::merge_into", "size of b's context", b.context.size(),
+                      "size of a's context", a.context.size());
+  detail::check_values_mean("attn::merge_into", a);
+  detail::check_values_mean("attn::merge_into", b);
   const std::size_t d = a.context.size();
   // b's numbers before a's change: b may be a itself (convex_combine reads y_i before x_i)
   const std::size_t b_notes = b.notes;
@@ -322,6 +327,8 @@ void merge_into(partial_attention<T, D>& a, const partial_attention<T, D>& b) {
 template <real T, std::size_t D>
 [[nodiscard]] partial_attention<T, D> merge(partial_attention<T, D> a,
                                             const partial_attention<T, D>& b) {
+  detail::check_equal("attn::merge", "size of b's context", b.context.size(), "size of a's context",
+                      a.context.size());
   merge_into(a, b);
   return a;
 }
@@ -346,7 +353,8 @@ void finish(const partial_attention<T, D>& p, COut&& context, const options& opt
       return;
     case all_masked_policy::uniform:
       if (!p.has_values_mean)
-        throw domain_error("attn::finish: the uniform policy needs every chunk read under it");
+        detail::raise<domain_error>(
+            "attn::finish: the uniform policy needs every chunk read under it");
       detail::check_nonempty(where, "the notes", p.notes);
       from = p.values_mean.data();
       break;

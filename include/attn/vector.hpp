@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <ranges>
 #include <span>
 #include <type_traits>
@@ -46,10 +47,36 @@ consteval std::size_t static_extent_of() {
 template <class R>
 inline constexpr std::size_t extent_of = detail::static_extent_of<R>();
 
-/// A contiguous, sized range of `real` numbers: what every attn algorithm takes as a vector.
+namespace detail {
+/// A random-access sized range with `data()`, a pointer to its numbers, whose iterators do not
+/// say they are contiguous (Eigen's dense vectors: Eigen::VectorXf, a segment, a Map): a
+/// vector_like too, its contiguity checked when it is borrowed (as_span).
 template <class R>
-concept vector_like = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-    real<std::remove_cv_t<std::ranges::range_value_t<R>>>;
+concept data_range = std::ranges::random_access_range<R> && std::ranges::sized_range<R> &&
+    requires(R& r) {
+  requires std::is_pointer_v<decltype(r.data())>;
+};
+
+/// Throws dimension_error unless the numbers of r lie at data(), data() + 1, ... (an Eigen row of
+/// a column-major matrix has data() but steps by its column length).
+template <class R>
+constexpr void check_contiguous(const R& r) {
+  if (std::ranges::size(r) < 2) return;
+  const auto* first = std::addressof(*std::ranges::begin(r));
+  const auto* second = std::addressof(*(std::ranges::begin(r) + 1));
+  if (first != std::ranges::data(r) || second != first + 1)
+    raise<dimension_error>("attn: a vector whose numbers are not contiguous in memory (data()[1] "
+                           "is not its second number): copy it into a contiguous vector");
+}
+}  // namespace detail
+
+/// A contiguous, sized range of `real` numbers: what every attn algorithm takes as a vector
+/// (and a random-access range with data(), such as Eigen::VectorXf, whose contiguity is checked
+/// when it is borrowed).
+template <class R>
+concept vector_like =
+    (std::ranges::contiguous_range<R> || detail::data_range<R>)&&std::ranges::sized_range<R>&& real<
+        std::remove_cv_t<std::ranges::range_value_t<R>>>;
 
 /// A `vector_like` range whose elements may be written.
 template <class R>
@@ -60,16 +87,21 @@ concept mutable_vector_like =
 template <vector_like R>
 using scalar_of = std::remove_cv_t<std::ranges::range_value_t<R>>;
 
-/// Borrows `r` as a read-only `std::span<const T, extent_of<R>>` (no copy).
+/// Borrows `r` as a read-only `std::span<const T, extent_of<R>>` (no copy). A range that is not
+/// a std::ranges::contiguous_range (Eigen's) is checked first: dimension_error unless contiguous.
 template <vector_like R>
-[[nodiscard]] constexpr auto as_span(const R& r) noexcept {
-  return std::span<const scalar_of<R>, extent_of<R>>(std::ranges::data(r), std::ranges::size(r));
+[[nodiscard]] constexpr auto as_span(const R& r) noexcept(std::ranges::contiguous_range<R>) {
+  if constexpr (!std::ranges::contiguous_range<R>) detail::check_contiguous(r);
+  return std::span<const scalar_of<R>, extent_of<R>>(
+      std::ranges::data(r), static_cast<std::size_t>(std::ranges::size(r)));
 }
 
-/// Borrows `r` as a writable `std::span<T, extent_of<R>>` (no copy).
+/// Borrows `r` as a writable `std::span<T, extent_of<R>>` (no copy); checked as by as_span.
 template <mutable_vector_like R>
-[[nodiscard]] constexpr auto as_mutable_span(R&& r) noexcept {
-  return std::span<scalar_of<R>, extent_of<R>>(std::ranges::data(r), std::ranges::size(r));
+[[nodiscard]] constexpr auto as_mutable_span(R&& r) noexcept(std::ranges::contiguous_range<R>) {
+  if constexpr (!std::ranges::contiguous_range<R>) detail::check_contiguous(r);
+  return std::span<scalar_of<R>, extent_of<R>>(std::ranges::data(r),
+                                               static_cast<std::size_t>(std::ranges::size(r)));
 }
 
 /// N numbers of type T: a `std::array` when N is fixed (no allocation, usable in constant
@@ -112,7 +144,7 @@ public:
   template <vector_like R>
     requires(!std::same_as<std::remove_cvref_t<R>, Vector> && compatible_extents<N, extent_of<R>>)
   constexpr explicit Vector(const R& r) {
-    const auto n = std::ranges::size(r);
+    const auto n = static_cast<std::size_t>(std::ranges::size(r));
     if constexpr (N == dynamic) {
       data_.resize(n);
     } else {

@@ -18,6 +18,17 @@
 #define ATTN_VECTOR_EXTENSIONS 0
 #endif
 
+/// 1 when attn reports errors by throwing (the default), 0 when the translation unit is compiled
+/// without exceptions (-fno-exceptions): then every error prints its message to stderr and calls
+/// std::abort() (attn/error.hpp, detail::raise). Define it yourself to override the detection.
+#ifndef ATTN_EXCEPTIONS
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS) || (defined(_MSC_VER) && defined(_CPPUNWIND))
+#define ATTN_EXCEPTIONS 1
+#else
+#define ATTN_EXCEPTIONS 0
+#endif
+#endif
+
 /// ATTN_FLATTEN: inline every call in the function (the loops that call exp stay vectorized
 /// whatever their caller's size). ATTN_ALWAYS_INLINE / ATTN_NOINLINE: as they say, for the
 /// small-call paths and the cold ones (docs/performance.md, "How each kernel gets there").

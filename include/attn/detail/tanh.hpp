@@ -131,9 +131,33 @@ template <class T>
   return std::bit_cast<T>(exp_select(is_nan, ix | K::quiet_bit, r | (ix & ~C::abs_mask)));
 }
 
+/// tanh(x) for finite x of a type without tanh_ieee (x87 long double, binary128) in constant
+/// evaluation: e/(e + 2) with e = e^(2|x|) − 1 by its Taylor series below |x| = 0.55 (no
+/// cancellation), 1 − 2/(e^(2|x|) + 1) with exp_generic above; odd. Within 4 ulp of std::tanh
+/// (tests/test_math.cpp).
+template <class T>
+[[nodiscard]] constexpr T tanh_constant(T x) noexcept {
+  if (x == T(0)) return x;
+  const T a = x < T(0) ? -x : x;
+  T r = 1;  // from 40 on, tanh rounds to 1 in every format up to binary128
+  if (a < T(0.55L)) {
+    const T y = 2 * a;
+    T term = y;
+    T em1 = y;
+    for (int n = 2; n <= 40; ++n) {
+      term = term * y / static_cast<T>(n);
+      em1 += term;
+    }
+    r = em1 / (em1 + 2);
+  } else if (a < T(40)) {
+    r = T(1) - T(2) / (exp_generic(a + a) + T(1));
+  }
+  return x < T(0) ? -r : r;
+}
+
 /// tanh(x) for float, double and long double: branch-free and constexpr for float/double
 /// (`tanh_ieee`: <= 1.5 ulp, specials exact, also under -ffast-math); other types take
-/// std::tanh (run time only).
+/// std::tanh at run time and tanh_constant in constant evaluation.
 template <class T>
   requires std::is_floating_point_v<T>
 [[nodiscard]] constexpr T tanh(T x) noexcept {
@@ -145,6 +169,7 @@ template <class T>
   } else if constexpr (L::is_iec559 && L::digits == 53 && L::max_exponent == 1024) {
     return static_cast<T>(tanh_ieee(static_cast<double>(x)));  // long double == double
   } else {
+    if (std::is_constant_evaluated()) return tanh_constant(x);
     return std::tanh(x);
   }
 }

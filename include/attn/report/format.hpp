@@ -52,7 +52,8 @@ template <class T>
                       static_cast<std::size_t>(precision < 0 ? 0 : precision),
                   '\0');
   r = write(big.data(), big.data() + big.size());
-  if (r.ec != std::errc()) throw std::length_error("attn::report: a number does not fit its buffer");
+  if (r.ec != std::errc())
+    attn::detail::raise<std::length_error>("attn::report: a number does not fit its buffer");
   big.resize(static_cast<std::size_t>(r.ptr - big.data()));
   return big;
 }

@@ -91,7 +91,9 @@ class json_writer {
     }
     if (stack_.empty()) return;
     level& l = stack_.back();
-    if (l.object) throw std::logic_error("attn::report::json_writer: a value inside an object needs a key");
+    if (l.object)
+      attn::detail::raise<std::logic_error>(
+          "attn::report::json_writer: a value inside an object needs a key");
     if (l.count++ > 0) out_ += ',';
     if (l.compact) {
       if (l.count > 1) out_ += ' ';
@@ -108,7 +110,8 @@ class json_writer {
   }
   json_writer& close(bool object) {
     if (stack_.empty() || stack_.back().object != object || after_key_)
-      throw std::logic_error("attn::report::json_writer: unbalanced end_object/end_array");
+      attn::detail::raise<std::logic_error>(
+          "attn::report::json_writer: unbalanced end_object/end_array");
     const level l = stack_.back();
     stack_.pop_back();
     if (l.count > 0 && !l.compact) newline_indent(stack_.size());
@@ -128,7 +131,7 @@ public:
   /// Writes the key of the next member of the current object.
   json_writer& key(std::string_view k) {
     if (stack_.empty() || !stack_.back().object || after_key_)
-      throw std::logic_error("attn::report::json_writer: a key outside an object");
+      attn::detail::raise<std::logic_error>("attn::report::json_writer: a key outside an object");
     level& l = stack_.back();
     if (l.count++ > 0) out_ += ',';
     if (l.compact) {

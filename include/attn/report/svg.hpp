@@ -206,10 +206,12 @@ template <matrix_like M>
     attn::detail::check_equal(where, "size of masked", opt.masked.size(), "number of cells",
                               v.rows() * v.cols());
   if (!(opt.lo < opt.hi) || !std::isfinite(opt.lo) || !std::isfinite(opt.hi))
-    throw domain_error(std::string(where) + ": the colour scale needs finite lo < hi");
+    attn::detail::raise<domain_error>(std::string(where) +
+                                      ": the colour scale needs finite lo < hi");
   if (!detail::valid_id(opt.id))
-    throw domain_error(std::string(where) + ": the id prefix must be ASCII letters, digits, '_', '-' "
-                       "and '.', starting with a letter or '_'");
+    attn::detail::raise<domain_error>(std::string(where) +
+                                      ": the id prefix must be ASCII letters, digits, '_', '-' "
+                                      "and '.', starting with a letter or '_'");
   using detail::num;
   using detail::text_width;
   using detail::xml_escape;

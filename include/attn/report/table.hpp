@@ -297,7 +297,8 @@ namespace detail {
 [[nodiscard]] inline std::string to_latex(const table& t) {
   detail::check_table("attn::report::to_latex", t);
   if (!detail::valid_latex_label(t.label))
-    throw domain_error("attn::report::to_latex: a \\label may hold only ASCII letters, digits and : . - _ /");
+    attn::detail::raise<domain_error>(
+        "attn::report::to_latex: a \\label may hold only ASCII letters, digits and : . - _ /");
   const std::size_t n = t.header.size();
   auto spell = [](const cell& c) { return c.latex.empty() ? latex_escape(c.text) : c.latex; };
   std::string out = "\\begin{table}[htbp]\n  \\centering\n";
