@@ -46,35 +46,57 @@ struct tile_matrix {
   [[nodiscard]] constexpr T* row(std::size_t i) const noexcept { return data + i * stride; }
 };
 
-/// The micro-tile: MR query rows × NR keys (NR a multiple of the vector lanes).
+/// The tiles, per vector width: MR query rows at a time; the scores of MR × NR keys in
+/// registers (NR whole vectors: MR·NR/L accumulators, 24 of AVX-512's 32 registers, 12 of 16
+/// otherwise); the weighted sum of the values OV vectors of columns at a time for the same MR
+/// rows (MR·OV accumulators); keys in blocks of NB, the online softmax's step.
 template <class T>
 struct tile_shape {
-  static constexpr std::size_t lanes = simd_type<T> ? simd_lanes<T> : 1;
-  static constexpr std::size_t MR = simd_type<T> ? 6 : 4;
-  static constexpr std::size_t NR = simd_type<T> ? 2 * lanes : 4;
-  /// Keys per block: 64 (a multiple of NR), fewer for long keys so that Kᵀ stays near 32 KiB.
+  static constexpr bool vectors = simd_type<T>;
+  static constexpr std::size_t lanes = vectors ? simd_lanes<T> : 1;
+  static constexpr std::size_t wide = simd_bytes == 64 ? 4 : 2;  // vectors per row of a tile
+  static constexpr std::size_t MR = vectors ? 6 : 4;
+  static constexpr std::size_t NR = vectors ? wide * lanes : 4;
+  static constexpr std::size_t OV = vectors ? wide : 0;
+  static constexpr std::size_t max_keys_per_block = vectors ? 128 : 16;
+  /// Keys per block: 128 (16 without vectors), fewer for long keys so that Kᵀ stays within
+  /// 32 KiB (but at least NR).
   [[nodiscard]] static constexpr std::size_t keys_per_block(std::size_t dk) noexcept {
-    std::size_t nb = 64;
+    std::size_t nb = max_keys_per_block;
     while (nb > NR && nb * dk * sizeof(T) > (std::size_t{32} << 10)) nb -= NR;
     return nb;
   }
+  /// Numbers of a packed block of keys up to 256 numbers long (keys_per_block's bound).
+  static constexpr std::size_t packed_capacity =
+      (std::size_t{32} << 10) / sizeof(T) > NR * 256 ? (std::size_t{32} << 10) / sizeof(T) : NR * 256;
   /// Query rows per block: the packed keys are reused by all of them.
-  static constexpr std::size_t MB = MR * 10;
-  static constexpr std::size_t max_keys_per_block = 64;
+  static constexpr std::size_t MB = MR * 16;
 };
 
 /// Kᵀ of keys [j0, j0 + nb) into kp (dk rows of NB numbers, column c for key j0 + c; columns
-/// from nb to the next multiple of NR are 0).
+/// from nb to the next multiple of NR are 0): squares of one vector's lanes by shuffles
+/// (transpose_square), the rest one number at a time.
 template <class T>
-constexpr void pack_keys(const tile_matrix<const T>& K, std::size_t j0, std::size_t nb,
-                         std::size_t NB, T* kp) noexcept {
+void pack_keys(const tile_matrix<const T>& K, std::size_t j0, std::size_t nb, std::size_t NB,
+               T* kp) noexcept {
   constexpr std::size_t NR = tile_shape<T>::NR;
-  const std::size_t padded = (nb + NR - 1) / NR * NR;
+  const std::size_t padded = (nb + NR - 1) / NR * NR, dk = K.cols;
+  std::size_t whole_keys = 0, whole_cols = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (tile_shape<T>::vectors) {
+    constexpr std::size_t L = simd_lanes<T>;
+    whole_keys = nb / L * L;
+    whole_cols = dk / L * L;
+    for (std::size_t c = 0; c < whole_keys; c += L)
+      for (std::size_t i = 0; i < whole_cols; i += L)
+        transpose_square<T, L>(K.row(j0 + c) + i, K.stride, kp + i * NB + c, NB);
+  }
+#endif
   for (std::size_t c = 0; c < nb; ++c) {
     const T* k = K.row(j0 + c);
-    for (std::size_t i = 0; i < K.cols; ++i) kp[i * NB + c] = k[i];
+    for (std::size_t i = c < whole_keys ? whole_cols : 0; i < dk; ++i) kp[i * NB + c] = k[i];
   }
-  for (std::size_t i = 0; i < K.cols; ++i)
+  for (std::size_t i = 0; i < dk; ++i)
     for (std::size_t c = nb; c < padded; ++c) kp[i * NB + c] = T(0);
 }
 
@@ -121,6 +143,62 @@ ATTN_ALWAYS_INLINE void score_micro_tile(const T* q, std::size_t qs, std::size_t
   (void)MR;
 }
 
+#if ATTN_VECTOR_EXTENSIONS
+/// weighted_rows_tile for W vectors of columns from c0: the MR·W accumulators in registers, each
+/// value row's W vectors loaded once for the MR rows.
+template <std::size_t W, class T>
+ATTN_ALWAYS_INLINE void weighted_rows_tile_vec(const T* E, std::size_t es, std::size_t mr,
+                                               std::size_t nb, const T* V, std::size_t vs,
+                                               T* O, std::size_t os, const T* rescale) noexcept {
+  constexpr std::size_t MR = tile_shape<T>::MR, L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  VT acc[MR][W];
+  ATTN_UNROLL
+  for (std::size_t r = 0; r < MR; ++r)
+    ATTN_UNROLL
+    for (std::size_t w = 0; w < W; ++w)
+      acc[r][w] = r < mr ? load<T, L>(O + r * os + w * L) * rescale[r] : VT{};
+  for (std::size_t j = 0; j < nb; ++j) {
+    VT v[W];
+    ATTN_UNROLL
+    for (std::size_t w = 0; w < W; ++w) v[w] = load<T, L>(V + j * vs + w * L);
+    ATTN_UNROLL
+    for (std::size_t r = 0; r < MR; ++r) {
+      const T e = E[r * es + j];
+      ATTN_UNROLL
+      for (std::size_t w = 0; w < W; ++w) acc[r][w] += e * v[w];
+    }
+  }
+  for (std::size_t r = 0; r < mr; ++r) std::memcpy(O + r * os, acc[r], sizeof acc[r]);
+}
+#endif
+
+/// O_r = O_r·rescale_r + Σ_{j < nb} E_rj V_j for the mr ≤ MR rows O_r = O + r·os (dv numbers
+/// each), E_r = E + r·es and the value rows V_j = V + j·vs: for each column, the products added
+/// in order of j, one chain each (fused where the build fuses). Rows mr … MR − 1 of E are read
+/// (and must hold numbers); only mr rows of O are.
+template <class T>
+void weighted_rows_tile(const T* E, std::size_t es, std::size_t mr, std::size_t nb, const T* V,
+                        std::size_t vs, std::size_t dv, T* O, std::size_t os,
+                        const T* rescale) noexcept {
+  std::size_t c0 = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (tile_shape<T>::vectors) {
+    constexpr std::size_t L = simd_lanes<T>, OV = tile_shape<T>::OV;
+    for (; c0 + OV * L <= dv; c0 += OV * L)
+      weighted_rows_tile_vec<OV>(E, es, mr, nb, V + c0, vs, O + c0, os, rescale);
+    for (; c0 + L <= dv; c0 += L)
+      weighted_rows_tile_vec<1>(E, es, mr, nb, V + c0, vs, O + c0, os, rescale);
+  }
+#endif
+  for (std::size_t r = 0; r < mr; ++r)
+    for (std::size_t i = c0; i < dv; ++i) {
+      T acc = O[r * os + i] * rescale[r];
+      for (std::size_t j = 0; j < nb; ++j) acc += E[r * es + j] * V[j * vs + i];
+      O[r * os + i] = acc;
+    }
+}
+
 /// What the tiled forward writes besides the output rows (null: not asked for).
 template <class T>
 struct tile_outputs {
@@ -131,9 +209,14 @@ struct tile_outputs {
 };
 
 /// Y = softmax(β·f·QKᵀ, masks)·V in tiles, rows [t_begin, t_end) of Q (T × dk), K (n × dk),
-/// V (n × dv). Rows that the online pass leaves (a kept +inf or NaN score, nothing kept, a
-/// context that is not finite) are passed to leave(t) for the caller's exact path, their
-/// outputs left as they are. Everything else of those rows is written.
+/// V (n × dv). For each block of MB query rows and each block of keys (Kᵀ packed once for the
+/// block's rows), MR rows at a time: their scores (score_micro_tile), each row's online softmax
+/// step (online_softmax_step; its exps in place of the scores), and the MR rows' contexts
+/// rescaled and the block's weighted values added (weighted_rows_tile), the contexts in the
+/// output rows. Each row's numbers are the same whatever rows it is cut with. Rows that the
+/// online pass leaves (a kept +inf or NaN score, nothing kept, a context that is not finite)
+/// are passed to leave(t) for the caller's exact path, their outputs left as they are.
+/// Everything else of those rows is written.
 template <class T, class Leave>
 void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                    const tile_matrix<const T>& V, T f, T beta, const tile_masks& masks,
@@ -145,11 +228,10 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const std::size_t n = K.rows, dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk);
-  // per block of MB query rows: the packed keys, each row's state, its block of scores and exps
-  alignas(64) T kp_storage[256 * NBmax];  // dk ≤ 256
-  T* kp = kp_storage;
-  alignas(64) T S[MR * NBmax];
-  alignas(64) T E[NBmax];
+  // per block of MB query rows: the packed keys, each row's state; per MR rows their scores
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of a block of keys (dk ≤ 256)
+  alignas(64) T S[MR * NBmax];    // the scores of MR rows, then their exps
+  T rescale[MR];
   mask_byte row_mask[NBmax];
   online_state<T> st[MB];
   bool ok[MB];
@@ -170,27 +252,43 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
         if (o.scores.data == nullptr && masks.limit(t0 + i0 + mr - 1) <= j0) continue;
         for (std::size_t c0 = 0; c0 < nb; c0 += NR)
           score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
-        for (std::size_t r = 0; r < mr; ++r) {
+        for (std::size_t r = 0; r < MR; ++r) {
           const std::size_t i = i0 + r, t = t0 + i;
           T* s = S + r * NBmax;
+          rescale[r] = T(1);
+          if (r >= mr) {  // (rows past the block's: zeros for weighted_rows_tile to read)
+            fill(s, nb, T(0));
+            continue;
+          }
           if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
+          if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
           const std::size_t lim = masks.limit(t);
-          if (!ok[i] || lim <= j0) continue;
+          if (!ok[i] || lim <= j0) {  // nothing of this block for row t
+            fill(s, nb, T(0));
+            continue;
+          }
           const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // this block's keys t may see
           const mask_byte* m = nullptr;
-          if (masks.any_entries() || seen < nb) {
-            for (std::size_t c = 0; c < nb; ++c)
-              row_mask[c] = c < seen && (masks.keys == nullptr || masks.keys[j0 + c]) &&
+          if (masks.any_entries()) {
+            for (std::size_t c = 0; c < seen; ++c)
+              row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
                                     (masks.rows == nullptr ||
                                      masks.rows[t * masks.row_stride + j0 + c])
                                 ? 1
                                 : 0;
             m = row_mask;
           }
-          if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
-          ok[i] = online_step(st[i], s, nb, beta, m, E, V.row(j0), V.stride,
-                              static_cast<const T*>(nullptr));
+          const online_scale<T> step = online_softmax_step(st[i], s, seen, beta, m, s);
+          if (!step.ok) {
+            ok[i] = false;
+            fill(s, nb, T(0));
+            continue;
+          }
+          fill(s + seen, nb - seen, T(0));  // the keys past t's causal limit
+          rescale[r] = step.factor;
         }
+        weighted_rows_tile(S, NBmax, mr, nb, V.row(j0), V.stride, dv, o.out.row(t0 + i0),
+                           o.out.stride, rescale);
       }
     }
     for (std::size_t i = 0; i < rows; ++i) {
@@ -271,8 +369,8 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   constexpr std::size_t NBmax = shape::max_keys_per_block;
   const std::size_t dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
-  alignas(64) T kp[256 * NBmax];  // Kᵀ of the block
-  alignas(64) T vp[256 * NBmax];  // Vᵀ of the block
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block
+  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block
   alignas(64) T S[MR * NBmax];    // scores, then P
   alignas(64) T dP[MR * NBmax];   // dY_t·V_j, then f·dS_tj
   alignas(64) T Pt[NBmax * MB];   // P transposed: key j's column over the block's rows
