@@ -186,8 +186,18 @@ void check_tile_pieces(std::mt19937_64& rng) {
         std::vector<T> E(MR * es), V(n * vs), O(MR * os), rescale(MR);
         for (auto* v : {&E, &V, &O, &rescale})
           for (auto& x : *v) x = static_cast<T>(u(rng));
+        // the weights row by row (E) and as columns (Et: w_rj at r + j·(MR + 1)), with and
+        // without the rescaling
+        std::vector<T> Et(n * (MR + 1));
+        for (std::size_t r = 0; r < MR; ++r)
+          for (std::size_t j = 0; j < n; ++j) Et[r + j * (MR + 1)] = E[r * es + j];
+        const bool rows_layout = (n + mr) % 2 == 0, rescaled = n % 3 != 1;
+        const attn::detail::tile_weights<T> w{rows_layout ? E.data() : Et.data(), rows_layout ? es : 1,
+                                              rows_layout ? 1 : MR + 1};
+        if (!rescaled) std::fill(rescale.begin(), rescale.end(), T(1));
         std::vector<T> tiled = O;
-        attn::detail::weighted_rows_tile(E.data(), es, mr, n, V.data(), vs, dv, tiled.data(), os, rescale.data());
+        attn::detail::weighted_rows_tile(w, mr, n, V.data(), vs, dv, tiled.data(), os,
+                                         rescaled ? rescale.data() : nullptr);
         for (std::size_t r = 0; r < MR; ++r) {
           INFO("dv = " << dv << ", n = " << n << ", mr = " << mr << ", row " << r);
           if (r >= mr) {  // rows past mr are left alone

@@ -58,17 +58,20 @@ struct tile_shape {
   static constexpr std::size_t MR = vectors ? 6 : 4;
   static constexpr std::size_t NR = vectors ? wide * lanes : 4;
   static constexpr std::size_t OV = vectors ? wide : 0;
-  static constexpr std::size_t max_keys_per_block = vectors ? 128 : 16;
-  /// Keys per block: 128 (16 without vectors), fewer for long keys so that Kᵀ stays within
-  /// 32 KiB (but at least NR).
+  static constexpr std::size_t max_keys_per_block = vectors ? 512 / sizeof(T) : 16;
+  /// Keys per block: 512 bytes of them (128 floats, 64 doubles; 16 without vectors), fewer for
+  /// long keys so that Kᵀ stays within 32 KiB (but at least NR).
   [[nodiscard]] static constexpr std::size_t keys_per_block(std::size_t dk) noexcept {
     std::size_t nb = max_keys_per_block;
     while (nb > NR && nb * dk * sizeof(T) > (std::size_t{32} << 10)) nb -= NR;
     return nb;
   }
-  /// Numbers of a packed block of keys up to 256 numbers long (keys_per_block's bound).
+  /// Numbers of a packed block of keys up to 256 numbers long (keys_per_block's bound), or of
+  /// MR rows (tiled_backward's Yᵀ).
+  static constexpr std::size_t packed_columns = (MR + NR - 1) / NR * NR;
   static constexpr std::size_t packed_capacity =
-      (std::size_t{32} << 10) / sizeof(T) > NR * 256 ? (std::size_t{32} << 10) / sizeof(T) : NR * 256;
+      (std::size_t{32} << 10) / sizeof(T) > packed_columns * 256 ? (std::size_t{32} << 10) / sizeof(T)
+                                                                 : packed_columns * 256;
   /// Query rows per block: the packed keys are reused by all of them.
   static constexpr std::size_t MB = MR * 16;
 };
@@ -143,58 +146,73 @@ ATTN_ALWAYS_INLINE void score_micro_tile(const T* q, std::size_t qs, std::size_t
   (void)MR;
 }
 
+/// The weights of a weighted_rows_tile: w_rj = data[r·row + j·col] for its mr rows (rows past
+/// mr read row 0's, whose sums are dropped).
+template <class T>
+struct tile_weights {
+  const T* data;
+  std::size_t row, col;
+  [[nodiscard]] constexpr const T* row_of(std::size_t r, std::size_t mr) const noexcept {
+    return data + (r < mr ? r : 0) * row;
+  }
+};
+
 #if ATTN_VECTOR_EXTENSIONS
-/// weighted_rows_tile for W vectors of columns from c0: the MR·W accumulators in registers, each
-/// value row's W vectors loaded once for the MR rows.
+/// weighted_rows_tile for W vectors of columns: the MR·W sums in registers, each of the n rows
+/// of V loaded once for the MR rows of O.
 template <std::size_t W, class T>
-ATTN_ALWAYS_INLINE void weighted_rows_tile_vec(const T* E, std::size_t es, std::size_t mr,
-                                               std::size_t nb, const T* V, std::size_t vs,
-                                               T* O, std::size_t os, const T* rescale) noexcept {
+ATTN_ALWAYS_INLINE void weighted_rows_tile_vec(const tile_weights<T>& w, std::size_t mr,
+                                               std::size_t n, const T* V, std::size_t vs, T* O,
+                                               std::size_t os, const T* rescale) noexcept {
   constexpr std::size_t MR = tile_shape<T>::MR, L = simd_lanes<T>;
   using VT = vec<T, L>;
   VT acc[MR][W];
+  const T* e[MR];
   ATTN_UNROLL
-  for (std::size_t r = 0; r < MR; ++r)
+  for (std::size_t r = 0; r < MR; ++r) {
+    e[r] = w.row_of(r, mr);
     ATTN_UNROLL
-    for (std::size_t w = 0; w < W; ++w)
-      acc[r][w] = r < mr ? load<T, L>(O + r * os + w * L) * rescale[r] : VT{};
-  for (std::size_t j = 0; j < nb; ++j) {
+    for (std::size_t k = 0; k < W; ++k) {
+      acc[r][k] = r < mr ? load<T, L>(O + r * os + k * L) : VT{};
+      if (rescale != nullptr) acc[r][k] *= rescale[r < mr ? r : 0];
+    }
+  }
+  for (std::size_t j = 0; j < n; ++j) {
     VT v[W];
     ATTN_UNROLL
-    for (std::size_t w = 0; w < W; ++w) v[w] = load<T, L>(V + j * vs + w * L);
+    for (std::size_t k = 0; k < W; ++k) v[k] = load<T, L>(V + j * vs + k * L);
     ATTN_UNROLL
     for (std::size_t r = 0; r < MR; ++r) {
-      const T e = E[r * es + j];
+      const T x = e[r][j * w.col];
       ATTN_UNROLL
-      for (std::size_t w = 0; w < W; ++w) acc[r][w] += e * v[w];
+      for (std::size_t k = 0; k < W; ++k) acc[r][k] += x * v[k];
     }
   }
   for (std::size_t r = 0; r < mr; ++r) std::memcpy(O + r * os, acc[r], sizeof acc[r]);
 }
 #endif
 
-/// O_r = O_r·rescale_r + Σ_{j < nb} E_rj V_j for the mr ≤ MR rows O_r = O + r·os (dv numbers
-/// each), E_r = E + r·es and the value rows V_j = V + j·vs: for each column, the products added
-/// in order of j, one chain each (fused where the build fuses). Rows mr … MR − 1 of E are read
-/// (and must hold numbers); only mr rows of O are.
+/// O_r = O_r·rescale_r + Σ_{j < n} w_rj V_j for the mr ≤ MR rows O_r = O + r·os (d numbers
+/// each) and the rows V_j = V + j·vs (rescale null: 1): for each column, the products added in
+/// order of j, one chain each (fused where the build fuses), the rows' sums in registers.
 template <class T>
-void weighted_rows_tile(const T* E, std::size_t es, std::size_t mr, std::size_t nb, const T* V,
-                        std::size_t vs, std::size_t dv, T* O, std::size_t os,
+void weighted_rows_tile(const tile_weights<T>& w, std::size_t mr, std::size_t n, const T* V,
+                        std::size_t vs, std::size_t d, T* O, std::size_t os,
                         const T* rescale) noexcept {
   std::size_t c0 = 0;
 #if ATTN_VECTOR_EXTENSIONS
   if constexpr (tile_shape<T>::vectors) {
     constexpr std::size_t L = simd_lanes<T>, OV = tile_shape<T>::OV;
-    for (; c0 + OV * L <= dv; c0 += OV * L)
-      weighted_rows_tile_vec<OV>(E, es, mr, nb, V + c0, vs, O + c0, os, rescale);
-    for (; c0 + L <= dv; c0 += L)
-      weighted_rows_tile_vec<1>(E, es, mr, nb, V + c0, vs, O + c0, os, rescale);
+    for (; c0 + OV * L <= d; c0 += OV * L)
+      weighted_rows_tile_vec<OV>(w, mr, n, V + c0, vs, O + c0, os, rescale);
+    for (; c0 + L <= d; c0 += L)
+      weighted_rows_tile_vec<1>(w, mr, n, V + c0, vs, O + c0, os, rescale);
   }
 #endif
   for (std::size_t r = 0; r < mr; ++r)
-    for (std::size_t i = c0; i < dv; ++i) {
-      T acc = O[r * os + i] * rescale[r];
-      for (std::size_t j = 0; j < nb; ++j) acc += E[r * es + j] * V[j * vs + i];
+    for (std::size_t i = c0; i < d; ++i) {
+      T acc = rescale != nullptr ? O[r * os + i] * rescale[r] : O[r * os + i];
+      for (std::size_t j = 0; j < n; ++j) acc += w.row_of(r, mr)[j * w.col] * V[j * vs + i];
       O[r * os + i] = acc;
     }
 }
@@ -252,14 +270,10 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
         if (o.scores.data == nullptr && masks.limit(t0 + i0 + mr - 1) <= j0) continue;
         for (std::size_t c0 = 0; c0 < nb; c0 += NR)
           score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
-        for (std::size_t r = 0; r < MR; ++r) {
+        for (std::size_t r = 0; r < mr; ++r) {
           const std::size_t i = i0 + r, t = t0 + i;
           T* s = S + r * NBmax;
           rescale[r] = T(1);
-          if (r >= mr) {  // (rows past the block's: zeros for weighted_rows_tile to read)
-            fill(s, nb, T(0));
-            continue;
-          }
           if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
           if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
           const std::size_t lim = masks.limit(t);
@@ -287,8 +301,8 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
           fill(s + seen, nb - seen, T(0));  // the keys past t's causal limit
           rescale[r] = step.factor;
         }
-        weighted_rows_tile(S, NBmax, mr, nb, V.row(j0), V.stride, dv, o.out.row(t0 + i0),
-                           o.out.stride, rescale);
+        weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, nb, V.row(j0), V.stride, dv,
+                           o.out.row(t0 + i0), o.out.stride, rescale);
       }
     }
     for (std::size_t i = 0; i < rows; ++i) {
@@ -356,8 +370,13 @@ struct tile_gradients {
 /// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
 /// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
 ///   ∂L/∂V_j += Σ_t P_tj dY_t,   ∂L/∂Q_t += f Σ_j dS_tj K_j,   ∂L/∂K_j += f Σ_t dS_tj Q_t,
-/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). Rows whose L_t is not finite
-/// (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
+/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). For each block of MB query
+/// rows and each block of keys (Kᵀ and Vᵀ packed once for the block's rows), MR rows at a time:
+/// their scores and dY_t·V_j (score_micro_tile), P and f·dS, and ∂L/∂Q's rows
+/// (weighted_rows_tile); then the block's ∂L/∂V and ∂L/∂K rows, MR keys at a time over the
+/// MB rows (weighted_rows_tile again). dY_t·Y_t is formed by score_micro_tile too, so that a
+/// row whose one kept key has weight 1 (Y_t = V_j) gets dS = 0 exactly. Rows whose L_t is not
+/// finite (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
 template <class T, class Leave>
 void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                     const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
@@ -369,22 +388,27 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   constexpr std::size_t NBmax = shape::max_keys_per_block;
   const std::size_t dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
-  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block
-  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block
-  alignas(64) T S[MR * NBmax];    // scores, then P
-  alignas(64) T dP[MR * NBmax];   // dY_t·V_j, then f·dS_tj
-  alignas(64) T Pt[NBmax * MB];   // P transposed: key j's column over the block's rows
-  alignas(64) T dSt[NBmax * MB];  // f·dS transposed
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block of keys
+  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block of keys, then Yᵀ of MR rows
+  alignas(64) T P[MB * NBmax];               // the block's scores, then P
+  alignas(64) T dS[MB * NBmax];              // dY_t·V_j, then f·dS_tj
+  constexpr std::size_t ND = shape::packed_columns;  // columns of Yᵀ for MR rows
+  alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
   mask_byte mbuf[NBmax];
-  T D[MB];
+  T dy_y[MB];
   bool live[MB];
   for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
     const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
+    for (std::size_t i0 = 0; i0 < rows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
+      const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+      pack_keys(Y, t0 + i0, mr, ND, vp);
+      for (std::size_t c0 = 0; c0 < mr; c0 += NR)
+        score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, ND, c0, dv, T(1), D + c0, ND);
+      for (std::size_t r = 0; r < mr; ++r) dy_y[i0 + r] = D[r * ND + r];
+    }
     for (std::size_t i = 0; i < rows; ++i) {
-      const std::size_t t = t0 + i;
-      live[i] = lse[t] - lse[t] == T(0);
-      if (!live[i]) leave(t);
-      D[i] = live[i] ? sum_of_products(dY.row(t), Y.row(t), dv) : T(0);
+      live[i] = lse[t0 + i] - lse[t0 + i] == T(0);
+      if (!live[i]) leave(t0 + i);
     }
     const std::size_t key_end = masks.limit(t0 + rows - 1);
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
@@ -393,36 +417,39 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
       pack_keys(V, j0, nb, NB, vp);
       for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
         const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+        T* p0 = P + i0 * NB;
+        T* ds0 = dS + i0 * NB;
         for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
-          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
-          score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), dP + c0, NBmax);
+          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, p0 + c0, NB);
+          score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), ds0 + c0, NB);
         }
+        bool any = false;
         for (std::size_t r = 0; r < mr; ++r) {
           const std::size_t i = i0 + r, t = t0 + i;
-          T* p = S + r * NBmax;
-          T* ds = dP + r * NBmax;
-          const mask_byte* m = live[i] ? block_mask(masks, t, j0, nb, mbuf) : nullptr;
+          T* p = P + i * NB;
+          T* ds = dS + i * NB;
           if (!live[i] || masks.limit(t) <= j0) {
             fill(p, nb, T(0));
             fill(ds, nb, T(0));
-          } else {
-            exp_shifted(p, p, nb, beta, lse[t], m);  // P_tj, 0 where masked
-            for (std::size_t c = 0; c < nb; ++c)
-              ds[c] = f * softmax_backward_entry(p[c], ds[c] - D[i], beta);
-            if (g.queries.data != nullptr)
-              add_weighted_rows(ds, K.row(j0), K.stride, nb, dk, g.queries.row(t));
+            continue;
           }
-          for (std::size_t c = 0; c < nb; ++c) {
-            Pt[c * MB + i] = p[c];
-            dSt[c * MB + i] = ds[c];
-          }
+          any = true;
+          exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0 if masked
+          for (std::size_t c = 0; c < nb; ++c)
+            ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
         }
+        if (any && g.queries.data != nullptr)
+          weighted_rows_tile(tile_weights<T>{ds0, NB, 1}, mr, nb, K.row(j0), K.stride, dk,
+                             g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
       }
-      for (std::size_t c = 0; c < nb; ++c) {
+      for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
+        const std::size_t mr = nb - c < MR ? nb - c : MR;
         if (g.values.data != nullptr)
-          add_weighted_rows(Pt + c * MB, dY.row(t0), dY.stride, rows, dv, g.values.row(j0 + c));
+          weighted_rows_tile(tile_weights<T>{P + c, 1, NB}, mr, rows, dY.row(t0), dY.stride, dv,
+                             g.values.row(j0 + c), g.values.stride, static_cast<const T*>(nullptr));
         if (g.keys.data != nullptr)
-          add_weighted_rows(dSt + c * MB, Q.row(t0), Q.stride, rows, dk, g.keys.row(j0 + c));
+          weighted_rows_tile(tile_weights<T>{dS + c, 1, NB}, mr, rows, Q.row(t0), Q.stride, dk,
+                             g.keys.row(j0 + c), g.keys.stride, static_cast<const T*>(nullptr));
       }
     }
   }
