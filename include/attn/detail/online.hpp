@@ -64,13 +64,15 @@ struct online_scale {
 #if ATTN_VECTOR_EXTENSIONS
 /// online_softmax_step's schedule for a block of NV·L numbers (L = simd_lanes<T>, NV a multiple
 /// of 4) and no mask, in registers: the scores loaded once, β·s rounded as rounded_product
-/// rounds it, the least and the largest taken by compares (scaled_min_max_of's numbers when
-/// every β·s is finite, which the bits tell, also under -ffinite-math-only), the exps by
-/// exp_in_range, summed in sum_of's order from the registers (acc[v % 4], then the tree) and
-/// stored. The same bits as the general schedule, which it leaves the block to (returning
-/// false, the state untouched) unless every β·s is finite and every exp is in range
-/// (exps_in_range). (A max of ±0 may differ from scaled_min_max_of's in its sign; β s − m, and
-/// so every exp and sum, is the same number either way.)
+/// rounds it, the max taken by compares, the exps by exp_in_range, summed in sum_of's order from
+/// the registers (acc[v % 4], then the tree) and stored. The same bits as the general schedule,
+/// which it leaves the block to (returning false, the state and e untouched) when some β s − m
+/// is out of exp_in_range's range, infinite or NaN (which exp_in_range flags on the bits, also
+/// under -ffinite-math-only): a kept ±inf or NaN, a block with nothing finite, scores more than
+/// 86.5 (708 for double) apart. Where it keeps the block, every β s_j − m is within that range,
+/// as the general schedule then finds (exps_in_range) before taking the same exps, and a max of
+/// ±0 taken by compares may differ from scaled_min_max_of's in its sign only, which no β s − m
+/// shows.
 template <std::size_t NV, class T>
 [[gnu::always_inline]] inline bool online_softmax_in_registers(online_state<T>& st, const T* s,
                                                                T beta, T* e,
@@ -87,19 +89,15 @@ template <std::size_t NV, class T>
     ATTN_UNROLL
     for (std::size_t v = 0; v < NV; ++v) y[v] = rounded_product(beta, y[v]);
   }
-  VT hi = y[0], lo = y[0];
-  vec<U, L> special = {};  // top bit set in a lane where some β·s is ±inf or NaN (on the bits)
+  VT hi = y[0];
   ATTN_UNROLL
-  for (std::size_t v = 0; v < NV; ++v) {
-    hi = y[v] > hi ? y[v] : hi;
-    lo = y[v] < lo ? y[v] : lo;
-    special |= (exp_consts<T>::inf_bits - 1) - (std::bit_cast<vec<U, L>>(y[v]) & exp_consts<T>::abs_mask);
-  }
-  if (any_top_bit<U, L>(special)) return false;
-  const T bm = max_lane<T, L>(hi);
-  const T least = -max_lane<T, L>(-lo);
+  for (std::size_t v = 1; v < NV; ++v) hi = y[v] > hi ? y[v] : hi;
+  const T bm = max_lane<T, L>(hi);  // (a NaN lane may be passed over: its exp is then flagged)
   const T m = bm > st.m ? bm : st.m;
-  if (!exps_in_range(least, m)) return false;
+  vec<U, L> bad = {};  // top bit set where some β s − m is out of exp_in_range's range, inf, NaN
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) y[v] = exp_in_range<T, L>(y[v] - m, bad);
+  if (any_top_bit<U, L>(bad)) return false;
   if (bm > st.m) {
     if (st.m != -inf) {
       const T f = attn::detail::exp(st.m - bm);
@@ -108,12 +106,8 @@ template <std::size_t NV, class T>
     }
     st.m = bm;
   }
-  vec<U, L> unused = {};
   ATTN_UNROLL
-  for (std::size_t v = 0; v < NV; ++v) {
-    y[v] = exp_in_range<T, L, false>(y[v] - m, unused);
-    std::memcpy(e + v * L, &y[v], sizeof(VT));
-  }
+  for (std::size_t v = 0; v < NV; ++v) std::memcpy(e + v * L, &y[v], sizeof(VT));
   // sum_of: acc[k] from vector k (0 + e is e), then every fourth vector, then the tree
   VT acc[4] = {y[0], y[1], y[2], y[3]};
   ATTN_UNROLL
