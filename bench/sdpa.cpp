@@ -15,19 +15,20 @@
 // backward: the unfused backward from the saved map P (dV = Pᵀ dY, dP = dY Vᵀ,
 // dS = P ∘ (dP − rowsum(dY ∘ Y)), dQ = scale·dS K, dK = scale·dSᵀ Q: four gemms), and its four
 // gemms alone. Causal: the unfused forms compute the whole map and softmax each row's prefix.
-// sdpa_threads/…/attn: eight heads at T = 1024 with two threads, against `one`, the same with one
-// thread (both wall time: the only two benchmarks here that are not CPU time).
+// sdpa_threads/f32/attn: eight heads at T = 1024, each head's call on two threads (the threads
+// overload), against `one`, the same calls on one thread (both wall time: the only two
+// benchmarks here that are not CPU time).
 // BLAS only when CMake found OpenBLAS (ATTN_BENCH_HAVE_BLAS), run on one thread; the kernels it
 // picked are in the output's context (openblas_core): docs/performance.md says how to run it.
 #include <attn/sdpa.hpp>
 #include <attn/sdpa_backward.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <span>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common.hpp"
@@ -87,7 +88,7 @@ struct heads_matrix {
 enum class variant { plain, causal, map };
 
 template <class T, variant Kind>
-void sdpa_attn(benchmark::State& state, std::size_t h) {
+void sdpa_attn(benchmark::State& state, std::size_t h, std::size_t threads = 1) {
   const problem<T> p(state, h);
   heads_matrix<T> Y(p.tq, p.width);
   bench::buffer<T> A(Kind == variant::map ? p.tq * p.n : 0);
@@ -97,7 +98,10 @@ void sdpa_attn(benchmark::State& state, std::size_t h) {
     for (std::size_t i = 0; i < h; ++i) {
       attn::attention_views<T> out{.out = Y.head(i)};
       if (Kind == variant::map) out.weights = attn::MatrixView<T>(A.data(), p.tq, p.n);
-      attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), out, opt);
+      if (threads == 1)
+        attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), out, opt);
+      else
+        attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), attn::scaled_dot, out, opt, threads);
     }
     bench::touch(Y.data.data());
   }
@@ -362,6 +366,16 @@ void register_all() {
   add("sdpa/" + ty + "/naive", sdpa_naive<T, variant::plain>);
   add("sdpa_causal/" + ty + "/naive", sdpa_naive<T, variant::causal>);
   add("sdpa_causal/" + ty + "/unmasked", [](benchmark::State& s) { sdpa_attn<T, variant::plain>(s, 1); });
+  // eight heads at T = 1024, two threads against one: wall time (CPU time would add the threads')
+  const auto threaded = [&](const std::string& name, std::size_t threads) {
+    benchmark::RegisterBenchmark(name.c_str(), [threads](benchmark::State& s) {
+      sdpa_attn<T, variant::plain>(s, 8, threads);
+    })->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  };
+  if (std::is_same_v<T, float>) {
+    threaded("sdpa_threads/" + ty + "/attn", 2);
+    threaded("sdpa_threads/" + ty + "/one", 1);
+  }
 }
 
 }  // namespace
