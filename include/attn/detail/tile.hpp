@@ -253,6 +253,20 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
   mask_byte row_mask[NBmax];
   online_state<T> st[MB];
   bool ok[MB];
+  // the map: each block's exps kept in it, at the max they were taken at (block_max), and scaled
+  // at the end (online_weights); past max_blocks blocks, exp(β s_j − m)/l from the scores kept
+  constexpr std::size_t max_blocks = 32;
+  T block_max[MB][max_blocks];
+  const bool keep_exps = o.weights.data != nullptr && (n + NB - 1) / NB <= max_blocks;
+  const auto block_mask_of = [&](std::size_t t, std::size_t j0, std::size_t count) {
+    if (!masks.any_entries()) return static_cast<const mask_byte*>(nullptr);
+    for (std::size_t c = 0; c < count; ++c)
+      row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
+                            (masks.rows == nullptr || masks.rows[t * masks.row_stride + j0 + c])
+                        ? 1
+                        : 0;
+    return static_cast<const mask_byte*>(row_mask);
+  };
   for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
     const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -267,41 +281,39 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
       pack_keys(K, j0, nb, NB, kp);
       for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
         const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-        if (o.scores.data == nullptr && masks.limit(t0 + i0 + mr - 1) <= j0) continue;
-        for (std::size_t c0 = 0; c0 < nb; c0 += NR)
+        // the block's keys these rows may see: causal stops at the last row's limit
+        const std::size_t last = masks.limit(t0 + i0 + mr - 1);
+        if (o.scores.data == nullptr && last <= j0) continue;
+        const std::size_t keys = o.scores.data != nullptr || last - j0 >= nb ? nb : last - j0;
+        for (std::size_t c0 = 0; c0 < keys; c0 += NR)
           score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
         for (std::size_t r = 0; r < mr; ++r) {
           const std::size_t i = i0 + r, t = t0 + i;
           T* s = S + r * NBmax;
           rescale[r] = T(1);
           if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
-          if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
+          if (o.weights.data != nullptr && !keep_exps) copy_numbers(s, o.weights.row(t) + j0, nb);
           const std::size_t lim = masks.limit(t);
           if (!ok[i] || lim <= j0) {  // nothing of this block for row t
-            fill(s, nb, T(0));
+            fill(s, keys, T(0));
             continue;
           }
-          const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // this block's keys t may see
-          const mask_byte* m = nullptr;
-          if (masks.any_entries()) {
-            for (std::size_t c = 0; c < seen; ++c)
-              row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
-                                    (masks.rows == nullptr ||
-                                     masks.rows[t * masks.row_stride + j0 + c])
-                                ? 1
-                                : 0;
-            m = row_mask;
-          }
-          const online_scale<T> step = online_softmax_step(st[i], s, seen, beta, m, s);
+          const std::size_t seen = lim - j0 < keys ? lim - j0 : keys;  // the keys t may see
+          const online_scale<T> step =
+              online_softmax_step(st[i], s, seen, beta, block_mask_of(t, j0, seen), s);
           if (!step.ok) {
             ok[i] = false;
-            fill(s, nb, T(0));
+            fill(s, keys, T(0));
             continue;
           }
-          fill(s + seen, nb - seen, T(0));  // the keys past t's causal limit
+          fill(s + seen, keys - seen, T(0));  // the keys past t's causal limit
           rescale[r] = step.factor;
+          if (keep_exps) {
+            copy_numbers(s, o.weights.row(t) + j0, seen);
+            block_max[i][j0 / NB] = st[i].m;
+          }
         }
-        weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, nb, V.row(j0), V.stride, dv,
+        weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, keys, V.row(j0), V.stride, dv,
                            o.out.row(t0 + i0), o.out.stride, rescale);
       }
     }
@@ -323,19 +335,13 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
       if (o.weights.data != nullptr) {
         T* w = o.weights.row(t);
         const std::size_t lim = masks.limit(t);
-        for (std::size_t j0 = 0; j0 < lim; j0 += NB) {  // the masks of each block, as above
-          const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
-          const mask_byte* m = nullptr;
-          if (masks.any_entries()) {
-            for (std::size_t c = 0; c < nb; ++c)
-              row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
-                                    (masks.rows == nullptr ||
-                                     masks.rows[t * masks.row_stride + j0 + c])
-                                ? 1
-                                : 0;
-            m = row_mask;
+        if (keep_exps) {
+          online_weights(s, block_max[i], lim, NB, w);
+        } else {
+          for (std::size_t j0 = 0; j0 < lim; j0 += NB) {
+            const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
+            exp_shifted(w + j0, w + j0, nb, beta, s.m, block_mask_of(t, j0, nb), inv);
           }
-          exp_shifted(w + j0, w + j0, nb, beta, s.m, m, inv);
         }
         fill(w + lim, n - lim, T(0));
       }
