@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -254,4 +255,24 @@ void require_threads_give_one_threads_bits() {
 TEMPLATE_TEST_CASE("scaled_dot_product_attention on threads gives one thread's results bit for bit",
                    "[threads][sdpa]", float, double, long double) {
   require_threads_give_one_threads_bits<TestType>();
+}
+
+TEST_CASE("split_over_threads: every item once; an item's exception reaches the caller after the join",
+          "[threads]") {
+  for (const std::size_t threads : {0u, 1u, 2u, 5u}) {
+    std::vector<std::atomic<int>> runs(37);
+    attn::detail::split_over_threads(runs.size(), threads, [&](std::size_t k) { ++runs[k]; });
+    for (const auto& r : runs) REQUIRE(r.load() == 1);
+    // item 11 throws: the call rethrows it (no std::terminate from a thread), the items not yet
+    // taken are left, and none runs twice
+    std::vector<std::atomic<int>> runs2(200);
+    REQUIRE_THROWS_AS(attn::detail::split_over_threads(runs2.size(), threads,
+                                                        [&](std::size_t k) {
+                                                          ++runs2[k];
+                                                          if (k == 11) throw std::runtime_error("item 11");
+                                                        }),
+                      std::runtime_error);
+    for (const auto& r : runs2) REQUIRE(r.load() <= 1);
+    REQUIRE(runs2[11].load() == 1);
+  }
 }

@@ -394,6 +394,7 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   constexpr std::size_t NBmax = shape::max_keys_per_block;
   const std::size_t dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
+  constexpr std::size_t SB = MB * 16;  // rows per pass over the keys: Kᵀ and Vᵀ packed once
   alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block of keys
   alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block of keys, then Yᵀ of MR rows
   alignas(64) T P[MB * NBmax];               // the block's scores, then P
@@ -401,61 +402,66 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   constexpr std::size_t ND = shape::packed_columns;  // columns of Yᵀ for MR rows
   alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
   mask_byte mbuf[NBmax];
-  T dy_y[MB];
-  bool live[MB];
-  for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
-    const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
-    for (std::size_t i0 = 0; i0 < rows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
-      const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-      pack_keys(Y, t0 + i0, mr, ND, vp);
+  T dy_y[SB];
+  bool live[SB];
+  for (std::size_t s0 = t_begin; s0 < t_end; s0 += SB) {
+    const std::size_t srows = t_end - s0 < SB ? t_end - s0 : SB;
+    for (std::size_t i0 = 0; i0 < srows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
+      const std::size_t mr = srows - i0 < MR ? srows - i0 : MR;
+      pack_keys(Y, s0 + i0, mr, ND, vp);
       for (std::size_t c0 = 0; c0 < mr; c0 += NR)
-        score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, ND, c0, dv, T(1), D + c0, ND);
+        score_micro_tile(dY.row(s0 + i0), dY.stride, mr, vp, ND, c0, dv, T(1), D + c0, ND);
       for (std::size_t r = 0; r < mr; ++r) dy_y[i0 + r] = D[r * ND + r];
     }
-    for (std::size_t i = 0; i < rows; ++i) {
-      live[i] = lse[t0 + i] - lse[t0 + i] == T(0);
-      if (!live[i]) leave(t0 + i);
+    for (std::size_t i = 0; i < srows; ++i) {
+      live[i] = lse[s0 + i] - lse[s0 + i] == T(0);
+      if (!live[i]) leave(s0 + i);
     }
-    const std::size_t key_end = masks.limit(t0 + rows - 1);
+    const std::size_t key_end = masks.limit(s0 + srows - 1);
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
-      const std::size_t nb = key_end - j0 < NB ? key_end - j0 : NB;
-      pack_keys(K, j0, nb, NB, kp);
-      pack_keys(V, j0, nb, NB, vp);
-      for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
-        const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-        T* p0 = P + i0 * NB;
-        T* ds0 = dS + i0 * NB;
-        for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
-          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, p0 + c0, NB);
-          score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), ds0 + c0, NB);
-        }
-        bool any = false;
-        for (std::size_t r = 0; r < mr; ++r) {
-          const std::size_t i = i0 + r, t = t0 + i;
-          T* p = P + i * NB;
-          T* ds = dS + i * NB;
-          if (!live[i] || masks.limit(t) <= j0) {
-            fill(p, nb, T(0));
-            fill(ds, nb, T(0));
-            continue;
+      pack_keys(K, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, kp);
+      pack_keys(V, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, vp);
+      for (std::size_t b0 = 0; b0 < srows; b0 += MB) {  // a block of MB rows over these keys
+        const std::size_t rows = srows - b0 < MB ? srows - b0 : MB, t0 = s0 + b0;
+        const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
+        if (last <= j0) continue;
+        const std::size_t nb = last - j0 < NB ? last - j0 : NB;
+        for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
+          const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+          T* p0 = P + i0 * NB;
+          T* ds0 = dS + i0 * NB;
+          for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
+            score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, p0 + c0, NB);
+            score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), ds0 + c0, NB);
           }
-          any = true;
-          exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0 if masked
-          for (std::size_t c = 0; c < nb; ++c)
-            ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
+          bool any = false;
+          for (std::size_t r = 0; r < mr; ++r) {
+            const std::size_t i = b0 + i0 + r, t = s0 + i;
+            T* p = P + (i0 + r) * NB;
+            T* ds = dS + (i0 + r) * NB;
+            if (!live[i] || masks.limit(t) <= j0) {
+              fill(p, nb, T(0));
+              fill(ds, nb, T(0));
+              continue;
+            }
+            any = true;
+            exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0: masked
+            for (std::size_t c = 0; c < nb; ++c)
+              ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
+          }
+          if (any && g.queries.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{ds0, NB, 1}, mr, nb, K.row(j0), K.stride, dk,
+                               g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
         }
-        if (any && g.queries.data != nullptr)
-          weighted_rows_tile(tile_weights<T>{ds0, NB, 1}, mr, nb, K.row(j0), K.stride, dk,
-                             g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
-      }
-      for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
-        const std::size_t mr = nb - c < MR ? nb - c : MR;
-        if (g.values.data != nullptr)
-          weighted_rows_tile(tile_weights<T>{P + c, 1, NB}, mr, rows, dY.row(t0), dY.stride, dv,
-                             g.values.row(j0 + c), g.values.stride, static_cast<const T*>(nullptr));
-        if (g.keys.data != nullptr)
-          weighted_rows_tile(tile_weights<T>{dS + c, 1, NB}, mr, rows, Q.row(t0), Q.stride, dk,
-                             g.keys.row(j0 + c), g.keys.stride, static_cast<const T*>(nullptr));
+        for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
+          const std::size_t mr = nb - c < MR ? nb - c : MR;
+          if (g.values.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{P + c, 1, NB}, mr, rows, dY.row(t0), dY.stride, dv,
+                               g.values.row(j0 + c), g.values.stride, static_cast<const T*>(nullptr));
+          if (g.keys.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{dS + c, 1, NB}, mr, rows, Q.row(t0), Q.stride, dk,
+                               g.keys.row(j0 + c), g.keys.stride, static_cast<const T*>(nullptr));
+        }
       }
     }
   }
