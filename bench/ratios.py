@@ -15,7 +15,7 @@ each benchmark is kept (the least disturbed one).
   python3 bench/ratios.py --matrix --write docs/performance-tables.md
                                                 # also write the tables to a file of their own
 
-After the tables it prints issue 5's targets, one column per build, "✗" where one is missed.
+After the tables it prints issues 5's and 21's targets, one column per build, "✗" where one is missed.
 --write FILE replaces FILE with the targets and the per-build tables under a generated-file
 header (the command, date, commit and CPU); nothing else is ever written, so docs/performance.md
 is prose only and its targets table is copied from FILE by hand.
@@ -48,7 +48,7 @@ IMPL_ORDER = ["naive", "eigen", "glibc", "readonce", "floor", "forward", "fma_re
               "onepass", "attn_weights"]
 
 
-# Issue 5's targets: (label, benchmark, baseline, bound). A cell is the benchmark's time over
+# Issues 5's and 21's targets: (label, benchmark, baseline, bound). A cell is the benchmark's time over
 # the baseline's in the same run; the target holds when it is at most the bound.
 TARGETS = [
     ("exp vs glibc expf, n = 65536 (float)", "exp/f32/attn/65536", "exp/f32/glibc/65536", 1.25),
@@ -87,6 +87,20 @@ TARGETS = [
      "backward/f64/forward/1024/64", None),
     ("dc/dq vs the n·d² FMA loop, (1024, 64) double", "jacobian_query/f64/attn/1024/64",
      "jacobian_query/f64/fma_ref/1024/64", 2.0),
+    # Issue 21: scaled_dot_product_attention (bench/sdpa.cpp), one head, d_k = d_v = 64, the map
+    # not stored unless said; blas: sgemm, attn's softmax, sgemm; gemm: the two sgemm alone.
+    ("sdpa vs BLAS unfused, T = n = 1024", "sdpa/f32/attn/1024", "sdpa/f32/blas/1024", 1.0),
+    ("sdpa vs the GEMM bound, T = n = 1024", "sdpa/f32/attn/1024", "sdpa/f32/gemm/1024", 1.25),
+    ("sdpa vs BLAS unfused, T = n = 4096", "sdpa/f32/attn/4096", "sdpa/f32/blas/4096", 0.8),
+    ("sdpa causal vs unmasked, T = n = 1024", "sdpa_causal/f32/attn/1024",
+     "sdpa_causal/f32/unmasked/1024", 0.6),
+    ("sdpa with the map vs without, T = n = 1024", "sdpa_map/f32/attn/1024",
+     "sdpa_map/f32/without/1024", 1.2),
+    ("sdpa backward vs forward, T = n = 1024", "sdpa_backward/f32/attn/1024",
+     "sdpa_backward/f32/forward/1024", 2.5),
+    ("sdpa vs dgemm unfused, T = n = 1024, double", "sdpa/f64/attn/1024", "sdpa/f64/blas/1024", 1.0),
+    ("sdpa 8 heads, 2 threads vs 1 (wall time), T = n = 1024", "sdpa_threads/f32/attn/1024",
+     "sdpa_threads/f32/one/1024", 0.6),
 ]
 
 
@@ -141,14 +155,19 @@ def run_binary(path, args, json_dir):
 
 
 def fastest(results):
-    """{name: (cpu time in ns, context)} keeping the fastest repetition of each benchmark."""
+    """{name: time in ns} keeping the fastest repetition of each benchmark: its CPU time, or its
+    wall time for a benchmark that measures that (Google Benchmark's UseRealTime, whose name ends
+    in /real_time, which is left off the name here: threaded ones)."""
     unit = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
     best = {}
     for b in results["benchmarks"]:
         if b.get("run_type") == "aggregate":
             continue
         name = b.get("run_name", b["name"])
-        t = b["cpu_time"] * unit[b.get("time_unit", "ns")]
+        clock = "cpu_time"
+        if name.endswith("/real_time"):
+            name, clock = name[:-len("/real_time")], "real_time"
+        t = b[clock] * unit[b.get("time_unit", "ns")]
         if name not in best or t < best[name]:
             best[name] = t
     return best
@@ -223,9 +242,18 @@ def run_suite(build_dir, args, label):
     context = None
     for b in binaries:
         res = run_binary(b, args, args.json_dir and os.path.join(args.json_dir, label))
-        context = context or res.get("context", {})
+        context = dict(res.get("context", {}), **(context or {}))
         best.update(fastest(res))
     return best, context
+
+
+def blas_note(context):
+    """", OpenBLAS <version> (<kernel> kernels)" when a binary reported the OpenBLAS it ran
+    (bench_sdpa's custom context), else ""."""
+    if not context or "openblas_core" not in context:
+        return ""
+    return ", %s (%s kernels)" % (context.get("openblas_config", "OpenBLAS").split(" NO_")[0],
+                                  context["openblas_core"])
 
 
 def cpu_model():
@@ -290,7 +318,7 @@ def tables_file(args, builds, results):
            "[performance.md](performance.md)." % (
                command.strip(), datetime.date.today().isoformat(), ", ".join(commits),
                cpu_model(), args.repetitions, args.min_time), "",
-           "## The targets (issue 5)", "", targets_table(results), "## Tables per build", ""]
+           "## The targets (issues 5 and 21)", "", targets_table(results), "## Tables per build", ""]
     for label, description, _, best in builds:
         out += ["<details><summary>%s</summary>" % description, "", tables(best, level=4),
                 "</details>", ""]
@@ -328,19 +356,21 @@ def main():
             build_dir = build(name, cxx, flags, args.jobs)
             version = subprocess.run([cxx, "--version"], stdout=subprocess.PIPE,
                                      text=True).stdout.splitlines()[0]
-            best, _ = run_suite(build_dir, args, name)
-            print("## %s: %s, %s\n" % (name, version, flags))
+            best, context = run_suite(build_dir, args, name)
+            description = "%s: %s, %s%s" % (name, version, flags, blas_note(context))
+            print("## %s\n" % description)
             print(tables(best))
             sys.stdout.flush()
             results.append((name, best))
-            builds.append((name, "%s: %s, %s" % (name, version, flags), build_dir, best))
+            builds.append((name, description, build_dir, best))
     else:
-        best, _ = run_suite(args.build_dir, args, "default")
-        print("## %s\n" % args.build_dir)
+        best, context = run_suite(args.build_dir, args, "default")
+        description = describe_build(args.build_dir) + blas_note(context)
+        print("## %s\n" % description)
         print(tables(best))
         results.append(("this build", best))
-        builds.append(("this build", describe_build(args.build_dir), args.build_dir, best))
-    print("## The targets (issue 5)\n")
+        builds.append(("this build", description, args.build_dir, best))
+    print("## The targets (issues 5 and 21)\n")
     print(targets_table(results))
     if args.write:
         with open(args.write, "w") as f:

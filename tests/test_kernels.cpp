@@ -1,5 +1,7 @@
 // The kernel layer (attn/detail/): the row kernels against one another and against one row at a
 // time. The exponential and tanh have their own files (test_exp.cpp, test_exp_fastmath.cpp).
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -114,4 +116,118 @@ TEST_CASE("Row kernels: prefetching changes no number, and rows at a time are do
   std::mt19937_64 rng(77);
   check_row_kernels<float>(rng);
   check_row_kernels<double>(rng);
+}
+
+namespace {
+// The online softmax step's register schedule (blocks of 4 or 8 vectors without a mask) against
+// its general schedule, which a mask that keeps every score selects: the same m, l, exps and
+// context factor to the bit, block after block, over rows whose max rises and falls, for β = 1
+// and β ≠ 1, and over blocks the register schedule declines (scores too far apart for its exp,
+// ±inf, NaN), where both must still agree.
+template <class T>
+void check_online_registers(std::mt19937_64& rng) {
+  constexpr std::size_t L = attn::detail::simd_lanes<T>;
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  std::normal_distribution<double> normal(0, 1);
+  for (const std::size_t nb : {4 * L, 8 * L})
+    for (const T beta : {T(1), T(2.5), T(-0.75)})
+      for (int kind = 0; kind < 6; ++kind) {
+        const std::vector<attn::detail::mask_byte> keep(nb, 1);
+        attn::detail::online_state<T> a, b;
+        for (int block = 0; block < 6; ++block) {
+          std::vector<T> s(nb);
+          const double spread = kind == 1 ? 60 : (block % 3 == 1 ? 4 : 1);
+          for (auto& x : s) x = static_cast<T>(normal(rng) * spread + block % 4);
+          if (kind == 2 && block == 3) s[5] = inf;
+          if (kind == 3 && block == 2) s[nb - 1] = -inf;
+          if (kind == 4 && block == 4) s[7] = std::numeric_limits<T>::quiet_NaN();
+          if (kind == 5 && block == 1) std::fill(s.begin(), s.end(), -inf);
+          std::vector<T> ea(nb, T(7)), eb(nb, T(9));
+          const auto ra = attn::detail::online_softmax_step(a, s.data(), nb, beta, nullptr, ea.data());
+          const auto rb = attn::detail::online_softmax_step(b, s.data(), nb, beta, keep.data(), eb.data());
+          INFO("nb = " << nb << ", beta = " << beta << ", kind " << kind << ", block " << block);
+          REQUIRE(ra.ok == rb.ok);
+          if (!ra.ok) break;
+          REQUIRE(ra.kept_any == rb.kept_any);
+          REQUIRE(ra.factor == rb.factor);
+          REQUIRE(a.m == b.m);
+          REQUIRE(a.l == b.l);
+          REQUIRE(ea == eb);
+        }
+      }
+}
+
+// The tiled kernel's pieces: Kᵀ packed by shuffles is Kᵀ exactly, every key length and block
+// size around whole squares of lanes; weighted_rows_tile (MR rows' contexts at once, each
+// column summed in order of the keys) against accumulate_rows, the home of Σ_j e_j v_j, row by
+// row: two orders of the same n + 1 terms (the rescaled context and n products), so within
+// 2γ_{n+1}·(|c|·ρ + Σ_j e_j |v_j|) of each other.
+template <class T>
+void check_tile_pieces(std::mt19937_64& rng) {
+  using shape = attn::detail::tile_shape<T>;
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (const std::size_t dk : {1u, 7u, 16u, 33u, 64u, 72u})
+    for (const std::size_t nb : {1u, 9u, 16u, 40u, 64u}) {
+      std::vector<T> K((nb + 3) * (dk + 2));
+      for (auto& x : K) x = static_cast<T>(u(rng));
+      const attn::detail::tile_matrix<const T> km{K.data(), nb + 3, dk, dk + 2};
+      const std::size_t NB = (nb + shape::NR - 1) / shape::NR * shape::NR;
+      std::vector<T> kp(dk * NB, T(7));
+      attn::detail::pack_keys(km, 3, nb, NB, kp.data());
+      INFO("dk = " << dk << ", nb = " << nb);
+      for (std::size_t i = 0; i < dk; ++i)
+        for (std::size_t c = 0; c < NB; ++c) REQUIRE(kp[i * NB + c] == (c < nb ? km.row(3 + c)[i] : T(0)));
+    }
+  const std::size_t MR = shape::MR;
+  for (const std::size_t dv : {1u, 5u, 16u, 64u, 70u})
+    for (const std::size_t n : {1u, 8u, 13u, 64u})
+      for (std::size_t mr = 1; mr <= MR; ++mr) {
+        const std::size_t es = n + 2, vs = dv + 1, os = dv + 3;
+        std::vector<T> E(MR * es), V(n * vs), O(MR * os), rescale(MR);
+        for (auto* v : {&E, &V, &O, &rescale})
+          for (auto& x : *v) x = static_cast<T>(u(rng));
+        // the weights row by row (E) and as columns (Et: w_rj at r + j·(MR + 1)), with and
+        // without the rescaling
+        std::vector<T> Et(n * (MR + 1));
+        for (std::size_t r = 0; r < MR; ++r)
+          for (std::size_t j = 0; j < n; ++j) Et[r + j * (MR + 1)] = E[r * es + j];
+        const bool rows_layout = (n + mr) % 2 == 0, rescaled = n % 3 != 1;
+        const attn::detail::tile_weights<T> w{rows_layout ? E.data() : Et.data(), rows_layout ? es : 1,
+                                              rows_layout ? 1 : MR + 1};
+        if (!rescaled) std::fill(rescale.begin(), rescale.end(), T(1));
+        std::vector<T> tiled = O;
+        attn::detail::weighted_rows_tile(w, mr, n, V.data(), vs, dv, tiled.data(), os,
+                                         rescaled ? rescale.data() : nullptr);
+        for (std::size_t r = 0; r < MR; ++r) {
+          INFO("dv = " << dv << ", n = " << n << ", mr = " << mr << ", row " << r);
+          if (r >= mr) {  // rows past mr are left alone
+            for (std::size_t i = 0; i < dv; ++i) REQUIRE(tiled[r * os + i] == O[r * os + i]);
+            continue;
+          }
+          std::vector<T> want(dv);
+          for (std::size_t i = 0; i < dv; ++i) want[i] = O[r * os + i] * rescale[r];
+          attn::detail::accumulate_rows(E.data() + r * es, T(1), V.data(), vs, n, dv, want.data());
+          const long double gamma = 2.0L * static_cast<long double>(n + 2) * std::numeric_limits<T>::epsilon();
+          for (std::size_t i = 0; i < dv; ++i) {
+            long double mag = std::abs(static_cast<long double>(O[r * os + i]) * rescale[r]);
+            for (std::size_t j = 0; j < n; ++j)
+              mag += std::abs(static_cast<long double>(E[r * es + j]) * V[j * vs + i]);
+            REQUIRE(std::abs(static_cast<long double>(tiled[r * os + i]) - want[i]) <= gamma * mag);
+          }
+        }
+      }
+}
+}  // namespace
+
+TEST_CASE("The online softmax step in registers gives its general schedule's bits", "[kernels][online]") {
+  std::mt19937_64 rng(2105);
+  check_online_registers<float>(rng);
+  check_online_registers<double>(rng);
+}
+
+TEST_CASE("The tiled kernel's packing is Kᵀ and its weighted rows are accumulate_rows' sums", "[kernels][tile]") {
+  std::mt19937_64 rng(2106);
+  check_tile_pieces<float>(rng);
+  check_tile_pieces<double>(rng);
+  check_tile_pieces<long double>(rng);
 }

@@ -119,7 +119,7 @@ TEMPLATE_TEST_CASE("sdpa backward from the tiles agrees with align_backward's ex
                    float, double) {
   std::mt19937_64 rng(5);
   using T = TestType;
-  for (const std::size_t tq : {1u, 7u, 70u})
+  for (const std::size_t tq : {1u, 7u, 70u, 200u, 1600u})  // (200, 1600: past the tiles' row blocks)
     for (const std::size_t n : {1u, 9u, 100u})
       for (int masks = 0; masks < 8; ++masks) {
         const auto p = make_problem<T>(tq, n, 16, 8, masks, rng);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -181,4 +182,97 @@ TEST_CASE("docs/attention.md: split attention on threads agrees with one pass",
   REQUIRE_THROWS_AS(attend_on_threads(wrong, attn::Matrix<float>(4, 2), 2), attn::dimension_error);
   REQUIRE(attn_test::quoted_in(__FILE__, "docs/attention.md", "// docs/attention.md:begin\n",
                                "// docs/attention.md:end"));
+}
+
+namespace {
+
+// The same bytes for float and double; for long double the same value and sign, NaN where NaN
+// (its x87 format leaves bytes of padding that no computation sets).
+template <class T>
+bool same_numbers(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return false;
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    return std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  } else {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i] && std::signbit(a[i]) == std::signbit(b[i])) && !(a[i] != a[i] && b[i] != b[i]))
+        return false;
+    return true;
+  }
+}
+
+// scaled_dot_product_attention's threads overload against one thread: every output (Y, the map's
+// scores and weights, the log-sum-exp) the same bytes, for 2, 3 and 8 threads, with and without
+// the map, every mask (key, row, causal), T around the pieces' sizes and rows that take the exact
+// path (a kept +inf score, a NaN key) on whatever thread gets them.
+template <class T>
+void require_threads_give_one_threads_bits() {
+  std::mt19937_64 rng(2107);
+  std::normal_distribution<double> normal(0, 1);
+  for (const std::size_t tq : {1u, 7u, 50u, 257u})
+    for (const std::size_t n : {5u, 130u}) {
+      const std::size_t d = 24, dv = 20;
+      attn::Matrix<T> Q(tq, d), K(n, d), V(n, dv);
+      for (auto* m : {&Q, &K, &V})
+        for (std::size_t i = 0; i < m->size(); ++i) m->data()[i] = static_cast<T>(normal(rng));
+      K(n / 2, 0) = std::numeric_limits<T>::infinity();  // a kept ±inf score in most rows
+      if (tq > 3) Q(3, 1) = std::numeric_limits<T>::quiet_NaN();  // row 3: NaN scores
+      std::vector<char> keys(n, 1), rows(tq * n, 1);
+      for (std::size_t j = 0; j < n; j += 4) keys[j] = 0;
+      for (std::size_t i = 0; i < rows.size(); i += 3) rows[i] = 0;
+      for (int masks = 0; masks < 4; ++masks) {
+        attn::options opt{.beta = 0.8};
+        if (masks == 1) opt.mask = keys;
+        if (masks == 2) opt.row_mask = attn::mask_matrix_view(rows, tq, n);
+        if (masks >= 2) opt.causal = true;
+        for (const bool map : {false, true}) {
+          const auto run = [&](std::size_t threads) {
+            std::vector<T> y(tq * dv, T(7)), s(tq * n, T(7)), a(tq * n, T(7)), l(tq, T(7));
+            attn::attention_views<T> out{.out = attn::MatrixView<T>(y.data(), tq, dv), .logsumexp = l};
+            if (map) {
+              out.scores = attn::MatrixView<T>(s.data(), tq, n);
+              out.weights = attn::MatrixView<T>(a.data(), tq, n);
+            }
+            attn::scaled_dot_product_attention(Q, K, V, attn::scaled_dot, out, opt, threads);
+            y.insert(y.end(), s.begin(), s.end());
+            y.insert(y.end(), a.begin(), a.end());
+            y.insert(y.end(), l.begin(), l.end());
+            return y;
+          };
+          const std::vector<T> one = run(1);
+          for (const std::size_t threads : {2u, 3u, 8u}) {
+            const std::vector<T> many = run(threads);
+            INFO("T = " << tq << ", n = " << n << ", masks " << masks << ", map " << map << ", threads " << threads);
+            REQUIRE(same_numbers(many, one));
+          }
+        }
+      }
+    }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("scaled_dot_product_attention on threads gives one thread's results bit for bit",
+                   "[threads][sdpa]", float, double, long double) {
+  require_threads_give_one_threads_bits<TestType>();
+}
+
+TEST_CASE("split_over_threads: every item once; an item's exception reaches the caller after the join",
+          "[threads]") {
+  for (const std::size_t threads : {0u, 1u, 2u, 5u}) {
+    std::vector<std::atomic<int>> runs(37);
+    attn::detail::split_over_threads(runs.size(), threads, [&](std::size_t k) { ++runs[k]; });
+    for (const auto& r : runs) REQUIRE(r.load() == 1);
+    // item 11 throws: the call rethrows it (no std::terminate from a thread), the items not yet
+    // taken are left, and none runs twice
+    std::vector<std::atomic<int>> runs2(200);
+    REQUIRE_THROWS_AS(attn::detail::split_over_threads(runs2.size(), threads,
+                                                        [&](std::size_t k) {
+                                                          ++runs2[k];
+                                                          if (k == 11) throw std::runtime_error("item 11");
+                                                        }),
+                      std::runtime_error);
+    for (const auto& r : runs2) REQUIRE(r.load() <= 1);
+    REQUIRE(runs2[11].load() == 1);
+  }
 }

@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/softmax_row.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/detail/tile.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
@@ -542,27 +544,54 @@ template <class T>
   return m;
 }
 
+/// Query rows per piece of work when `threads` threads share T rows: about T / (8·threads),
+/// whole micro-tiles of rows, so that pieces of unequal cost (causal) even out.
+template <class T>
+[[nodiscard]] constexpr std::size_t rows_per_piece(std::size_t tq, std::size_t threads) noexcept {
+  constexpr std::size_t MR = tile_shape<T>::MR;
+  const std::size_t pieces = 8 * threads, rows = (tq + pieces - 1) / pieces;
+  return (rows + MR - 1) / MR * MR;
+}
+
 /// The rows of T queries over n keys, sizes checked: the tiled kernel (dot-product scores, keys
 /// up to 256 numbers long, at run time) with the rows it leaves taken exactly, or every row
-/// exactly (attend's paths with the row's mask).
+/// exactly (attend's paths with the row's mask). threads > 1: the rows cut into pieces
+/// (rows_per_piece), the costliest first, split over that many threads (split_over_threads);
+/// every row's numbers are the one-thread ones, whatever piece and thread it falls to.
 template <real T, class S>
 constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
                                       MatrixView<const T> K, MatrixView<const T> V, const S& score,
-                                      const attention_views<T>& out, const options& opt) {
+                                      const attention_views<T>& out, const options& opt,
+                                      std::size_t threads = 1) {
   if constexpr (dot_product_score<S, T>) {
     if (!std::is_constant_evaluated() && K.cols() <= 256) {
-      row_options row_opt(opt, Q.rows(), K.rows());
-      std::vector<T> scratch;
+      const std::size_t tq = Q.rows(), n = K.rows();
       const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
                               out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
-      const tile_masks masks = tile_masks_of(opt, Q.rows(), K.rows());
-      tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
-                       static_cast<T>(opt.beta), masks, o, 0, Q.rows(), [&](std::size_t t) {
-                         if (row_allows_a_key(masks, t))
-                           exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
-                         else
-                           masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
-                       });
+      const tile_masks masks = tile_masks_of(opt, tq, n);
+      const auto rows = [&](std::size_t t_begin, std::size_t t_end) {
+        std::optional<row_options> row_opt;  // (made, and its scratch, only if a row is left)
+        std::vector<T> scratch;
+        tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
+                         static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
+                           if (!row_allows_a_key(masks, t)) {
+                             masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
+                             return;
+                           }
+                           if (!row_opt) row_opt.emplace(opt, tq, n);
+                           exact_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
+                         });
+      };
+      if (threads <= 1) {
+        rows(0, tq);
+      } else {
+        const std::size_t piece = rows_per_piece<T>(tq, threads);
+        const std::size_t pieces = (tq + piece - 1) / piece;
+        split_over_threads(pieces, threads, [&](std::size_t k) {
+          const std::size_t t0 = (pieces - 1 - k) * piece;  // causal: the last rows cost most
+          rows(t0, t0 + piece < tq ? t0 + piece : tq);
+        });
+      }
       return;
     }
   }
@@ -575,27 +604,31 @@ constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
 template <real T, class S>
 constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                  MatrixView<const T> V, const S& score,
-                                 const attention_views<T>& out, const options& opt) {
+                                 const attention_views<T>& out, const options& opt,
+                                 std::size_t threads = 1) {
   if constexpr (scoring_may_throw<S, T>()) {
     Matrix<T> y = detached_copy(out.out), w = detached_copy(out.weights),
               s = detached_copy(out.scores);
     std::vector<T> lse(out.logsumexp.size(), T(0));
     many_queries_rows_into<T>(where, Q, K, V, score,
-                              attention_views<T>{y.view(), w.view(), s.view(), lse}, opt);
+                              attention_views<T>{y.view(), w.view(), s.view(), lse}, opt,
+                              threads);
     commit_to(y, out.out);
     commit_to(w, out.weights);
     commit_to(s, out.scores);
     copy_numbers(lse.data(), out.logsumexp.data(), lse.size());
   } else {
-    many_queries_rows_into<T>(where, Q, K, V, score, out, opt);
+    many_queries_rows_into<T>(where, Q, K, V, score, out, opt, threads);
   }
 }
 
-/// T queries over n keys on views (scaled_dot_product_attention): every check, then the rows.
+/// T queries over n keys on views (scaled_dot_product_attention): every check, then the rows
+/// (on `threads` threads: many_queries_rows).
 template <real T, class S>
 constexpr void many_queries_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                   MatrixView<const T> V, const S& score,
-                                  const attention_views<T>& out, const options& opt) {
+                                  const attention_views<T>& out, const options& opt,
+                                  std::size_t threads = 1) {
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
   check_buffers_apart<T>(
@@ -606,7 +639,7 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
        {"the log-sum-exp", region_of(out.logsumexp)}},
       {{"the queries", region_of(Q)}, {"the keys", region_of(K)}, {"the values", region_of(V)}},
       opt);
-  many_queries_rows<T>(where, Q, K, V, score, out, opt);
+  many_queries_rows<T>(where, Q, K, V, score, out, opt, threads);
 }
 
 /// align into views: every check (overlaps, sizes, masks, the all-masked throw policy of every

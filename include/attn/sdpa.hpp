@@ -61,7 +61,23 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
                                             const options& opt = {}) {
   using T = matrix_scalar_of<Qm>;
   detail::many_queries_views<T>("attn::scaled_dot_product_attention", as_view(Q), as_view(K), as_view(V),
-                        score, out, opt);
+                                score, out, opt);
+}
+
+/// As above, the query rows split over `threads` threads (std::thread, the calling thread one of
+/// them; 0 or 1: none started): pieces of rows, the costliest first (causal), each taken by the
+/// next free thread. The numbers are the one-thread call's, bit for bit. Allocates the thread
+/// objects (and, as above, what a row that takes the exact path needs); a thread that cannot be
+/// started leaves its rows to the others.
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
+void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                  const attention_views<matrix_scalar_of<Qm>>& out,
+                                  const options& opt, std::size_t threads) {
+  using T = matrix_scalar_of<Qm>;
+  detail::many_queries_views<T>("attn::scaled_dot_product_attention", as_view(Q), as_view(K), as_view(V),
+                                score, out, opt, threads);
 }
 
 /// As above with scale = 1/√d_k (scaled_dot).

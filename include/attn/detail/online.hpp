@@ -12,12 +12,15 @@
 
 #include "attn/detail/config.hpp"
 
+#include <bit>
 #include <cstddef>
+#include <cstring>
 #include <limits>
 
 #include "attn/detail/prefetch.hpp"
 #include "attn/detail/reduce.hpp"
 #include "attn/detail/rows.hpp"
+#include "attn/detail/simd.hpp"
 #include "attn/detail/softmax_row.hpp"
 
 namespace attn::detail {
@@ -47,18 +50,93 @@ struct online_state {
   std::size_t dv = 0;
 };
 
-/// One block of nb notes whose scores are s: raises m to the block's max of β·s over kept
-/// notes (mask: null, or the block's nb entries), rescaling l and c if it rose, then adds
-/// e_j = exp(β s_j − m) (into e, nb numbers; 0 where masked) to l and e_j v_j to c (the values'
-/// rows at v, stride vs). With `ahead` (the next block's value rows, null: none) they are
-/// prefetched as the block is added up. Returns false at a kept +inf or NaN score, which it
-/// leaves to the caller (the state is then meaningless). Notes of weight 0 are not skipped: a
-/// non-finite value anywhere can make c non-finite (callers check).
+/// What one block did to the pass: ok is false at a kept +inf or NaN score (the caller's row
+/// then; the state is meaningless), kept_any false when the block kept no score (its exps are all
+/// 0 and it adds nothing), and factor is what the context must be multiplied by before the
+/// block's Σ e_j v_j is added to it: exp(m_old − m) where m rose from a finite m_old, else 1.
 template <class T>
-ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb,
-                                              T beta, const mask_byte* mask, T* e, const T* v,
-                                              std::size_t vs, const T* ahead) {
+struct online_scale {
+  bool ok = true;
+  bool kept_any = true;
+  T factor = T(1);
+};
+
+#if ATTN_VECTOR_EXTENSIONS
+/// online_softmax_step's schedule for a block of NV·L numbers (L = simd_lanes<T>, NV a multiple
+/// of 4) and no mask, in registers: the scores loaded once, β·s rounded as rounded_product
+/// rounds it, the max taken by compares, the exps by exp_in_range, summed in sum_of's order from
+/// the registers (acc[v % 4], then the tree) and stored. The same bits as the general schedule,
+/// which it leaves the block to (returning false, the state and e untouched) when some β s − m
+/// is out of exp_in_range's range, infinite or NaN (which exp_in_range flags on the bits, also
+/// under -ffinite-math-only): a kept ±inf or NaN, a block with nothing finite, scores more than
+/// 86.5 (708 for double) apart. Where it keeps the block, every β s_j − m is within that range,
+/// as the general schedule then finds (exps_in_range) before taking the same exps, and a max of
+/// ±0 taken by compares may differ from scaled_min_max_of's in its sign only, which no β s − m
+/// shows.
+template <std::size_t NV, class T>
+[[gnu::always_inline]] inline bool online_softmax_in_registers(online_state<T>& st, const T* s,
+                                                               T beta, T* e,
+                                                               online_scale<T>& out) noexcept {
+  static_assert(NV % 4 == 0, "sum_of's groups of four vectors");
+  constexpr std::size_t L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  using U = typename exp_consts<T>::uint;
   constexpr T inf = std::numeric_limits<T>::infinity();
+  VT y[NV];
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) y[v] = load<T, L>(s + v * L);
+  if (beta != T(1)) {
+    ATTN_UNROLL
+    for (std::size_t v = 0; v < NV; ++v) y[v] = rounded_product(beta, y[v]);
+  }
+  VT hi = y[0];
+  ATTN_UNROLL
+  for (std::size_t v = 1; v < NV; ++v) hi = y[v] > hi ? y[v] : hi;
+  const T bm = max_lane<T, L>(hi);  // (a NaN lane may be passed over: its exp is then flagged)
+  const T m = bm > st.m ? bm : st.m;
+  vec<U, L> bad = {};  // top bit set where some β s − m is out of exp_in_range's range, inf, NaN
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) y[v] = exp_in_range<T, L>(y[v] - m, bad);
+  if (any_top_bit<U, L>(bad)) return false;
+  if (bm > st.m) {
+    if (st.m != -inf) {
+      const T f = attn::detail::exp(st.m - bm);
+      st.l *= static_cast<sum_t<T>>(f);
+      out.factor = f;
+    }
+    st.m = bm;
+  }
+  ATTN_UNROLL
+  for (std::size_t v = 0; v < NV; ++v) std::memcpy(e + v * L, &y[v], sizeof(VT));
+  // sum_of: acc[k] from vector k (0 + e is e), then every fourth vector, then the tree
+  VT acc[4] = {y[0], y[1], y[2], y[3]};
+  ATTN_UNROLL
+  for (std::size_t v = 4; v < NV; ++v) acc[v % 4] += y[v];
+  st.l += static_cast<sum_t<T>>(hsum<T, L>((acc[0] + acc[2]) + (acc[1] + acc[3])));
+  return true;
+}
+#endif
+
+/// The softmax half of one block of nb notes whose scores are s: raises m to the block's max of
+/// β·s over kept notes (mask: null, or the block's nb entries), rescaling l if it rose, then adds
+/// e_j = exp(β s_j − m) (into e, nb numbers; 0 where masked) to l. Returns what the context must
+/// be multiplied by before Σ e_j v_j is added to it (online_scale). Blocks of 4 or 8 vectors
+/// without a mask go through registers (online_softmax_in_registers: the same bits).
+template <class T>
+ATTN_ALWAYS_INLINE constexpr online_scale<T> online_softmax_step(online_state<T>& st, const T* s,
+                                                                 std::size_t nb, T beta,
+                                                                 const mask_byte* mask, T* e) {
+  constexpr T inf = std::numeric_limits<T>::infinity();
+  online_scale<T> out;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    constexpr std::size_t L = simd_lanes<T>;
+    if (mask == nullptr && !std::is_constant_evaluated()) {
+      if (nb == 4 * L && online_softmax_in_registers<4>(st, s, beta, e, out)) return out;
+      if (nb == 8 * L && online_softmax_in_registers<8>(st, s, beta, e, out)) return out;
+    }
+  }
+#endif
   std::size_t kept = nb;
   T least = std::numeric_limits<T>::quiet_NaN();  // the block's least β·s, without a mask
   T bm;
@@ -69,25 +147,40 @@ ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, s
   } else {
     bm = masked_scaled_max_of(s, nb, beta, mask, kept);
   }
-  if (!(bm < inf)) return false;  // +inf, or a NaN that the max kept
+  if (!(bm < inf)) return {false, false, T(1)};  // +inf, or a NaN that the max kept
   if (bm == -inf) {  // nothing kept in this block, or kept NaNs that order below −inf
     for (std::size_t r = 0; r < nb; ++r)  // (x86's inf − inf and 0·inf have the sign bit set)
-      if ((mask == nullptr || mask[r]) && !(beta * s[r] == beta * s[r])) return false;
+      if ((mask == nullptr || mask[r]) && !(beta * s[r] == beta * s[r])) return {false, false, T(1)};
     fill(e, nb, T(0));
-    return true;
+    return {true, false, T(1)};
   }
   if (bm > st.m) {
-    if (st.m == -inf) {  // the first block with a kept score: l and c are still 0
-      st.m = bm;
-    } else {
+    if (st.m != -inf) {  // (the first block with a kept score: l and c are still 0)
       const T f = attn::detail::exp(st.m - bm);
       st.l *= static_cast<sum_t<T>>(f);
-      scale(st.c, st.dv, f);
-      st.m = bm;
+      out.factor = f;
     }
+    st.m = bm;
   }
   st.l += static_cast<sum_t<T>>(
       exp_shifted_sum_of(s, e, nb, beta, st.m, mask, exps_in_range(least, st.m)));
+  return out;
+}
+
+/// One block of nb notes whose scores are s: online_softmax_step, then the context rescaled if m
+/// rose and e_j v_j added to it (the values' rows at v, stride vs), unless the block kept nothing.
+/// With `ahead` (the next block's value rows, null: none) they are prefetched as the block is
+/// added up. Returns false at a kept +inf or NaN score, which it leaves to the caller (the state
+/// is then meaningless). Notes of weight 0 are not skipped: a non-finite value anywhere can make
+/// c non-finite (callers check).
+template <class T>
+ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb,
+                                              T beta, const mask_byte* mask, T* e, const T* v,
+                                              std::size_t vs, const T* ahead) {
+  const online_scale<T> r = online_softmax_step(st, s, nb, beta, mask, e);
+  if (!r.ok) return false;
+  if (!r.kept_any) return true;
+  if (r.factor != T(1)) scale(st.c, st.dv, r.factor);
   if (ahead != nullptr) {
     add_weighted_rows_prefetching(e, v, vs, nb, st.dv, st.c, ahead);
   } else {

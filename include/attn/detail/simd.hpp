@@ -206,6 +206,41 @@ template <class T, std::size_t W>
 }
 #endif
 
+#if ATTN_VECTOR_EXTENSIONS
+/// Lane k of the first and of the second row of a transpose stage (rows x and y, y's lanes
+/// counted from W): the B-blocks of lanes swapped between them.
+template <std::size_t W, std::size_t B>
+inline constexpr auto transpose_lane = [](std::size_t k, bool second) {
+  return static_cast<int>(second ? ((k & B) != 0 ? W + k : k + B) : ((k & B) != 0 ? W + k - B : k));
+};
+
+template <class T, std::size_t W, std::size_t B, std::size_t... K>
+[[gnu::always_inline]] inline void transpose_stage(vec<T, W>* rows,
+                                                   std::index_sequence<K...>) noexcept {
+  ATTN_UNROLL
+  for (std::size_t i = 0; i < W; ++i) {
+    if ((i & B) != 0) continue;
+    const vec<T, W> x = rows[i], y = rows[i + B];
+    rows[i] = __builtin_shufflevector(x, y, transpose_lane<W, B>(K, false)...);
+    rows[i + B] = __builtin_shufflevector(x, y, transpose_lane<W, B>(K, true)...);
+  }
+  if constexpr (B > 1) transpose_stage<T, W, B / 2>(rows, std::index_sequence<K...>{});
+}
+
+/// The W × W numbers at src (row i at src + i·ss) written transposed to dst (row i at
+/// dst + i·ds): W rows of one vector, log2 W stages of two-source shuffles.
+template <class T, std::size_t W>
+[[gnu::always_inline]] inline void transpose_square(const T* src, std::size_t ss, T* dst,
+                                                    std::size_t ds) noexcept {
+  vec<T, W> rows[W];
+  ATTN_UNROLL
+  for (std::size_t i = 0; i < W; ++i) rows[i] = load<T, W>(src + i * ss);
+  transpose_stage<T, W, W / 2>(rows, std::make_index_sequence<W>{});
+  ATTN_UNROLL
+  for (std::size_t i = 0; i < W; ++i) std::memcpy(dst + i * ds, &rows[i], sizeof rows[i]);
+}
+#endif
+
 /// sum_of_products' plain form (constant evaluation, other compilers, long double): the same order
 /// as the vector form below.
 template <class T>

@@ -46,35 +46,60 @@ struct tile_matrix {
   [[nodiscard]] constexpr T* row(std::size_t i) const noexcept { return data + i * stride; }
 };
 
-/// The micro-tile: MR query rows × NR keys (NR a multiple of the vector lanes).
+/// The tiles, per vector width: MR query rows at a time; the scores of MR × NR keys in
+/// registers (NR whole vectors: MR·NR/L accumulators, 24 of AVX-512's 32 registers, 12 of 16
+/// otherwise); the weighted sum of the values OV vectors of columns at a time for the same MR
+/// rows (MR·OV accumulators); keys in blocks of NB, the online softmax's step.
 template <class T>
 struct tile_shape {
-  static constexpr std::size_t lanes = simd_type<T> ? simd_lanes<T> : 1;
-  static constexpr std::size_t MR = simd_type<T> ? 6 : 4;
-  static constexpr std::size_t NR = simd_type<T> ? 2 * lanes : 4;
-  /// Keys per block: 64 (a multiple of NR), fewer for long keys so that Kᵀ stays near 32 KiB.
+  static constexpr bool vectors = simd_type<T>;
+  static constexpr std::size_t lanes = vectors ? simd_lanes<T> : 1;
+  static constexpr std::size_t wide = simd_bytes == 64 ? 4 : 2;  // vectors per row of a tile
+  static constexpr std::size_t MR = vectors ? 6 : 4;
+  static constexpr std::size_t NR = vectors ? wide * lanes : 4;
+  static constexpr std::size_t OV = vectors ? wide : 0;
+  static constexpr std::size_t max_keys_per_block = vectors ? 512 / sizeof(T) : 16;
+  /// Keys per block: 512 bytes of them (128 floats, 64 doubles; 16 without vectors), fewer for
+  /// long keys so that Kᵀ stays within 32 KiB (but at least NR).
   [[nodiscard]] static constexpr std::size_t keys_per_block(std::size_t dk) noexcept {
-    std::size_t nb = 64;
+    std::size_t nb = max_keys_per_block;
     while (nb > NR && nb * dk * sizeof(T) > (std::size_t{32} << 10)) nb -= NR;
     return nb;
   }
+  /// Numbers of a packed block of keys up to 256 numbers long (keys_per_block's bound), or of
+  /// MR rows (tiled_backward's Yᵀ).
+  static constexpr std::size_t packed_columns = (MR + NR - 1) / NR * NR;
+  static constexpr std::size_t packed_capacity =
+      (std::size_t{32} << 10) / sizeof(T) > packed_columns * 256 ? (std::size_t{32} << 10) / sizeof(T)
+                                                                 : packed_columns * 256;
   /// Query rows per block: the packed keys are reused by all of them.
-  static constexpr std::size_t MB = MR * 10;
-  static constexpr std::size_t max_keys_per_block = 64;
+  static constexpr std::size_t MB = MR * 16;
 };
 
 /// Kᵀ of keys [j0, j0 + nb) into kp (dk rows of NB numbers, column c for key j0 + c; columns
-/// from nb to the next multiple of NR are 0).
+/// from nb to the next multiple of NR are 0): squares of one vector's lanes by shuffles
+/// (transpose_square), the rest one number at a time.
 template <class T>
-constexpr void pack_keys(const tile_matrix<const T>& K, std::size_t j0, std::size_t nb,
-                         std::size_t NB, T* kp) noexcept {
+void pack_keys(const tile_matrix<const T>& K, std::size_t j0, std::size_t nb, std::size_t NB,
+               T* kp) noexcept {
   constexpr std::size_t NR = tile_shape<T>::NR;
-  const std::size_t padded = (nb + NR - 1) / NR * NR;
+  const std::size_t padded = (nb + NR - 1) / NR * NR, dk = K.cols;
+  std::size_t whole_keys = 0, whole_cols = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (tile_shape<T>::vectors) {
+    constexpr std::size_t L = simd_lanes<T>;
+    whole_keys = nb / L * L;
+    whole_cols = dk / L * L;
+    for (std::size_t c = 0; c < whole_keys; c += L)
+      for (std::size_t i = 0; i < whole_cols; i += L)
+        transpose_square<T, L>(K.row(j0 + c) + i, K.stride, kp + i * NB + c, NB);
+  }
+#endif
   for (std::size_t c = 0; c < nb; ++c) {
     const T* k = K.row(j0 + c);
-    for (std::size_t i = 0; i < K.cols; ++i) kp[i * NB + c] = k[i];
+    for (std::size_t i = c < whole_keys ? whole_cols : 0; i < dk; ++i) kp[i * NB + c] = k[i];
   }
-  for (std::size_t i = 0; i < K.cols; ++i)
+  for (std::size_t i = 0; i < dk; ++i)
     for (std::size_t c = nb; c < padded; ++c) kp[i * NB + c] = T(0);
 }
 
@@ -121,6 +146,77 @@ ATTN_ALWAYS_INLINE void score_micro_tile(const T* q, std::size_t qs, std::size_t
   (void)MR;
 }
 
+/// The weights of a weighted_rows_tile: w_rj = data[r·row + j·col] for its mr rows (rows past
+/// mr read row 0's, whose sums are dropped).
+template <class T>
+struct tile_weights {
+  const T* data;
+  std::size_t row, col;
+  [[nodiscard]] constexpr const T* row_of(std::size_t r, std::size_t mr) const noexcept {
+    return data + (r < mr ? r : 0) * row;
+  }
+};
+
+#if ATTN_VECTOR_EXTENSIONS
+/// weighted_rows_tile for W vectors of columns: the MR·W sums in registers, each of the n rows
+/// of V loaded once for the MR rows of O.
+template <std::size_t W, class T>
+ATTN_ALWAYS_INLINE void weighted_rows_tile_vec(const tile_weights<T>& w, std::size_t mr,
+                                               std::size_t n, const T* V, std::size_t vs, T* O,
+                                               std::size_t os, const T* rescale) noexcept {
+  constexpr std::size_t MR = tile_shape<T>::MR, L = simd_lanes<T>;
+  using VT = vec<T, L>;
+  VT acc[MR][W];
+  const T* e[MR];
+  ATTN_UNROLL
+  for (std::size_t r = 0; r < MR; ++r) {
+    e[r] = w.row_of(r, mr);
+    ATTN_UNROLL
+    for (std::size_t k = 0; k < W; ++k) {
+      acc[r][k] = r < mr ? load<T, L>(O + r * os + k * L) : VT{};
+      if (rescale != nullptr) acc[r][k] *= rescale[r < mr ? r : 0];
+    }
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    VT v[W];
+    ATTN_UNROLL
+    for (std::size_t k = 0; k < W; ++k) v[k] = load<T, L>(V + j * vs + k * L);
+    ATTN_UNROLL
+    for (std::size_t r = 0; r < MR; ++r) {
+      const T x = e[r][j * w.col];
+      ATTN_UNROLL
+      for (std::size_t k = 0; k < W; ++k) acc[r][k] += x * v[k];
+    }
+  }
+  for (std::size_t r = 0; r < mr; ++r) std::memcpy(O + r * os, acc[r], sizeof acc[r]);
+}
+#endif
+
+/// O_r = O_r·rescale_r + Σ_{j < n} w_rj V_j for the mr ≤ MR rows O_r = O + r·os (d numbers
+/// each) and the rows V_j = V + j·vs (rescale null: 1): for each column, the products added in
+/// order of j, one chain each (fused where the build fuses), the rows' sums in registers.
+template <class T>
+void weighted_rows_tile(const tile_weights<T>& w, std::size_t mr, std::size_t n, const T* V,
+                        std::size_t vs, std::size_t d, T* O, std::size_t os,
+                        const T* rescale) noexcept {
+  std::size_t c0 = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (tile_shape<T>::vectors) {
+    constexpr std::size_t L = simd_lanes<T>, OV = tile_shape<T>::OV;
+    for (; c0 + OV * L <= d; c0 += OV * L)
+      weighted_rows_tile_vec<OV>(w, mr, n, V + c0, vs, O + c0, os, rescale);
+    for (; c0 + L <= d; c0 += L)
+      weighted_rows_tile_vec<1>(w, mr, n, V + c0, vs, O + c0, os, rescale);
+  }
+#endif
+  for (std::size_t r = 0; r < mr; ++r)
+    for (std::size_t i = c0; i < d; ++i) {
+      T acc = rescale != nullptr ? O[r * os + i] * rescale[r] : O[r * os + i];
+      for (std::size_t j = 0; j < n; ++j) acc += w.row_of(r, mr)[j * w.col] * V[j * vs + i];
+      O[r * os + i] = acc;
+    }
+}
+
 /// What the tiled forward writes besides the output rows (null: not asked for).
 template <class T>
 struct tile_outputs {
@@ -131,9 +227,14 @@ struct tile_outputs {
 };
 
 /// Y = softmax(β·f·QKᵀ, masks)·V in tiles, rows [t_begin, t_end) of Q (T × dk), K (n × dk),
-/// V (n × dv). Rows that the online pass leaves (a kept +inf or NaN score, nothing kept, a
-/// context that is not finite) are passed to leave(t) for the caller's exact path, their
-/// outputs left as they are. Everything else of those rows is written.
+/// V (n × dv). For each block of MB query rows and each block of keys (Kᵀ packed once for the
+/// block's rows), MR rows at a time: their scores (score_micro_tile), each row's online softmax
+/// step (online_softmax_step; its exps in place of the scores), and the MR rows' contexts
+/// rescaled and the block's weighted values added (weighted_rows_tile), the contexts in the
+/// output rows. Each row's numbers are the same whatever rows it is cut with. Rows that the
+/// online pass leaves (a kept +inf or NaN score, nothing kept, a context that is not finite)
+/// are passed to leave(t) for the caller's exact path, their outputs left as they are.
+/// Everything else of those rows is written.
 template <class T, class Leave>
 void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                    const tile_matrix<const T>& V, T f, T beta, const tile_masks& masks,
@@ -145,14 +246,27 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const std::size_t n = K.rows, dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk);
-  // per block of MB query rows: the packed keys, each row's state, its block of scores and exps
-  alignas(64) T kp_storage[256 * NBmax];  // dk ≤ 256
-  T* kp = kp_storage;
-  alignas(64) T S[MR * NBmax];
-  alignas(64) T E[NBmax];
+  // per block of MB query rows: the packed keys, each row's state; per MR rows their scores
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of a block of keys (dk ≤ 256)
+  alignas(64) T S[MR * NBmax];    // the scores of MR rows, then their exps
+  T rescale[MR];
   mask_byte row_mask[NBmax];
   online_state<T> st[MB];
   bool ok[MB];
+  // the map: each block's exps kept in it, at the max they were taken at (block_max), and scaled
+  // at the end (online_weights); past max_blocks blocks, exp(β s_j − m)/l from the scores kept
+  constexpr std::size_t max_blocks = 32;
+  T block_max[MB][max_blocks];
+  const bool keep_exps = o.weights.data != nullptr && (n + NB - 1) / NB <= max_blocks;
+  const auto block_mask_of = [&](std::size_t t, std::size_t j0, std::size_t count) {
+    if (!masks.any_entries()) return static_cast<const mask_byte*>(nullptr);
+    for (std::size_t c = 0; c < count; ++c)
+      row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
+                            (masks.rows == nullptr || masks.rows[t * masks.row_stride + j0 + c])
+                        ? 1
+                        : 0;
+    return static_cast<const mask_byte*>(row_mask);
+  };
   for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
     const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -167,30 +281,40 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
       pack_keys(K, j0, nb, NB, kp);
       for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
         const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-        if (o.scores.data == nullptr && masks.limit(t0 + i0 + mr - 1) <= j0) continue;
-        for (std::size_t c0 = 0; c0 < nb; c0 += NR)
+        // the block's keys these rows may see: causal stops at the last row's limit
+        const std::size_t last = masks.limit(t0 + i0 + mr - 1);
+        if (o.scores.data == nullptr && last <= j0) continue;
+        const std::size_t keys = o.scores.data != nullptr || last - j0 >= nb ? nb : last - j0;
+        for (std::size_t c0 = 0; c0 < keys; c0 += NR)
           score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
         for (std::size_t r = 0; r < mr; ++r) {
           const std::size_t i = i0 + r, t = t0 + i;
           T* s = S + r * NBmax;
+          rescale[r] = T(1);
           if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
+          if (o.weights.data != nullptr && !keep_exps) copy_numbers(s, o.weights.row(t) + j0, nb);
           const std::size_t lim = masks.limit(t);
-          if (!ok[i] || lim <= j0) continue;
-          const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // this block's keys t may see
-          const mask_byte* m = nullptr;
-          if (masks.any_entries() || seen < nb) {
-            for (std::size_t c = 0; c < nb; ++c)
-              row_mask[c] = c < seen && (masks.keys == nullptr || masks.keys[j0 + c]) &&
-                                    (masks.rows == nullptr ||
-                                     masks.rows[t * masks.row_stride + j0 + c])
-                                ? 1
-                                : 0;
-            m = row_mask;
+          if (!ok[i] || lim <= j0) {  // nothing of this block for row t
+            fill(s, keys, T(0));
+            continue;
           }
-          if (o.weights.data != nullptr) copy_numbers(s, o.weights.row(t) + j0, nb);
-          ok[i] = online_step(st[i], s, nb, beta, m, E, V.row(j0), V.stride,
-                              static_cast<const T*>(nullptr));
+          const std::size_t seen = lim - j0 < keys ? lim - j0 : keys;  // the keys t may see
+          const online_scale<T> step =
+              online_softmax_step(st[i], s, seen, beta, block_mask_of(t, j0, seen), s);
+          if (!step.ok) {
+            ok[i] = false;
+            fill(s, keys, T(0));
+            continue;
+          }
+          fill(s + seen, keys - seen, T(0));  // the keys past t's causal limit
+          rescale[r] = step.factor;
+          if (keep_exps) {
+            copy_numbers(s, o.weights.row(t) + j0, seen);
+            block_max[i][j0 / NB] = st[i].m;
+          }
         }
+        weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, keys, V.row(j0), V.stride, dv,
+                           o.out.row(t0 + i0), o.out.stride, rescale);
       }
     }
     for (std::size_t i = 0; i < rows; ++i) {
@@ -211,19 +335,13 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
       if (o.weights.data != nullptr) {
         T* w = o.weights.row(t);
         const std::size_t lim = masks.limit(t);
-        for (std::size_t j0 = 0; j0 < lim; j0 += NB) {  // the masks of each block, as above
-          const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
-          const mask_byte* m = nullptr;
-          if (masks.any_entries()) {
-            for (std::size_t c = 0; c < nb; ++c)
-              row_mask[c] = (masks.keys == nullptr || masks.keys[j0 + c]) &&
-                                    (masks.rows == nullptr ||
-                                     masks.rows[t * masks.row_stride + j0 + c])
-                                ? 1
-                                : 0;
-            m = row_mask;
+        if (keep_exps) {
+          online_weights(s, block_max[i], lim, NB, w);
+        } else {
+          for (std::size_t j0 = 0; j0 < lim; j0 += NB) {
+            const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
+            exp_shifted(w + j0, w + j0, nb, beta, s.m, block_mask_of(t, j0, nb), inv);
           }
-          exp_shifted(w + j0, w + j0, nb, beta, s.m, m, inv);
         }
         fill(w + lim, n - lim, T(0));
       }
@@ -258,8 +376,13 @@ struct tile_gradients {
 /// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
 /// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
 ///   ∂L/∂V_j += Σ_t P_tj dY_t,   ∂L/∂Q_t += f Σ_j dS_tj K_j,   ∂L/∂K_j += f Σ_t dS_tj Q_t,
-/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). Rows whose L_t is not finite
-/// (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
+/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). For each block of MB query
+/// rows and each block of keys (Kᵀ and Vᵀ packed once for the block's rows), MR rows at a time:
+/// their scores and dY_t·V_j (score_micro_tile), P and f·dS, and ∂L/∂Q's rows
+/// (weighted_rows_tile); then the block's ∂L/∂V and ∂L/∂K rows, MR keys at a time over the
+/// MB rows (weighted_rows_tile again). dY_t·Y_t is formed by score_micro_tile too, so that a
+/// row whose one kept key has weight 1 (Y_t = V_j) gets dS = 0 exactly. Rows whose L_t is not
+/// finite (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
 template <class T, class Leave>
 void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                     const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
@@ -271,60 +394,74 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   constexpr std::size_t NBmax = shape::max_keys_per_block;
   const std::size_t dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
-  alignas(64) T kp[256 * NBmax];  // Kᵀ of the block
-  alignas(64) T vp[256 * NBmax];  // Vᵀ of the block
-  alignas(64) T S[MR * NBmax];    // scores, then P
-  alignas(64) T dP[MR * NBmax];   // dY_t·V_j, then f·dS_tj
-  alignas(64) T Pt[NBmax * MB];   // P transposed: key j's column over the block's rows
-  alignas(64) T dSt[NBmax * MB];  // f·dS transposed
+  constexpr std::size_t SB = MB * 16;  // rows per pass over the keys: Kᵀ and Vᵀ packed once
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block of keys
+  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block of keys, then Yᵀ of MR rows
+  alignas(64) T P[MB * NBmax];               // the block's scores, then P
+  alignas(64) T dS[MB * NBmax];              // dY_t·V_j, then f·dS_tj
+  constexpr std::size_t ND = shape::packed_columns;  // columns of Yᵀ for MR rows
+  alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
   mask_byte mbuf[NBmax];
-  T D[MB];
-  bool live[MB];
-  for (std::size_t t0 = t_begin; t0 < t_end; t0 += MB) {
-    const std::size_t rows = t_end - t0 < MB ? t_end - t0 : MB;
-    for (std::size_t i = 0; i < rows; ++i) {
-      const std::size_t t = t0 + i;
-      live[i] = lse[t] - lse[t] == T(0);
-      if (!live[i]) leave(t);
-      D[i] = live[i] ? sum_of_products(dY.row(t), Y.row(t), dv) : T(0);
+  T dy_y[SB];
+  bool live[SB];
+  for (std::size_t s0 = t_begin; s0 < t_end; s0 += SB) {
+    const std::size_t srows = t_end - s0 < SB ? t_end - s0 : SB;
+    for (std::size_t i0 = 0; i0 < srows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
+      const std::size_t mr = srows - i0 < MR ? srows - i0 : MR;
+      pack_keys(Y, s0 + i0, mr, ND, vp);
+      for (std::size_t c0 = 0; c0 < mr; c0 += NR)
+        score_micro_tile(dY.row(s0 + i0), dY.stride, mr, vp, ND, c0, dv, T(1), D + c0, ND);
+      for (std::size_t r = 0; r < mr; ++r) dy_y[i0 + r] = D[r * ND + r];
     }
-    const std::size_t key_end = masks.limit(t0 + rows - 1);
+    for (std::size_t i = 0; i < srows; ++i) {
+      live[i] = lse[s0 + i] - lse[s0 + i] == T(0);
+      if (!live[i]) leave(s0 + i);
+    }
+    const std::size_t key_end = masks.limit(s0 + srows - 1);
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
-      const std::size_t nb = key_end - j0 < NB ? key_end - j0 : NB;
-      pack_keys(K, j0, nb, NB, kp);
-      pack_keys(V, j0, nb, NB, vp);
-      for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
-        const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-        for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
-          score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, S + c0, NBmax);
-          score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), dP + c0, NBmax);
-        }
-        for (std::size_t r = 0; r < mr; ++r) {
-          const std::size_t i = i0 + r, t = t0 + i;
-          T* p = S + r * NBmax;
-          T* ds = dP + r * NBmax;
-          const mask_byte* m = live[i] ? block_mask(masks, t, j0, nb, mbuf) : nullptr;
-          if (!live[i] || masks.limit(t) <= j0) {
-            fill(p, nb, T(0));
-            fill(ds, nb, T(0));
-          } else {
-            exp_shifted(p, p, nb, beta, lse[t], m);  // P_tj, 0 where masked
+      pack_keys(K, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, kp);
+      pack_keys(V, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, vp);
+      for (std::size_t b0 = 0; b0 < srows; b0 += MB) {  // a block of MB rows over these keys
+        const std::size_t rows = srows - b0 < MB ? srows - b0 : MB, t0 = s0 + b0;
+        const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
+        if (last <= j0) continue;
+        const std::size_t nb = last - j0 < NB ? last - j0 : NB;
+        for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
+          const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+          T* p0 = P + i0 * NB;
+          T* ds0 = dS + i0 * NB;
+          for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
+            score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, p0 + c0, NB);
+            score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), ds0 + c0, NB);
+          }
+          bool any = false;
+          for (std::size_t r = 0; r < mr; ++r) {
+            const std::size_t i = b0 + i0 + r, t = s0 + i;
+            T* p = P + (i0 + r) * NB;
+            T* ds = dS + (i0 + r) * NB;
+            if (!live[i] || masks.limit(t) <= j0) {
+              fill(p, nb, T(0));
+              fill(ds, nb, T(0));
+              continue;
+            }
+            any = true;
+            exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0: masked
             for (std::size_t c = 0; c < nb; ++c)
-              ds[c] = f * softmax_backward_entry(p[c], ds[c] - D[i], beta);
-            if (g.queries.data != nullptr)
-              add_weighted_rows(ds, K.row(j0), K.stride, nb, dk, g.queries.row(t));
+              ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
           }
-          for (std::size_t c = 0; c < nb; ++c) {
-            Pt[c * MB + i] = p[c];
-            dSt[c * MB + i] = ds[c];
-          }
+          if (any && g.queries.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{ds0, NB, 1}, mr, nb, K.row(j0), K.stride, dk,
+                               g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
         }
-      }
-      for (std::size_t c = 0; c < nb; ++c) {
-        if (g.values.data != nullptr)
-          add_weighted_rows(Pt + c * MB, dY.row(t0), dY.stride, rows, dv, g.values.row(j0 + c));
-        if (g.keys.data != nullptr)
-          add_weighted_rows(dSt + c * MB, Q.row(t0), Q.stride, rows, dk, g.keys.row(j0 + c));
+        for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
+          const std::size_t mr = nb - c < MR ? nb - c : MR;
+          if (g.values.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{P + c, 1, NB}, mr, rows, dY.row(t0), dY.stride, dv,
+                               g.values.row(j0 + c), g.values.stride, static_cast<const T*>(nullptr));
+          if (g.keys.data != nullptr)
+            weighted_rows_tile(tile_weights<T>{dS + c, 1, NB}, mr, rows, Q.row(t0), Q.stride, dk,
+                               g.keys.row(j0 + c), g.keys.stride, static_cast<const T*>(nullptr));
+        }
       }
     }
   }

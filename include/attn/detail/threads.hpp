@@ -1,0 +1,63 @@
+#pragma once
+/// \file attn/detail/threads.hpp
+/// Work split over threads: items 0 … count − 1, taken in order from a shared counter by the
+/// calling thread and up to threads − 1 std::threads, joined before the call returns. Which
+/// thread runs an item changes no number when items write disjoint outputs. Kernel layer: knows
+/// no public algorithm.
+
+#include "attn/detail/config.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace attn::detail {
+
+/// fn(k) for every k < count, on `threads` threads at most (the calling thread one of them; 0
+/// and 1: the calling thread alone), each taking the next item as it finishes one, so that items
+/// of unequal cost even out. Allocates the thread objects and nothing else. A thread that cannot
+/// be started leaves its share to the others. The first exception an item throws stops the
+/// items not yet taken and is rethrown here once every thread has joined.
+template <class F>
+void split_over_threads(std::size_t count, std::size_t threads, F&& fn) {
+  if (threads > count) threads = count;
+  if (threads <= 1) {
+    for (std::size_t k = 0; k < count; ++k) fn(k);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  const auto work = [&](std::exception_ptr& error) {
+    try {
+      for (std::size_t k = next.fetch_add(1, std::memory_order_relaxed); k < count;
+           k = next.fetch_add(1, std::memory_order_relaxed))
+        fn(k);
+    } catch (...) {
+      error = std::current_exception();
+      next.store(count, std::memory_order_relaxed);  // the items not taken yet: none
+    }
+  };
+  struct worker {
+    std::thread thread;
+    std::exception_ptr error;
+  };
+  std::vector<worker> workers(threads - 1);
+  for (worker& w : workers) {
+    try {
+      w.thread = std::thread([&work, &w] { work(w.error); });
+    } catch (const std::system_error&) {
+      break;  // no more threads: the items go to those running
+    }
+  }
+  std::exception_ptr error;
+  work(error);
+  for (worker& w : workers)
+    if (w.thread.joinable()) w.thread.join();
+  if (error) std::rethrow_exception(error);
+  for (const worker& w : workers)
+    if (w.error) std::rethrow_exception(w.error);
+}
+
+}  // namespace attn::detail
