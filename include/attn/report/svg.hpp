@@ -470,6 +470,91 @@ inline void draw_legend(std::string& s, const legend& g, const heatmap_options& 
 
 }  // namespace detail
 
+/// One map of a grid (heatmap_grid_svg): its numbers, borrowed, and its title.
+struct heatmap_panel {
+  MatrixView<const double> values{};
+  std::string title;
+};
+
+namespace detail {
+
+/// A map of any element type and its title (heatmap_svg's one map).
+template <class View>
+struct titled_map {
+  View values;
+  std::string title;
+};
+
+/// The maps of `panels` (each with .values and .title), `columns` to a row (0: as many as fit
+/// opt.max_width, in rows of equal counts), on one scale with one legend: what heatmap_svg (one
+/// map, no title) and heatmap_grid_svg draw. `where` names the function in errors.
+template <class Panel>
+[[nodiscard]] std::string heatmaps_svg(const char* where, const std::vector<Panel>& panels,
+                                       const std::vector<std::string>& row_labels,
+                                       const std::vector<std::string>& col_labels, const heatmap_options& opt,
+                                       std::size_t columns) {
+  attn::detail::check_nonempty(where, "the maps", panels.size());
+  for (const auto& p : panels) check_heatmap(where, p.values.rows(), p.values.cols(), row_labels, col_labels, opt);
+  cell_texts cells;
+  for (const auto& p : panels) add_cell_texts(cells, p.values, opt);
+  const legend key = make_legend(opt, cells);
+  const std::size_t R = row_labels.size(), C = col_labels.size(), per_map = R * C;
+  const int rows = static_cast<int>(R), cols = static_cast<int>(C), gap = 24;
+  std::vector<std::string> titles;
+  for (const auto& p : panels) titles.push_back(p.title);
+  const int title_row_h = widest(titles, 14) == 0 ? 0 : 14 + 10;
+
+  // as many maps to a row as fit at the natural cell size (at least one), then rows of equal counts
+  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
+  std::size_t across = columns == 0 ? panels.size() : std::min(columns, panels.size());
+  if (columns == 0) {
+    heatmap_options unlimited = opt;
+    unlimited.max_width = 0;
+    const heatmap_layout natural = fit_layout(unlimited, cells.texts, row_labels, col_labels, cols, 0);
+    const int fixed = svg_pad + row_axis_w + widest(row_labels, natural.label_size) + 12 + key.width;
+    while (across > 1 && opt.max_width > 0 &&
+           fixed + static_cast<int>(across) * (cols * natural.cell_w + gap) - gap > opt.max_width)
+      --across;
+    const std::size_t grid_rows = (panels.size() + across - 1) / across;
+    across = (panels.size() + grid_rows - 1) / grid_rows;
+  }
+  const int k = static_cast<int>(across);
+  const heatmap_layout L = fit_layout(opt, cells.texts, row_labels, col_labels, k * cols, key.width + (k - 1) * gap);
+  const bool tooltips = per_map <= most_cells_with_tooltips || L.value_size > 0;
+
+  const int gx = svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12;
+  const int map_w = cols * L.cell_w, map_h = rows * L.cell_h;
+  // a row of maps: the maps' titles, the column labels, the cells, a gap
+  const int head_h = title_row_h + column_labels_height(L, col_labels);
+  const int first_top = cells_top(opt, L, col_labels) + title_row_h;
+  const int grid_rows = static_cast<int>((panels.size() + across - 1) / across);
+  const int row_h = head_h + map_h + gap;
+  const int grid_w = k * map_w + (k - 1) * gap, grid_h = grid_rows * row_h - gap - head_h;
+  const int bar_h = std::max(map_h, 120);
+  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
+  const int total_w = std::max(gx + grid_w + key.width, title_w);
+  const int total_h = first_top + std::max(grid_h, key.height(bar_h)) + svg_pad;
+
+  std::string s = svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
+  draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
+  for (std::size_t p = 0; p < panels.size(); ++p) {
+    const int x = gx + static_cast<int>(p % across) * (map_w + gap);
+    const int y = first_top + static_cast<int>(p / across) * row_h;
+    if (title_row_h > 0)
+      s += "  <text x=\"" + num(x) + "\" y=\"" + num(y - head_h + 14) +
+           "\" font-size=\"14\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(panels[p].title) + "</text>\n";
+    draw_labels(s, L, p % across == 0 ? &row_labels : nullptr, col_labels, x, y);
+    const std::vector<std::string> texts(cells.texts.begin() + static_cast<std::ptrdiff_t>(p * per_map),
+                                         cells.texts.begin() + static_cast<std::ptrdiff_t>((p + 1) * per_map));
+    draw_cells(s, panels[p].values, texts, L, x, y, tooltips, opt, row_labels, col_labels,
+               panels[p].title.empty() ? std::string() : xml_escape(panels[p].title) + ": ");
+  }
+  draw_legend(s, key, opt, gx + grid_w + 28, first_top, bar_h);
+  return s + "</svg>\n";
+}
+
+}  // namespace detail
+
 /// Returns an R×C heatmap of `values` as an SVG document: cells coloured on [lo, hi] showing
 /// fixed(value, decimals), row and column labels, a legend (naming NaN and masked cells when
 /// present), a tooltip per cell up to 4096 cells; options as heatmap_options says. Any label
@@ -480,38 +565,10 @@ template <matrix_like M>
 [[nodiscard]] std::string heatmap_svg(const M& values, const std::vector<std::string>& row_labels,
                                       const std::vector<std::string>& col_labels,
                                       const heatmap_options& opt = {}) {
-  const auto v = as_view(values);
-  detail::check_heatmap("attn::report::heatmap_svg", v.rows(), v.cols(), row_labels, col_labels, opt);
-  using detail::svg_pad;
-  detail::cell_texts cells;
-  detail::add_cell_texts(cells, v, opt);
-  const detail::legend legend = detail::make_legend(opt, cells);
-  const int rows = static_cast<int>(v.rows()), cols = static_cast<int>(v.cols());
-  const detail::heatmap_layout L = detail::fit_layout(opt, cells.texts, row_labels, col_labels, cols, legend.width);
-  const bool tooltips = v.rows() * v.cols() <= detail::most_cells_with_tooltips || L.value_size > 0;
-
-  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
-  const int gx = svg_pad + row_axis_w + detail::widest(row_labels, L.label_size) + 12;
-  const int gy = detail::cells_top(opt, L, col_labels);
-  const int grid_w = cols * L.cell_w, grid_h = rows * L.cell_h;
-  const int bar_h = std::max(grid_h, 120);
-  const int title_w = opt.title.empty() ? 0 : svg_pad + detail::text_width(opt.title, detail::svg_title_size) + svg_pad;
-  const int total_w = std::max(gx + grid_w + legend.width, title_w);
-  const int total_h = gy + std::max(grid_h, legend.height(bar_h)) + svg_pad;
-
-  std::string s = detail::svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
-  detail::draw_titles(s, opt, gx + grid_w / 2, gy + grid_h / 2);
-  detail::draw_labels(s, L, &row_labels, col_labels, gx, gy);
-  detail::draw_cells(s, v, cells.texts, L, gx, gy, tooltips, opt, row_labels, col_labels, "");
-  detail::draw_legend(s, legend, opt, gx + grid_w + 28, gy, bar_h);
-  return s + "</svg>\n";
+  using view = decltype(as_view(values));
+  const std::vector<detail::titled_map<view>> one{{as_view(values), ""}};
+  return detail::heatmaps_svg("attn::report::heatmap_svg", one, row_labels, col_labels, opt, 1);
 }
-
-/// One map of a grid (heatmap_grid_svg): its numbers, borrowed, and its title.
-struct heatmap_panel {
-  MatrixView<const double> values{};
-  std::string title;
-};
 
 /// Returns several R×C heatmaps as one SVG document (the maps of many heads; a map beside
 /// another): `columns` maps to a row (0: as many as fit opt.max_width), each under its title,
@@ -523,68 +580,7 @@ struct heatmap_panel {
                                                   const std::vector<std::string>& row_labels,
                                                   const std::vector<std::string>& col_labels,
                                                   const heatmap_options& opt = {}, std::size_t columns = 0) {
-  const char* where = "attn::report::heatmap_grid_svg";
-  attn::detail::check_nonempty(where, "the maps", panels.size());
-  for (const auto& p : panels) detail::check_heatmap(where, p.values.rows(), p.values.cols(), row_labels, col_labels, opt);
-  using detail::svg_pad;
-  detail::cell_texts cells;
-  for (const auto& p : panels) detail::add_cell_texts(cells, p.values, opt);
-  const detail::legend legend = detail::make_legend(opt, cells);
-  const std::size_t R = row_labels.size(), C = col_labels.size(), per_map = R * C;
-  const int rows = static_cast<int>(R), cols = static_cast<int>(C), gap = 24;
-  std::vector<std::string> titles;
-  for (const auto& p : panels) titles.push_back(p.title);
-  const int title_row_h = titles.empty() || detail::widest(titles, 14) == 0 ? 0 : 14 + 10;
-
-  // as many maps to a row as fit at the natural cell size (at least one), then rows of equal counts
-  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
-  std::size_t across = columns == 0 ? panels.size() : std::min(columns, panels.size());
-  if (columns == 0) {
-    heatmap_options unlimited = opt;
-    unlimited.max_width = 0;
-    const detail::heatmap_layout natural = detail::fit_layout(unlimited, cells.texts, row_labels, col_labels, cols, 0);
-    const int fixed = svg_pad + row_axis_w + detail::widest(row_labels, natural.label_size) + 12 + legend.width;
-    while (across > 1 && opt.max_width > 0 &&
-           fixed + static_cast<int>(across) * (cols * natural.cell_w + gap) - gap > opt.max_width)
-      --across;
-    const std::size_t grid_rows = (panels.size() + across - 1) / across;
-    across = (panels.size() + grid_rows - 1) / grid_rows;
-  }
-  const int k = static_cast<int>(across);
-  const detail::heatmap_layout L =
-      detail::fit_layout(opt, cells.texts, row_labels, col_labels, k * cols, legend.width + (k - 1) * gap);
-  const bool tooltips = per_map <= detail::most_cells_with_tooltips || L.value_size > 0;
-
-  const int gx = svg_pad + row_axis_w + detail::widest(row_labels, L.label_size) + 12;
-  const int map_w = cols * L.cell_w, map_h = rows * L.cell_h;
-  // a row of maps: the maps' titles, the column labels, the cells, a gap
-  const int head_h = title_row_h + detail::column_labels_height(L, col_labels);
-  const int first_top = detail::cells_top(opt, L, col_labels) + title_row_h;
-  const int grid_rows = static_cast<int>((panels.size() + across - 1) / across);
-  const int row_h = head_h + map_h + gap;
-  const int grid_w = k * map_w + (k - 1) * gap, grid_h = grid_rows * row_h - gap - head_h;
-  const int bar_h = std::max(map_h, 120);
-  const int title_w = opt.title.empty() ? 0 : svg_pad + detail::text_width(opt.title, detail::svg_title_size) + svg_pad;
-  const int total_w = std::max(gx + grid_w + legend.width, title_w);
-  const int total_h = first_top + std::max(grid_h, legend.height(bar_h)) + svg_pad;
-
-  std::string s = detail::svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
-  detail::draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
-  for (std::size_t p = 0; p < panels.size(); ++p) {
-    const int x = gx + static_cast<int>(p % across) * (map_w + gap);
-    const int y = first_top + static_cast<int>(p / across) * row_h;
-    if (title_row_h > 0)
-      s += "  <text x=\"" + detail::num(x) + "\" y=\"" + detail::num(y - head_h + 14) +
-           "\" font-size=\"14\" font-weight=\"bold\" fill=\"#1b1b1b\">" + detail::xml_escape(panels[p].title) +
-           "</text>\n";
-    detail::draw_labels(s, L, p % across == 0 ? &row_labels : nullptr, col_labels, x, y);
-    const std::vector<std::string> texts(cells.texts.begin() + static_cast<std::ptrdiff_t>(p * per_map),
-                                         cells.texts.begin() + static_cast<std::ptrdiff_t>((p + 1) * per_map));
-    detail::draw_cells(s, panels[p].values, texts, L, x, y, tooltips, opt, row_labels, col_labels,
-                       panels[p].title.empty() ? std::string() : detail::xml_escape(panels[p].title) + ": ");
-  }
-  detail::draw_legend(s, legend, opt, gx + grid_w + 28, first_top, bar_h);
-  return s + "</svg>\n";
+  return detail::heatmaps_svg("attn::report::heatmap_grid_svg", panels, row_labels, col_labels, opt, columns);
 }
 
 /// What the rows of `weights` sum to, for a title: "each row sums to 1" only when every row
