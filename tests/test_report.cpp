@@ -572,7 +572,7 @@ TEST_CASE("heatmap_grid_svg: the maps of many heads on one colour scale, one leg
   CHECK(count(causal, "<pattern id=\"attn-masked\"") == 1);
 
   // what does not fit is refused, naming the function
-  CHECK_THROWS_AS(report::heatmap_grid_svg({}, rows, cols), attn::dimension_error);
+  CHECK_THROWS_WITH(report::heatmap_grid_svg({}, rows, cols), "attn::report::heatmap_grid_svg: the list of maps is empty");
   const attn::Matrix<double> small(2, 3, 0.5);
   CHECK_THROWS_AS(report::heatmap_grid_svg({{h1.view(), "a"}, {small.view(), "b"}}, rows, cols), attn::dimension_error);
   report::heatmap_options flat;

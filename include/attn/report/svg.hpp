@@ -493,7 +493,7 @@ template <class Panel>
                                        const std::vector<std::string>& row_labels,
                                        const std::vector<std::string>& col_labels, const heatmap_options& opt,
                                        std::size_t columns) {
-  attn::detail::check_nonempty(where, "the maps", panels.size());
+  attn::detail::check_nonempty(where, "the list of maps", panels.size());
   for (const auto& p : panels) check_heatmap(where, p.values.rows(), p.values.cols(), row_labels, col_labels, opt);
   cell_texts cells;
   for (const auto& p : panels) add_cell_texts(cells, p.values, opt);
