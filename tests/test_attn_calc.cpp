@@ -480,7 +480,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 26);
+  CHECK(options.size() == 34);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -488,4 +488,338 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
     CHECK(docs.find("`" + option + "`") != std::string::npos);
     if (option != "--help") CHECK_FALSE(refusal({option}).starts_with("unknown option"));  // the parser knows it
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// --self, --heads, per-row masks, --dot-vs-scaled. The references are the formulas written out
+// here in long double, with the conventions of ../shared/unit/NEXT_SECTIONS.md: row vectors,
+// Q = X W_Q, head i on columns [i·d_k, (i+1)·d_k), masks true = may attend, causal with the
+// offset n − T. Each tolerance is the rounding of the double computation, propagated (below).
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+using ld = long double;
+constexpr ld eps = std::numeric_limits<double>::epsilon();
+
+/// A value and a bound on the rounding error of the double computation of it.
+struct bounded {
+  ld value = 0, error = 0;
+};
+using grid = std::vector<std::vector<bounded>>;
+
+grid exact(const attn_calc::matrix& m) {
+  grid g(m.rows, std::vector<bounded>(m.cols));
+  for (std::size_t i = 0; i < m.rows; ++i)
+    for (std::size_t j = 0; j < m.cols; ++j) g[i][j] = {m.data[i * m.cols + j], 0};
+  return g;
+}
+
+/// Rows [.., ..) × columns [c0, c0 + cols) of a·b: a sum of k products in double is off by at most
+/// γ_k = kε/(1 − kε) < (k + 1)ε of Σ|a||b| (Higham, 3.1), plus the inputs' errors carried through.
+grid product(const grid& a, const grid& b, std::size_t c0, std::size_t cols, bool b_transposed = false,
+             std::size_t b0 = 0) {
+  const std::size_t k = b_transposed ? cols : b.size();
+  grid out(a.size(), std::vector<bounded>(b_transposed ? b.size() : cols));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < out[i].size(); ++j) {
+      ld sum = 0, magnitude = 0, carried = 0;
+      for (std::size_t l = 0; l < k; ++l) {
+        const bounded x = b_transposed ? a[i][c0 + l] : a[i][l];
+        const bounded y = b_transposed ? b[j][b0 + l] : b[l][c0 + j];
+        sum += x.value * y.value;
+        magnitude += std::abs(x.value * y.value);
+        carried += x.error * std::abs(y.value) + std::abs(x.value) * y.error;
+      }
+      out[i][j] = {sum, static_cast<ld>(k + 1) * eps * magnitude + carried};
+    }
+  return out;
+}
+
+/// A = softmax over each row of β·S·scale, entries that `allowed` forbids 0 (a row with none is
+/// 0). |δα_j| ≤ α_j (|β|·(δs_j + max δs)·scale + (n + 6)ε): the exponent's error moves each
+/// e^z by its own amount, the sum and the division add (n + 2)ε, exp itself a few ulps.
+template <class Allowed>
+grid softmax_rows(const grid& S, ld scale, ld beta, Allowed allowed) {
+  grid A(S.size(), std::vector<bounded>(S[0].size()));
+  for (std::size_t t = 0; t < S.size(); ++t) {
+    ld top = -std::numeric_limits<ld>::infinity(), worst = 0;
+    for (std::size_t j = 0; j < S[t].size(); ++j)
+      if (allowed(t, j)) top = std::max(top, beta * scale * S[t][j].value), worst = std::max(worst, S[t][j].error);
+    ld sum = 0;
+    for (std::size_t j = 0; j < S[t].size(); ++j)
+      if (allowed(t, j)) sum += std::exp(beta * scale * S[t][j].value - top);
+    for (std::size_t j = 0; j < S[t].size(); ++j) {
+      if (!allowed(t, j)) continue;
+      const ld a = std::exp(beta * scale * S[t][j].value - top) / sum;
+      A[t][j] = {a, a * (std::abs(beta) * scale * (S[t][j].error + worst) * 2 + static_cast<ld>(S[t].size() + 6) * eps)};
+    }
+  }
+  return A;
+}
+
+void check_close(const attn::Matrix<double>& got, const grid& want, const std::string& what) {
+  REQUIRE(got.rows() == want.size());
+  REQUIRE(got.cols() == want[0].size());
+  for (std::size_t i = 0; i < got.rows(); ++i)
+    for (std::size_t j = 0; j < got.cols(); ++j) {
+      INFO(what << "(" << i << ", " << j << ") = " << got(i, j) << ", formula " << static_cast<double>(want[i][j].value)
+                << " ± " << static_cast<double>(want[i][j].error));
+      CHECK(std::abs(static_cast<ld>(got(i, j)) - want[i][j].value) <= want[i][j].error + eps * std::abs(want[i][j].value));
+    }
+}
+
+std::string rendered(attn_calc::config c, const attn_calc::results& r, attn_calc::output_format f) {
+  c.format = f;
+  return attn_calc::render(c, r);
+}
+}  // namespace
+
+TEST_CASE("attn-calc --self --heads 2 --wo: Q, K, V, each head's scores and map, Z and Y as the formulas give them", "[attn-calc]") {
+  // a sentence that is not one-hot, d_model = 3; two heads of d_k = 2 and d_v = 1, W_O 2×2
+  const char* X = "1,0.5,0;0,1,-1;2,0,1;-0.5,1.5,0.25";
+  const char* WQ = "1,0,0.5,-1;0,1,2,0;1,1,0,0.5";
+  const char* WK = "0.5,1,0,1;1,0,1,1;-1,0.5,0.5,0";
+  const char* WV = "1,-1;0.5,2;0,1";
+  const char* WO = "1,0.5;-1,2";
+  auto c = parse({"--self", X, "--words", "the,cat,sat,down", "--heads", "2", "--wq", WQ, "--wk", WK, "--wv", WV,
+                  "--wo", WO, "--beta", "1.5"});
+  CHECK(c.self_attention);
+  CHECK(c.score == attn_calc::score_kind::scaled_dot);  // the default with --self: 1/√d_k
+  const auto r = attn_calc::compute(c);
+  const grid x = exact(c.queries);
+  const grid Q = product(x, exact(attn_calc::parse_matrix(WQ, "")), 0, 4);
+  const grid K = product(x, exact(attn_calc::parse_matrix(WK, "")), 0, 4);
+  const grid V = product(x, exact(attn_calc::parse_matrix(WV, "")), 0, 2);
+  check_close(r.Q, Q, "Q");
+  check_close(r.K, K, "K");
+  check_close(r.V, V, "V");
+  REQUIRE(r.maps.size() == 2);
+  grid Z(4, std::vector<bounded>(2));
+  for (std::size_t i = 0; i < 2; ++i) {
+    // head i: columns [2i, 2i + 2) of Q and K, column i of V
+    const grid S = product(Q, K, 2 * i, 2, true, 2 * i);
+    const ld scale = 1 / std::sqrt(ld{2});
+    grid scaled = S;
+    for (auto& row : scaled)
+      for (auto& s : row) s = {s.value * scale, s.error * scale + 2 * eps * std::abs(s.value * scale)};
+    CHECK(r.maps[i].name == "head " + std::to_string(i + 1));
+    check_close(r.maps[i].scores, scaled, "S_" + std::to_string(i + 1));
+    const grid A = softmax_rows(S, scale, 1.5, [](std::size_t, std::size_t) { return true; });
+    check_close(r.maps[i].weights, A, "A_" + std::to_string(i + 1));
+    grid Vi(4, std::vector<bounded>(1));
+    for (std::size_t t = 0; t < 4; ++t) Vi[t][0] = V[t][i];
+    const grid Zi = product(A, Vi, 0, 1);
+    for (std::size_t t = 0; t < 4; ++t) Z[t][i] = Zi[t][0];
+  }
+  check_close(r.Z, Z, "Z");
+  check_close(r.Y, product(Z, exact(attn_calc::parse_matrix(WO, "")), 0, 2), "Y");
+  // the two heads see differently: their maps differ
+  CHECK(std::abs(r.maps[0].weights(0, 0) - r.maps[1].weights(0, 0)) > 0.01);
+
+  // every format shows it: tables per head, JSON, CSV with a column per map, one SVG grid
+  const std::string text = rendered(c, r, attn_calc::output_format::text);
+  for (const char* part : {"Queries Q = X W_Q", "Keys K = X W_K", "Values V = X W_V",
+                           "Scores, head 1: S_1 = Q_1 K_1ᵀ / √d_k", "Weights, head 2: A_2 = softmax(β S_2)",
+                           "The heads' outputs side by side, Z = [A_1 V_1 … A_h V_h]", "Output Y = Z W_O"})
+    CHECK(text.find(part) != std::string::npos);
+  CHECK(rendered(c, r, attn_calc::output_format::md)
+            .find("2 heads: head i takes columns (i − 1)·2 + 1 … i·2 of Q and K (d_k = 2) and column i of V (d_v = 1).") !=
+        std::string::npos);
+  CHECK(count(text, "\nsat ") >= 8);  // a row of X, Q, K, V, two scores, two maps, Z, Y
+  const std::string json = rendered(c, r, attn_calc::output_format::json);
+  CHECK(attn_test::json_problem(json) == "");
+  for (const char* part : {"\"mode\": \"self-attention\"", "\"heads\": 2", "\"d_k\": 2", "\"d_v\": 1",
+                           "\"name\": \"head 2\"", "\"heads_out\": [", "\"out\": [", "\"identity\": []"})
+    CHECK(json.find(part) != std::string::npos);
+  const auto csv = attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv));
+  REQUIRE(csv.size() == 1 + 2 * 4);
+  CHECK(csv[0] == std::vector<std::string>{"map", "query", "the", "cat", "sat", "down"});
+  CHECK(csv[5][0] == "head 2");
+  CHECK(csv[5][2] == attn::report::fixed(r.maps[1].weights(0, 0), 3));
+  CHECK(attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv_long)).size() == 1 + 2 * 16);
+  const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<linearGradient") == 1);  // one colour scale for both heads
+  CHECK(count(svg, ">head 1</text>") == 1);
+  CHECK(count(svg, ">head 2</text>") == 1);
+  CHECK(count(svg, "<title>head 2: ") == 16);
+  CHECK(svg.find("Self-attention maps of 2 heads (each row sums to 1)") != std::string::npos);
+  // --map-only: the maps' tables alone
+  auto only = c;
+  only.map_only = true;
+  const std::string maps = rendered(only, r, attn_calc::output_format::md);
+  CHECK(count(maps, "**Weights") == 2);
+  CHECK(maps.find("Queries") == std::string::npos);
+}
+
+TEST_CASE("attn-calc --self: identity projections, one head, --score dot, and W3's map", "[attn-calc]") {
+  // W3 (the unit's "I drink tea" with 3×2 projections): drink looks hardest at tea
+  auto c = parse({"--self", "1,0,0;0,1,0;0,0,1", "--words", "I,drink,tea", "--wq", "1,0;0,1;1,1", "--wk",
+                  "2,0;1.5,1.5;0,2", "--wv", "1,0;1,1;0,1"});
+  const auto r = attn_calc::compute(c);
+  REQUIRE(r.maps.size() == 1);
+  CHECK(r.maps[0].name.empty());
+  CHECK(attn::report::fixed(r.maps[0].weights(1, 2), 3) == "0.514");  // drink → tea
+  CHECK(attn::report::fixed(r.maps[0].scores(1, 1), 3) == "1.061");    // (0,1)·(1.5,1.5)/√2
+  CHECK(rendered(c, r, attn_calc::output_format::text).find("Output Y = A V") != std::string::npos);
+  // nothing given: W_Q = W_K = W_V = I, so Q = K = V = X; with --score dot S = X Xᵀ
+  auto plain = parse({"--self", "1,2;3,4;0,1", "--score", "dot"});
+  const auto p = attn_calc::compute(plain);
+  CHECK(plain.query_labels == std::vector<std::string>{"x1", "x2", "x3"});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 2; ++j) CHECK(p.V(i, j) == plain.queries.data[i * 2 + j]);
+  CHECK(p.maps[0].scores(0, 1) == 1 * 3 + 2 * 4);  // exact: small integers
+  const std::string text = rendered(plain, p, attn_calc::output_format::text);
+  CHECK(text.find("(W_Q, W_K and W_V: the identity, not given)") != std::string::npos);
+  CHECK(text.find("S = Q Kᵀ (dot: not divided by √d_k)") != std::string::npos);
+  CHECK(text.find("\nW_Q\n") == std::string::npos);  // the identity is not printed as a table
+  CHECK(rendered(plain, p, attn_calc::output_format::json).find("\"identity\": [\"W_Q\", \"W_K\", \"W_V\"]") !=
+        std::string::npos);
+}
+
+TEST_CASE("attn-calc per-row masks: causal with the cache offset, a mask matrix, every mask must allow", "[attn-calc]") {
+  // 2 new queries over 4 notes (decoding with 2 cached): query t sees notes 0 … t + 2 (from 0)
+  const char* queries = "1,0,0,1;0,1,1,0";
+  const char* notes = "1,0,0,0;0,1,0,0;0,0,1,0;0,0,0,1";
+  auto c = parse({"--q", queries, "--notes", notes, "--mask", "causal"});
+  CHECK(c.causal);
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < 4; ++j) CHECK(c.allowed(t, j) == (j <= t + 4 - 2));
+  const auto r = attn_calc::compute(c);
+  const auto causal = [](std::size_t t, std::size_t j) { return j <= t + 2; };
+  const grid S = product(exact(c.queries), exact(c.notes), 0, 4, true);
+  check_close(r.weights, softmax_rows(S, 1, 1, causal), "α");
+  CHECK(r.weights(0, 3) == 0.0);  // exactly 0, not merely small
+  // every kind at once: a key mask, a matrix (one row per query) and causal; all must allow
+  auto all = parse({"--q", queries, "--notes", notes, "--mask", "causal", "--mask", "1,1,0,1", "--mask", "0,1,1,1;1,1,1,1"});
+  const auto every = [](std::size_t t, std::size_t j) { return j <= t + 2 && j != 2 && !(t == 0 && j == 0); };
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < 4; ++j) CHECK(all.allowed(t, j) == every(t, j));
+  const auto ra = attn_calc::compute(all);
+  check_close(ra.weights, softmax_rows(S, 1, 1, every), "α");
+  // the tables dash exactly the masked entries; the SVG hatches them; JSON says which
+  const std::string text = rendered(all, ra, attn_calc::output_format::text);
+  const auto map_at = text.find("Weights α_tj: the alignment map (each row sums to 1; — masked)");
+  REQUIRE(map_at != std::string::npos);
+  CHECK(count(text.substr(map_at, text.find("Contexts") - map_at), "—") == 1 + 3 + 1);  // title, q1, q2
+  CHECK(rendered(all, ra, attn_calc::output_format::md)
+            .find("Causal mask: query t sees notes 1 … t + 2 (1 … t + n − T, n = 4 notes, T = 2 queries).") !=
+        std::string::npos);
+  const std::string svg = rendered(all, ra, attn_calc::output_format::svg);
+  CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 4 + 1);  // the cells and the legend's swatch
+  const std::string json = rendered(all, ra, attn_calc::output_format::json);
+  CHECK(attn_test::json_problem(json) == "");
+  CHECK(json.find("\"causal\": true") != std::string::npos);
+  CHECK(json.find("\"row_mask\": [\n      [false, true, true, true],\n      [true, true, true, true]\n    ]") !=
+        std::string::npos);
+  // the Jacobians follow each query's own mask: nothing flows from a note it may not see
+  auto jac = parse({"--q", queries, "--notes", notes, "--mask", "causal", "--jacobian"});
+  const auto rj = attn_calc::compute(jac);
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t k = 0; k < 4; ++k) CHECK(rj.note_jacobians[0][3](i, k) == 0.0);
+  CHECK(rj.fd_notes.max_abs_error < 1e-9);
+  CHECK(rj.fd_query.max_abs_error < 1e-9);
+  // --steps: e^s of a masked note is dashed too
+  auto steps = parse({"--q", queries, "--notes", notes, "--mask", "causal", "--steps"});
+  const std::string st = rendered(steps, attn_calc::compute(steps), attn_calc::output_format::text);
+  CHECK(st.find("q1  2.718  1.000  1.000      —  4.718") != std::string::npos);
+  // a query that may see nothing: more queries than notes, so the first sees none (t + n − T < 0)
+  auto none = parse({"--q", "1,0;0,1;1,1", "--notes", "1,0;0,1", "--mask", "causal", "--format", "json"});
+  const auto rn = attn_calc::compute(none);
+  CHECK(rn.row_sums[0] == 0.0);
+  CHECK_THAT(rn.row_sums[2], Catch::Matchers::WithinAbs(1.0, 4 * std::numeric_limits<double>::epsilon()));  // two weights
+  CHECK(rendered(none, rn, attn_calc::output_format::json).find("\"worst_abs_row_sum_error\": 0") != std::string::npos);
+  CHECK(rendered(none, rn, attn_calc::output_format::text)
+            .find("(each row sums to 1, or is 0 where nothing is kept; — masked)") != std::string::npos);
+  // --self: causal is the lower triangle (T = n)
+  auto self = parse({"--self", "1,0;0,1;1,1", "--mask", "causal"});
+  const auto rs = attn_calc::compute(self);
+  for (std::size_t t = 0; t < 3; ++t)
+    for (std::size_t j = t + 1; j < 3; ++j) CHECK(rs.maps[0].weights(t, j) == 0.0);
+  CHECK(rs.maps[0].weights(0, 0) == 1.0);
+  // the one-row mask works as before, as a row or a column, and masks combine
+  CHECK(parse({"--mask", "1;1;0"}).mask == std::vector<char>{1, 1, 0});
+  CHECK(parse({"--mask", "1,1,0", "--mask", "0,1,1"}).mask == std::vector<char>{0, 1, 0});
+  CHECK(parse({"--mask", "1,1,0"}).row_mask.empty());
+}
+
+TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d", "[attn-calc]") {
+  // d = 16, q = (1, …, 1), keys (1, …, 1), (½, …, ½), (0, …, 0): raw scores (16, 8, 0) give
+  // weights ≈ (0.99966, 0.00034, 0.00000); divided by √16 = 4: (4, 2, 0), ≈ (0.867, 0.117, 0.016)
+  std::string q, keys;
+  for (int k = 0; k < 16; ++k) q += k ? ",1" : "1";
+  for (const char* v : {"1", "0.5", "0"})
+    for (int k = 0; k < 16; ++k) keys += std::string(k ? "," : keys.empty() ? "" : ";") + v;
+  auto c = parse({"--q", q, "--notes", keys, "--dot-vs-scaled", "--decimals", "5"});
+  const auto r = attn_calc::compute(c);
+  REQUIRE(r.maps.size() == 2);
+  CHECK(r.maps[0].name == "dot");
+  CHECK(r.maps[1].name == "scaled_dot");
+  for (std::size_t j = 0; j < 3; ++j) {
+    CHECK(r.maps[0].scores(0, j) == 16.0 - 8.0 * static_cast<double>(j));  // exact: sums of 1s and ½s
+    CHECK(r.maps[1].scores(0, j) == 4.0 - 2.0 * static_cast<double>(j));
+  }
+  const grid S = product(exact(c.queries), exact(c.notes), 0, 16, true);
+  check_close(r.maps[0].weights, softmax_rows(S, 1, 1, [](std::size_t, std::size_t) { return true; }), "dot");
+  check_close(r.maps[1].weights, softmax_rows(S, 0.25, 1, [](std::size_t, std::size_t) { return true; }), "scaled");
+  const std::string text = rendered(c, r, attn_calc::output_format::text);
+  CHECK(text.find("q  0.99966  0.00034  0.00000  1.00000") != std::string::npos);
+  CHECK(text.find("q  0.86681  0.11731  0.01588  1.00000") != std::string::npos);
+  CHECK(text.find("with d = 16 (√16 = 4)") != std::string::npos);
+  const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find(">dot: s = q · h</text>") != std::string::npos);
+  CHECK(svg.find(">scaled_dot: s = q · h / √16</text>") != std::string::npos);
+  CHECK(count(svg, "<linearGradient") == 1);
+  const auto csv = attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv));
+  CHECK(csv[2] == std::vector<std::string>{"scaled_dot", "q", "0.86681", "0.11731", "0.01588"});
+  const std::string json = rendered(c, r, attn_calc::output_format::json);
+  CHECK(attn_test::json_problem(json) == "");
+  CHECK(json.find("\"scale\": 0.25") != std::string::npos);
+  // with --self and heads: the dot maps of every head, then the scaled ones, a 2 × h grid
+  auto self = parse({"--self", "1,0,2,0;0,1,0,2", "--heads", "2", "--dot-vs-scaled", "--format", "svg"});
+  const auto rs = attn_calc::compute(self);
+  REQUIRE(rs.maps.size() == 4);
+  CHECK(rs.maps[2].name == "scaled_dot, head 1");
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t j = 0; j < 2; ++j)  // scaled by 1/√2: within the rounding of one product and the scale
+      CHECK_THAT(rs.maps[2].scores(t, j), Catch::Matchers::WithinAbs(rs.maps[0].scores(t, j) / std::sqrt(2.0),
+                                                                     4 * std::numeric_limits<double>::epsilon() *
+                                                                         std::abs(rs.maps[0].scores(t, j))));
+  CHECK(rs.Y.rows() == 0);  // the comparison is of maps
+  CHECK(count(attn_calc::render(self, rs), "<title>scaled_dot, head 2: ") == 4);
+}
+
+TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled cannot use", "[attn-calc]") {
+  const char* X = "1,0,0;0,1,0;0,0,1";
+  CHECK(refusal({"--mask", "1,0;0,1"}) ==
+        "--mask is 2x2: give one row of 3 entries (every query the same), 4 rows of 3 (one per query) or causal");
+  CHECK(refusal({"--self", X, "--mask", "1,1;1,1"}) ==
+        "--mask is 2x2: give one row of 3 entries (every word the same), 3 rows of 3 (one per word) or causal");
+  CHECK(refusal({"--self", X, "--mask", "1,1"}) == "--mask has 2 entries but there are 3 words");
+  CHECK(refusal({"--mask", "causal", "--mask", " causal "}) == "--mask causal is given twice");
+  CHECK(refusal({"--mask", "1,0,2;1,1,1;1,1,1;1,1,1"}) == "--mask: entries must be 1 (keep) or 0 (mask out)");
+  CHECK(refusal({"--mask"}) == "--mask needs a value");
+  CHECK(refusal({"--self", X, "--q", "1,0,0"}) == "--self takes the queries, keys and values from the sentence: leave out --q");
+  CHECK(refusal({"--self", X, "--note-labels", "a,b,c"}) ==
+        "--self takes the queries, keys and values from the sentence: leave out --note-labels (--words names the words)");
+  CHECK(refusal({"--self", X, "--jacobian"}) == "--jacobian is for --q and --notes, not --self");
+  CHECK(refusal({"--self", X, "--steps"}) == "--steps is for --q and --notes, not --self");
+  CHECK(refusal({"--self", X, "--score", "additive"}) == "--self scores with dot or scaled_dot (the default), not --score additive");
+  for (const char* option : {"--words", "--wq", "--wk", "--wv", "--wo", "--heads"})
+    CHECK(refusal({option, "1"}) == std::string(option) + " needs --self (the sentence of self-attention)");
+  CHECK(refusal({"--self", X, "--wq", "1,0;0,1"}) == "--wq has 2 rows but each word of --self has 3 numbers (Q = X W_Q, K = X W_K, V = X W_V)");
+  CHECK(refusal({"--self", X, "--wk", "1,0;0,1;1,1"}) ==
+        "--wk has 2 columns but W_Q (the identity: --wq not given) has 3 columns (the queries and the keys need the same size, h·d_k)");
+  CHECK(refusal({"--self", X, "--heads", "2"}) == "--heads 2 does not divide the 3 columns of W_Q (each head takes columns / h of them)");
+  CHECK(refusal({"--self", X, "--wq", "1,0;0,1;1,1", "--wk", "1,0;0,1;1,1", "--heads", "2"}) ==
+        "--heads 2 does not divide the 3 columns of W_V (each head takes columns / h of them)");
+  CHECK(refusal({"--self", X, "--wo", "1,0;0,1"}) ==
+        "--wo has 2 rows but W_V (the identity: --wv not given) has 3 columns (Y = [Z_1 … Z_h] W_O)");
+  CHECK(refusal({"--self", X, "--heads", "0"}) == "--heads: 0 is outside 1..1024");
+  CHECK(refusal({"--self", X, "--words", "I,drink"}) == "--words gives 2 labels but there are 3 words");
+  CHECK(refusal({"--self", "1e200,0;0,1", "--score", "dot"}).find("are not finite") != std::string::npos);
+  CHECK(refusal({"--dot-vs-scaled", "--score", "scaled_dot"}) == "--dot-vs-scaled shows both dot and scaled_dot: leave out --score");
+  CHECK(refusal({"--dot-vs-scaled", "--no-attention"}) == "--dot-vs-scaled shows the two maps: leave out --no-attention");
+  CHECK(refusal({"--self", X, "--heads", "3"}).empty());  // d_k = 1: three heads of one column each
 }

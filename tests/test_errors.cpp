@@ -1037,7 +1037,8 @@ TEST_CASE("errors: attn-calc refuses the remaining malformed inputs", "[errors][
   CHECK(refusal({"--q", "1,0,0", "--notes", "@"}) == "--notes: '@' needs a file name");
   CHECK(refusal({"--score", "additive", "--q", "1", "--notes", "1", "--W1", "1;1", "--W2", "1;1", "--v", "1,1;1,1"}) ==
         "--v must be one row or one column of numbers, not 2x2");
-  CHECK(refusal({"--mask", "1,0;0,1"}) == "--mask must be one row or one column of 0s and 1s, not 2x2");
+  CHECK(refusal({"--mask", "1,0;0,1"}) ==
+        "--mask is 2x2: give one row of 3 entries (every query the same), 4 rows of 3 (one per query) or causal");
   CHECK(refusal({"--decimals", ""}) == "--decimals: \"\" is not a whole number");
   CHECK(refusal({"--decimals", "99999999999999999999"}) == "--decimals: \"99999999999999999999\" is not a whole number");
   CHECK(refusal({"--beta", "-1e999"}) == "--beta: \"-1e999\" is out of the range of a double");

@@ -397,6 +397,9 @@ TEST_CASE("heatmap_svg draws masked cells hatched and names them in the legend",
   CHECK(count(svg, ": masked</title>") == 4);
   CHECK(count(svg, ">masked</text>") == 1);                 // the legend names it
   CHECK(count(svg, ">0.000</text>") == 0);                  // a masked cell is not drawn as a 0
+  // a masked cell holds no text, so it does not widen the cells ("masked" made them 69 px, not 61)
+  const auto cell_width = [](const std::string& s) { return int_attributes(s.substr(s.find("<rect x=")), "width").front(); };
+  CHECK(cell_width(svg) == cell_width(report::heatmap_svg(r.weights, rows, cols)));
   // one entry per cell
   opt.masked = std::vector<bool>(12, false);
   opt.masked[5] = true;
@@ -498,4 +501,115 @@ TEST_CASE("a 512x512 map is a few megabytes, not 61", "[report]") {
   attn::Matrix<double> peaked(512, 512, 0.0);
   for (std::size_t i = 0; i < 512; ++i) peaked(i, (i * 7) % 512) = 1;
   CHECK(report::alignment_map_svg(peaked, labels, labels).size() < 100'000);
+}
+
+namespace {
+/// The value of attribute `name` of the element whose start tag ends just before `marker`
+/// (">head 1</text>": the <text> that holds it), or with a tooltip `marker` ("<title>…") of
+/// the cell's <rect> after it.
+int attribute_near(const std::string& svg, const std::string& marker, const std::string& name) {
+  const auto at = svg.find(marker);
+  REQUIRE(at != std::string::npos);
+  const auto start = marker.starts_with("<title>") ? svg.find("<rect", at) : svg.rfind('<', at);
+  const auto found = int_attributes(svg.substr(start, svg.find('>', start + 1) - start), name);
+  REQUIRE_FALSE(found.empty());
+  return found.front();
+}
+
+/// The fill of the cell whose tooltip is `tooltip`.
+std::string fill_of(const std::string& svg, const std::string& tooltip) {
+  const auto at = svg.find("<title>" + tooltip + "</title>");
+  REQUIRE(at != std::string::npos);
+  const auto fill = svg.find("fill=\"", at) + 6;
+  return svg.substr(fill, svg.find('"', fill) - fill);
+}
+}  // namespace
+
+TEST_CASE("heatmap_grid_svg: the maps of many heads on one colour scale, one legend, shared labels", "[report]") {
+  // two heads' 3×3 maps; head 2 holds 0.5 where head 1 holds 0.25 in cell (0, 0), and a value
+  // beyond the scale's top
+  attn::Matrix<double> h1{{0.25, 0.5, 0.25}, {0.1, 0.8, 0.1}, {0.5, 0.5, 0}};
+  attn::Matrix<double> h2{{0.5, 0.25, 0.25}, {1, 0, 0}, {0, 0.5, 0.5}};
+  const std::vector<std::string> rows{"r1", "r2", "r3"}, cols{"c1", "c2", "c3"};
+  const std::vector<report::heatmap_panel> panels{{h1.view(), "head 1"}, {h2.view(), "head <2>"}};
+  report::heatmap_options opt;
+  opt.title = "Two heads";
+  opt.hi = 0.8;
+  const std::string svg = report::heatmap_grid_svg(panels, rows, cols, opt);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg == report::heatmap_grid_svg(panels, rows, cols, opt));  // the same bytes every time
+  CHECK(count(svg, "<linearGradient") == 1);                 // one scale
+  CHECK(count(svg, "fill=\"url(#attn-scale)\"") == 1);       // one legend bar
+  CHECK(count(svg, ">0.8</text>") == 1);                     // the top tick: hi
+  CHECK(count(svg, ">head 1</text>") == 1);                  // each map under its title
+  CHECK(count(svg, ">head &lt;2&gt;</text>") == 1);
+  for (const auto& c : cols) CHECK(count(svg, ">" + c + "</text>") == 2);  // above each map
+  for (const auto& r : rows) CHECK(count(svg, ">" + r + "</text>") == 1);  // left of the row of maps
+  CHECK(count(svg, "<title>head 1: ") == 9);
+  CHECK(count(svg, "<title>head &lt;2&gt;: ") == 9);
+  // one scale: equal values, equal colours across maps; 1 beyond hi = 0.8 takes the darkest
+  CHECK(fill_of(svg, "head 1: r1 → c2: 0.500") == fill_of(svg, "head &lt;2&gt;: r1 → c1: 0.500"));
+  CHECK(fill_of(svg, "head 1: r2 → c2: 0.800") == fill_of(svg, "head &lt;2&gt;: r2 → c1: 1.000"));
+  CHECK(fill_of(svg, "head 1: r1 → c1: 0.250") != fill_of(svg, "head 1: r1 → c2: 0.500"));
+  // side by side: the second map starts right of the first, on the same line
+  const int x1 = attribute_near(svg, "<title>head 1: r1 → c1", "x");
+  const int x2 = attribute_near(svg, "<title>head &lt;2&gt;: r1 → c1", "x");
+  CHECK(x2 >= x1 + 3 * 60);
+  CHECK(attribute_near(svg, "<title>head 1: r1 → c1", "y") == attribute_near(svg, "<title>head &lt;2&gt;: r1 → c1", "y"));
+  // one column of maps: stacked, the row labels beside each map
+  const std::string stacked = report::heatmap_grid_svg(panels, rows, cols, opt, 1);
+  CHECK(attribute_near(stacked, "<title>head 1: r1 → c1", "x") == attribute_near(stacked, "<title>head &lt;2&gt;: r1 → c1", "x"));
+  CHECK(attribute_near(stacked, "<title>head &lt;2&gt;: r1 → c1", "y") > attribute_near(stacked, "<title>head 1: r3 → c1", "y"));
+  for (const auto& r : rows) CHECK(count(stacked, ">" + r + "</text>") == 2);
+  CHECK(int_attributes(stacked, "width").front() < int_attributes(svg, "width").front());
+
+  // masked cells (a causal mask) are hatched in every map, and the legend names them once
+  opt.masked = {false, true, true, false, false, true, false, false, false};
+  const std::string causal = report::heatmap_grid_svg(panels, rows, cols, opt);
+  CHECK(count(causal, "fill=\"url(#attn-masked)\"") == 2 * 3 + 1);
+  CHECK(count(causal, ": masked</title>") == 6);
+  CHECK(count(causal, ">masked</text>") == 1);
+  CHECK(count(causal, "<pattern id=\"attn-masked\"") == 1);
+
+  // what does not fit is refused, naming the function
+  CHECK_THROWS_WITH(report::heatmap_grid_svg({}, rows, cols), "attn::report::heatmap_grid_svg: the list of maps is empty");
+  const attn::Matrix<double> small(2, 3, 0.5);
+  CHECK_THROWS_AS(report::heatmap_grid_svg({{h1.view(), "a"}, {small.view(), "b"}}, rows, cols), attn::dimension_error);
+  report::heatmap_options flat;
+  flat.lo = flat.hi = 1;
+  CHECK_THROWS_AS(report::heatmap_grid_svg(panels, rows, cols, flat), attn::domain_error);
+  opt.masked = {true, false};
+  CHECK_THROWS_AS(report::heatmap_grid_svg(panels, rows, cols, opt), attn::dimension_error);
+}
+
+TEST_CASE("heatmap_grid_svg fits a lesson column: maps wrap into rows, large maps shrink", "[report]") {
+  // 8 heads of a 4-word sentence: too wide in one row of 760 px, so rows of equal counts
+  std::vector<attn::Matrix<double>> maps(8, attn::Matrix<double>(4, 4, 0.25));
+  std::vector<report::heatmap_panel> panels;
+  for (std::size_t i = 0; i < maps.size(); ++i) panels.push_back({maps[i].view(), "head " + std::to_string(i + 1)});
+  const std::vector<std::string> words{"the", "cat", "sat", "down"};
+  const std::string svg = report::heatmap_grid_svg(panels, words, words);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(int_attributes(svg, "width").front() <= 760);
+  std::vector<int> title_ys;
+  for (int i = 1; i <= 8; ++i) title_ys.push_back(attribute_near(svg, ">head " + std::to_string(i) + "</text>", "y"));
+  CHECK(title_ys[0] == title_ys[1]);  // two maps to a row: four rows
+  CHECK(title_ys[1] < title_ys[2]);
+  CHECK(title_ys[2] == title_ys[3]);
+  CHECK(title_ys[5] < title_ys[6]);
+  CHECK(count(svg, ">0.250</text>") == 8 * 16);  // the values still fit their cells
+  // without a limit: one row of eight
+  report::heatmap_options wide;
+  wide.max_width = 0;
+  const std::string one_row = report::heatmap_grid_svg(panels, words, words, wide);
+  CHECK(attribute_near(one_row, ">head 1</text>", "y") == attribute_near(one_row, ">head 8</text>", "y"));
+  // two maps of 40×40 side by side: smaller cells, both in the column, values in the tooltips
+  attn::Matrix<double> big(40, 40, 0.025);
+  const std::vector<std::string> labels = numbered("w", 40);
+  const std::string two = report::heatmap_grid_svg({{big.view(), "dot"}, {big.view(), "scaled"}}, labels, labels, {}, 2);
+  CHECK(attn_test::xml_problem(two) == "");
+  CHECK(int_attributes(two, "width").front() <= 760);
+  CHECK(count(two, ">0.025</text>") == 0);
+  CHECK(count(two, ": 0.025</title>") == 2 * 1600);
+  for (const int size : int_attributes(two, "font-size")) CHECK(size >= 12);
 }

@@ -32,6 +32,7 @@
 
 #include "attn/matrix.hpp"
 #include "attn/report/detail/utf8.hpp"
+#include "attn/softmax.hpp"  // causal_keys: which notes a query sees under causal
 #include "attn/report/format.hpp"
 
 namespace attn_calc {
@@ -133,6 +134,8 @@ struct config {
   std::vector<double> v;                  ///< additive: k
   double beta = 1.0;                      ///< sharpness: scores are multiplied by beta
   std::vector<char> mask;                 ///< empty, or one 0/1 per note (0 masks it out)
+  std::vector<char> row_mask;             ///< empty, or T × n 0/1, row-major: row t for query t
+  bool causal = false;                    ///< --mask causal: query t sees notes 1 … t + n − T (from 1)
   std::vector<std::string> query_labels;  ///< one per query
   std::vector<std::string> note_labels;   ///< one per note
   int decimals = 3;                       ///< digits after the point in printed numbers
@@ -147,6 +150,23 @@ struct config {
   double scale_lo = 0.0, scale_hi = 1.0;  ///< svg: the colour scale's range
   std::string latex_label = "attn";       ///< latex: the tables' \\label prefix (attn:map, ...)
   bool help = false;                      ///< --help: print the help and nothing else
+  /// --self: self-attention of the sentence X, which is both the queries and the notes (one
+  /// word per row), labelled by --words; W_Q, W_K (d_model × h·d_k) and W_V (d_model × h·d_v)
+  /// default to the identity (left empty here), W_O (h·d_v × d_out) to none.
+  bool self_attention = false;
+  matrix WQ, WK, WV, WO;
+  std::size_t heads = 1;                  ///< --heads: h, PyTorch's layout
+  bool dot_vs_scaled = false;             ///< --dot-vs-scaled: the dot map and the scaled-dot map
+  /// Whether query t may attend to note j: the key mask, the row mask and causal all allow it.
+  [[nodiscard]] bool allowed(std::size_t t, std::size_t j) const noexcept {
+    const std::size_t T = queries.rows, n = notes.rows;
+    return (mask.empty() || mask[j] != 0) && (row_mask.empty() || row_mask[t * n + j] != 0) &&
+           (!causal || j < attn::detail::causal_keys(t, T, n));
+  }
+  /// Whether the queries have masks of their own (causal, a mask matrix), not one for all.
+  [[nodiscard]] bool per_row_mask() const noexcept { return causal || !row_mask.empty(); }
+  /// What the rows of the notes are called in messages: "word" (--self) or "note".
+  [[nodiscard]] const char* note_noun() const noexcept { return self_attention ? "word" : "note"; }
   [[nodiscard]] bool keys_and_values() const noexcept { return !values.empty(); }
   /// The values the contexts blend: --values, or the notes.
   [[nodiscard]] const matrix& blended() const noexcept { return values.empty() ? notes : values; }
@@ -495,12 +515,74 @@ inline void check_sizes(const config& c) {
                                  std::to_string(n) + " (one value per key)");
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
-                                 " but " + there_are(n, "note"));
-  need(c.note_labels.size() == n, "--note-labels gives " + count(c.note_labels.size(), "label") +
-                                      " but " + there_are(n, "note"));
+                                 " but " + there_are(n, c.note_noun()));
+  need(c.note_labels.size() == n, (c.self_attention ? "--words gives " : "--note-labels gives ") +
+                                      count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()));
   need(c.query_labels.size() == c.queries.rows,
        "--query-labels gives " + count(c.query_labels.size(), "label") + " but " +
            there_are(c.queries.rows, "query", "queries"));
+}
+
+/// "--wq has 4 columns" or, when the option is not given, "W_Q (the identity: --wq not given) has 3 columns".
+inline std::string projection_columns(const matrix& m, std::string_view option, std::string_view name, std::size_t d) {
+  if (m.empty()) return std::string(name) + " (the identity: " + std::string(option) + " not given) has " + count(d, "column");
+  return std::string(option) + " has " + count(m.cols, "column");
+}
+
+/// --self's checks: W_Q, W_K and W_V have a row per number of a word, W_Q and W_K as many
+/// columns, h divides the columns of W_Q and of W_V, and W_O has a row per column of W_V.
+inline void check_projections(const config& c) {
+  const std::size_t d = c.queries.cols;
+  for (const auto& [m, option] : {std::pair<const matrix&, std::string_view>{c.WQ, "--wq"}, {c.WK, "--wk"}, {c.WV, "--wv"}})
+    need(m.empty() || m.rows == d, std::string(option) + " has " + count(m.rows, "row") + " but each word of --self has " +
+                                       count(d, "number") + " (Q = X W_Q, K = X W_K, V = X W_V)");
+  const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
+  need(dq == dk, projection_columns(c.WK, "--wk", "W_K", d) + " but " + projection_columns(c.WQ, "--wq", "W_Q", d) +
+                     " (the queries and the keys need the same size, h·d_k)");
+  for (const auto& [cols, name] : {std::pair<std::size_t, std::string_view>{dq, "W_Q"}, {dv, "W_V"}})
+    need(cols % c.heads == 0, "--heads " + std::to_string(c.heads) + " does not divide the " + count(cols, "column") +
+                                  " of " + std::string(name) + " (each head takes columns / h of them)");
+  need(c.WO.empty() || c.WO.rows == dv, "--wo has " + count(c.WO.rows, "row") + " but " +
+                                            (c.WV.empty() ? "W_V (the identity: --wv not given)" : "--wv") + " has " +
+                                            count(dv, "column") + " (Y = [Z_1 … Z_h] W_O)");
+}
+
+/// Reads every --mask into c (the queries and notes already read): `causal`; one 0/1 per note,
+/// as a row or a column (every query the same); or a matrix of T rows of n (a row per query).
+/// Several combine: every one must allow a note.
+inline void read_masks(config& c, const std::vector<std::string_view>& values) {
+  const std::size_t T = c.queries.rows, n = c.notes.rows;
+  const std::string query = c.self_attention ? "word" : "query";
+  for (const std::string_view value : values) {
+    if (trim(value) == "causal") {
+      need(!c.causal, "--mask causal is given twice");
+      c.causal = true;
+      continue;
+    }
+    const matrix m = matrix_argument(value, "--mask");
+    for (const double x : m.data) need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
+    const bool one_row = m.rows == 1 || (m.cols == 1 && m.rows == n && n > 1);
+    if (one_row || (m.cols == 1 && !(n == 1 && m.rows == T))) {
+      need(m.data.size() == n, "--mask has " + count(m.data.size(), "entry", "entries") + " but " +
+                                   there_are(n, c.note_noun()));
+      if (c.mask.empty()) c.mask.assign(n, 1);
+      for (std::size_t j = 0; j < n; ++j) c.mask[j] = static_cast<char>(c.mask[j] != 0 && m.data[j] == 1.0);
+      continue;
+    }
+    need(m.rows == T && m.cols == n,
+         "--mask is " + std::to_string(m.rows) + "x" + std::to_string(m.cols) + ": give one row of " +
+             count(n, "entry", "entries") + " (every " + query + " the same), " + count(T, "row") + " of " +
+             std::to_string(n) + " (one per " + query + ") or causal");
+    if (c.row_mask.empty()) c.row_mask.assign(T * n, 1);
+    for (std::size_t k = 0; k < T * n; ++k) c.row_mask[k] = static_cast<char>(c.row_mask[k] != 0 && m.data[k] == 1.0);
+  }
+}
+
+/// The d × d identity: a projection not given.
+inline matrix identity(std::size_t d) {
+  matrix m{d, d, std::vector<double>(d * d, 0.0)};
+  for (std::size_t i = 0; i < d; ++i) m.data[i * d + i] = 1;
+  return m;
 }
 
 inline std::vector<std::string> numbered(std::string_view stem, std::size_t n) {
@@ -552,20 +634,24 @@ inline constexpr double max_jacobian_work = 5e8;
     std::string_view value;
     bool given = false;
   };
-  raw score, format, q, notes, keys, values, W, W1, W2, v, beta, mask, note_labels, query_labels, decimals, title,
-      row_axis, col_axis, scale, label;
+  raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
+      row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads;
+  std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
       {"--notes", &notes},       {"--keys", &keys},               {"--values", &values},
       {"--W", &W},               {"--W1", &W1},                   {"--W2", &W2},
-      {"--v", &v},               {"--beta", &beta},               {"--mask", &mask},
+      {"--v", &v},               {"--beta", &beta},
       {"--note-labels", &note_labels}, {"--query-labels", &query_labels}, {"--decimals", &decimals},
       {"--title", &title},       {"--row-axis", &row_axis},       {"--col-axis", &col_axis},
-      {"--scale", &scale},       {"--label", &label}};
-  bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false;
+      {"--scale", &scale},       {"--label", &label},             {"--self", &self},
+      {"--words", &words},       {"--wq", &wq},                   {"--wk", &wk},
+      {"--wv", &wv},             {"--wo", &wo},                   {"--heads", &heads}};
+  bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
+       dot_vs_scaled = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
                                                       {"--no-attention", &no_attention}, {"--map-only", &map_only},
-                                                      {"--no-values", &no_values}};
+                                                      {"--no-values", &no_values},   {"--dot-vs-scaled", &dot_vs_scaled}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -589,6 +675,11 @@ inline constexpr double max_jacobian_work = 5e8;
       detail::need(!has_inline, std::string(name) + " takes no value");
       detail::need(!*flag, std::string(name) + " is given twice");
       *flag = true;
+      continue;
+    }
+    if (name == "--mask") {
+      detail::need(has_inline || i + 1 < args.size(), "--mask needs a value");
+      masks.push_back(has_inline ? inline_value : args[++i]);
       continue;
     }
     raw* slot = nullptr;
@@ -653,6 +744,32 @@ inline constexpr double max_jacobian_work = 5e8;
                                       {"--steps", steps}, {"--no-attention", no_attention}})
     detail::need(!map_only || !given, "--map-only prints the map alone: leave out " + std::string(option));
 
+  // --self computes the queries, keys and values itself; its options mean nothing without it
+  const std::pair<std::string_view, const raw&> self_only[] = {
+      {"--words", words}, {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads}};
+  for (const auto& [option, given] : self_only)
+    detail::need(self.given || !given.given, std::string(option) + " needs --self (the sentence of self-attention)");
+  if (self.given) {
+    const std::pair<std::string_view, bool> not_with_self[] = {
+        {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
+        {"--query-labels", query_labels.given}, {"--note-labels", note_labels.given}};
+    for (const auto& [option, given] : not_with_self)
+      detail::need(!given, "--self takes the queries, keys and values from the sentence: leave out " + std::string(option) +
+                               (option.ends_with("labels") ? " (--words names the words)" : ""));
+    for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
+                                        {"--steps", steps}, {"--no-attention", no_attention}})
+      detail::need(!given, std::string(option) + " is for --q and --notes, not --self");
+    detail::need(c.score == score_kind::dot || c.score == score_kind::scaled_dot,
+                 "--self scores with dot or scaled_dot (the default), not --score " + std::string(score_name(c.score)));
+    if (!score.given) c.score = score_kind::scaled_dot;  // 1/√d_k, as every transformer
+  }
+  if (dot_vs_scaled) {
+    detail::need(!score.given, "--dot-vs-scaled shows both dot and scaled_dot: leave out --score");
+    for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
+                                        {"--steps", steps}, {"--no-attention", no_attention}})
+      detail::need(!given, "--dot-vs-scaled shows the two maps: leave out " + std::string(option));
+  }
+
   // Parameters a score does not use are refused: they are almost always a mistake.
   const bool general = c.score == score_kind::general, additive = c.score == score_kind::additive;
   detail::need(!W.given || general, "--W is only used by --score general");
@@ -667,7 +784,20 @@ inline constexpr double max_jacobian_work = 5e8;
                                                         "contexts blend the values)");
   const bool own_notes = notes.given || keys.given;
 
-  if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
+  if (self.given) {
+    c.self_attention = true;
+    c.queries = matrix_argument(self.value, "--self");
+    c.notes = c.queries;  // every word asks every word
+    c.query_labels = detail::numbered("x", c.queries.rows);
+    if (words.given) c.query_labels = labels_argument(words.value, "--words");
+    c.note_labels = c.query_labels;
+    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
+    for (const auto& [text, option, target] :
+         {std::tuple<const raw&, std::string_view, matrix&>{wq, "--wq", c.WQ}, {wk, "--wk", c.WK}, {wv, "--wv", c.WV},
+          {wo, "--wo", c.WO}})
+      if (text.given) target = matrix_argument(text.value, option);
+    detail::check_projections(c);
+  } else if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;
   } else {
@@ -696,21 +826,13 @@ inline constexpr double max_jacobian_work = 5e8;
                  "--score additive needs --W1, --W2 and --v (or none of them, --q and --notes, for the "
                  "unit's example)");
   }
-  if (q.given) c.query_labels = detail::numbered("q", c.queries.rows);
+  if (q.given && !self.given) c.query_labels = detail::numbered("q", c.queries.rows);
   if (own_notes || c.example == unit_example::e5_additive) c.note_labels = detail::numbered("h", c.notes.rows);
   if (c.example == unit_example::e5_additive) c.query_labels = {"q"};
 
   if (beta.given) c.beta = parse_number(beta.value, "--beta");
   if (decimals.given) c.decimals = parse_int(decimals.value, "--decimals", 0, 17);
-  if (mask.given) {
-    const matrix m = matrix_argument(mask.value, "--mask");
-    detail::need(m.rows == 1 || m.cols == 1, "--mask must be one row or one column of 0s and 1s, not " +
-                                                 std::to_string(m.rows) + "x" + std::to_string(m.cols));
-    for (const double x : m.data) {
-      detail::need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
-      c.mask.push_back(x == 1.0 ? 1 : 0);
-    }
-  }
+  detail::read_masks(c, masks);
   if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
   if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
   for (const auto& [option, text, target] :
@@ -744,6 +866,7 @@ inline constexpr double max_jacobian_work = 5e8;
   c.steps = steps;
   c.no_attention = no_attention;
   c.map_only = map_only;
+  c.dot_vs_scaled = dot_vs_scaled;
   c.values_shown = !no_values;
   detail::check_sizes(c);
   if (c.jacobian) {
@@ -796,12 +919,41 @@ Inputs
   --beta B            sharpness, "how sure": the scores are multiplied by B (default 1)
                         e.g. --beta 2
   --mask M            one 1 (keep) or 0 (mask out) per note, as a row or a column; a
-                      masked note gets weight 0
-                        e.g. --mask 1,1,0
+                      masked note gets weight 0. Or a matrix, one row per query (a 0
+                      masks that note for that query), or causal: query t sees notes
+                      1..t + n - T (n notes, T queries). Give --mask several times to
+                      combine them: every one must allow a note
+                        e.g. --mask 1,1,0    --mask causal    --mask "1,0,0;1,1,0"
+                             --mask causal --mask @padding.txt
   --note-labels L     names of the notes, separated by ',', or @file: one per line
                         e.g. --note-labels I,drink,tea    or --note-labels @words.txt
   --query-labels L    names of the queries, separated by ',', or @file: one per line
                         e.g. --query-labels "मैं,चाय,पीता,हूँ"
+
+Self-attention (every word asks every word: Q = X W_Q, K = X W_K, V = X W_V)
+  --self X            the sentence X, one word per row: self-attention with projections
+                      prints X, Q, K, V, the scores, the map(s) and Y; the score is
+                      scaled_dot (S = Q K^T / sqrt d_k) unless --score dot
+                        e.g. --self "1,0,0;0,1,0;0,0,1" --words I,drink,tea
+  --words L           with --self: names of the words, for the rows and the columns,
+                      separated by ',', or @file: one per line (default x1, x2, ...)
+                        e.g. --words I,drink,tea    --words @words.txt
+  --wq W              with --self: W_Q, d_model x h*d_k (default: the identity)
+                        e.g. --wq @wq.csv    --wq "1,0;0,1;1,1"
+  --wk W              with --self: W_K, d_model x h*d_k (default: the identity)
+                        e.g. --wk @wk.csv
+  --wv W              with --self: W_V, d_model x h*d_v (default: the identity)
+                        e.g. --wv @wv.csv
+  --wo W              with --self: W_O, h*d_v x d_out; Y = [Z_1 ... Z_h] W_O (default:
+                      none, Y is the heads' outputs side by side)
+                        e.g. --heads 2 --wo @wo.csv
+  --heads H           with --self: H heads; head i takes columns (i-1)*d_k+1..i*d_k of
+                      Q and K and (i-1)*d_v+1..i*d_v of V (PyTorch's layout); svg draws
+                      the heads' maps as one grid on one colour scale (default 1)
+                        e.g. --self @x.csv --wq @wq.csv --wk @wk.csv --wv @wv.csv --heads 2
+  --dot-vs-scaled     the dot map and the scaled-dot map (divided by sqrt d) of the same
+                      input, side by side: both tables, and an svg of the two maps
+                        e.g. --q 1,1,1,1 --notes "1,1,1,1;0.5,0.5,0.5,0.5;0,0,0,0" --dot-vs-scaled
 
 Output (on stdout)
   --format F          text (default), md, latex, json, csv (the map, a row per query),

@@ -7,8 +7,13 @@
 ///                    the Jacobians when asked, and a `checks` block;
 ///   csv, csv-long    the map: wide (a row per query) or long (a row per cell);
 ///   svg              the map as a heatmap.
+/// --self and --dot-vs-scaled print every map: its scores and weights in the documents (--self
+/// also X, Q, K, V, Z and Y), a map per entry of JSON's `maps` and a first column `map` in CSV,
+/// and one SVG grid of the maps on one colour scale. With masks per query (causal, a mask
+/// matrix) the tables show a masked weight as — and the SVG hatches it.
 /// Every number printed is rounded from the unrounded result (row sums too).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -90,6 +95,18 @@ inline block heading(report::cell c) { return {block::kind::heading, std::move(c
 inline block paragraph(report::cell c) { return {block::kind::paragraph, std::move(c), {}}; }
 inline block table_block(report::table t) { return {block::kind::table, {}, std::move(t)}; }
 
+/// "√16 = 4", "√2 ≈ 1.414" (text; LaTeX with \\sqrt{} and \\approx).
+inline report::cell root_text(std::size_t d) {
+  const double root = std::sqrt(static_cast<double>(d));
+  const std::string n = std::to_string(d);
+  if (root == std::floor(root)) {
+    const std::string r = std::to_string(static_cast<std::size_t>(root));
+    return {"√" + n + " = " + r, "\\sqrt{" + n + "} = " + r};
+  }
+  const std::string r = report::fixed(root, 3);
+  return {"√" + n + " ≈ " + r, "\\sqrt{" + n + "} \\approx " + r};
+}
+
 /// "< 1e-10" as text and LaTeX: the smallest power of ten not below x (x = 0: "= 0").
 inline report::cell bound(double x) {
   if (!std::isfinite(x)) return {"is not finite (the inputs are too large)", "is not finite"};
@@ -118,28 +135,60 @@ inline report::cell score_formula(const config& c) {
   return {"dot, s_tj = q_t · " + h + "_j", "dot, $s_{tj} = \\mathbf q_t \\cdot \\mathbf " + h + "_j$"};
 }
 
-inline report::cell settings_paragraph(const config& c) {
-  const report::cell f = score_formula(c);
-  const std::string beta = report::shortest(c.beta);
-  std::string text = "Score: " + f.text + ". Sharpness β = " + beta + ".";
-  std::string latex = "Score: " + f.latex + ". Sharpness $\\beta = " + beta + "$.";
+/// The stem of a note's LaTeX fallback: x_j for --self's words, h_j for notes.
+inline const char* note_stem(const config& c) { return c.self_attention ? "x" : "h"; }
+
+/// What the masks do, as sentences (each with a leading space; none without a mask).
+inline report::cell mask_sentences(const config& c) {
+  std::string text, latex;
+  const std::string note = c.note_noun(), query = c.self_attention ? "word" : "query";
   if (!c.mask.empty()) {
     std::string names, lnames;
     for (std::size_t j = 0; j < c.mask.size(); ++j)
       if (c.mask[j] == 0) {
         names += (names.empty() ? "" : ", ") + c.note_labels[j];
         lnames += (lnames.empty() ? "" : ", ") +
-                  report::latex_label(c.note_labels[j], index_fallback("h", j));
+                  report::latex_label(c.note_labels[j], index_fallback(note_stem(c), j));
       }
     if (names.empty()) {
-      text += " The mask keeps every note.";
-      latex += " The mask keeps every note.";
+      text += " The mask keeps every " + note + ".";
+      latex += " The mask keeps every " + note + ".";
     } else {
       text += " Masked out (weight 0): " + names + ".";
       latex += " Masked out (weight 0): " + lnames + ".";
     }
   }
+  if (c.causal) {
+    const std::size_t T = c.queries.rows, n = c.notes.rows;
+    std::string last = "t", llast = "$1 \\dots t$";
+    if (n != T) {  // decoding with a cache: the queries are the last T of n positions
+      const std::string k = std::to_string(n > T ? n - T : T - n);
+      const std::string sizes = ", n = " + std::to_string(n) + " " + note + "s, T = " + std::to_string(T) + " " +
+                                (T == 1 ? query : c.self_attention ? "words" : "queries") + ")";
+      last = "t " + std::string(n > T ? "+ " : "− ") + k + " (1 … t + n − T" + sizes;
+      llast = "$1 \\dots t " + std::string(n > T ? "+ " : "- ") + k + "$ ($1 \\dots t + n - T$" + sizes;
+    }
+    text += " Causal mask: " + query + " t sees " + note + "s 1 … " + last + ".";
+    latex += " Causal mask: " + query + " $t$ sees " + note + "s " + llast + ".";
+  }
+  if (!c.row_mask.empty()) {
+    const std::string m = " A mask matrix gives each " + query + " its own " + note + "s (a 0 masks one).";
+    text += m;
+    latex += m;
+  }
+  if (c.per_row_mask()) {
+    text += " A masked entry is shown as —.";
+    latex += " A masked entry is shown as ---.";
+  }
   return {text, latex};
+}
+
+inline report::cell settings_paragraph(const config& c) {
+  const report::cell f = score_formula(c);
+  const std::string beta = report::shortest(c.beta);
+  const report::cell masks = mask_sentences(c);
+  return {"Score: " + f.text + ". Sharpness β = " + beta + "." + masks.text,
+          "Score: " + f.latex + ". Sharpness $\\beta = " + beta + "$." + masks.latex};
 }
 
 inline std::string ql(const config& c, std::size_t t) {  // a query's label for LaTeX
@@ -161,19 +210,50 @@ inline report::table labelled(report::table t, const config& c, const std::strin
 
 /// The map: the weights with each row's sum, under --title or a title that says what the rows
 /// sum to.
+/// `t` (a row per query, a column per note after the label) with every entry a mask of its own
+/// per query forbids shown as — (its weight is 0).
+inline report::table dash_masked(report::table t, const config& c) {
+  if (!c.per_row_mask()) return t;
+  for (std::size_t q = 0; q < c.queries.rows; ++q)
+    for (std::size_t j = 0; j < c.notes.rows; ++j)
+      if (!c.allowed(q, j)) t.rows[q][j + 1] = report::cell("—", "---");
+  return t;
+}
+
+/// A map's table: the weights with each row's sum; with masks of their own per query, a
+/// masked weight shown as — (it is 0).
+inline report::table weights_table(const config& c, const attn::Matrix<double>& weights,
+                                   const std::vector<double>& row_sums, const std::vector<report::cell>& queries,
+                                   const std::vector<report::cell>& notes_masked, report::cell title) {
+  auto map = report::matrix_table(weights, queries, notes_masked, c.decimals, {}, std::move(title));
+  map.header.emplace_back("sum", "$\\sum_j$");
+  for (std::size_t t = 0; t < weights.rows(); ++t) map.rows[t].push_back(report::number_cell(row_sums[t], c.decimals));
+  return dash_masked(std::move(map), c);
+}
+
+/// What a map's rows sum to, for its title: "each row sums to 1", and with masks of their own
+/// per query "…; — masked".
+inline report::cell sums_text(const config& c, const attn::Matrix<double>& weights) {
+  if (!c.per_row_mask()) {
+    bool none_kept = !c.mask.empty();
+    for (const char m : c.mask) none_kept = none_kept && m == 0;
+    const std::string s = none_kept ? "every " + std::string(c.note_noun()) + " is masked out, so every weight is 0"
+                                    : "each row sums to 1";
+    return {s, s};
+  }
+  const std::string sums = report::row_sums_text(weights);
+  return {sums + "; — masked", sums + "; --- masked"};
+}
+
+/// The map: the weights with each row's sum, under --title or a title that says what the rows
+/// sum to.
 inline report::table map_table(const config& c, const results& r, const std::vector<report::cell>& queries,
                                const std::vector<report::cell>& notes_masked) {
-  bool none_kept = !c.mask.empty();
-  for (const char m : c.mask) none_kept = none_kept && m == 0;
-  const std::string sums = none_kept ? "every note is masked out, so every weight is 0" : "each row sums to 1";
-  report::cell title{"Weights α_tj: the alignment map (" + sums + ")",
-                     "Weights $\\alpha_{tj}$: the alignment map (" + sums + ")"};
+  const report::cell sums = sums_text(c, r.weights);
+  report::cell title{"Weights α_tj: the alignment map (" + sums.text + ")",
+                     "Weights $\\alpha_{tj}$: the alignment map (" + sums.latex + ")"};
   if (c.title) title = report::cell(*c.title);
-  auto map = report::matrix_table(r.weights, queries, notes_masked, c.decimals, {}, title);
-  map.header.emplace_back("sum", "$\\sum_j$");
-  for (std::size_t t = 0; t < c.queries.rows; ++t)
-    map.rows[t].push_back(report::number_cell(r.row_sums[t], c.decimals));
-  return labelled(std::move(map), c, "map");
+  return labelled(weights_table(c, r.weights, r.row_sums, queries, notes_masked, std::move(title)), c, "map");
 }
 
 /// --steps: e^(β s_tj) (or shifted, see results::exps) and their sum, one row per query.
@@ -193,7 +273,7 @@ inline report::table exp_table(const config& c, const results& r, const std::vec
   auto t = report::matrix_table(r.exps, queries, notes_masked, c.decimals, {}, title);
   t.header.emplace_back("sum", "sum");
   for (std::size_t q = 0; q < c.queries.rows; ++q) t.rows[q].push_back(report::number_cell(r.exp_sums[q], c.decimals));
-  return labelled(std::move(t), c, "exp");
+  return labelled(dash_masked(std::move(t), c), c, "exp");
 }
 
 /// --steps, additive: W1 h_j + W2 q_t and its tanh for query t, one row per note.
@@ -218,10 +298,215 @@ inline report::table hidden_table(const config& c, const results& r, std::size_t
 
 }  // namespace detail
 
+namespace detail {
+
+/// The tables of the notes (or the keys and the values) and of the queries, as given.
+inline void add_input_tables(const config& c, std::vector<block>& doc) {
+  using report::matrix_table;
+  const auto queries = label_cells(c.query_labels, "q");
+  const auto notes = label_cells(c.note_labels, "h");
+  auto table = [&](report::table t, const std::string& name) {
+    doc.push_back(table_block(labelled(std::move(t), c, name)));
+  };
+  if (c.keys_and_values()) {
+    table(matrix_table(c.notes.view(), notes, component_cells(c.notes.cols), -1, {},
+                       {"Keys k_j (one row per note; the scores look at them)", "Keys $\\mathbf k_j$"}),
+          "keys");
+    table(matrix_table(c.values.view(), notes, component_cells(c.values.cols), -1, {},
+                       {"Values v_j (one row per note; the contexts blend them)", "Values $\\mathbf v_j$"}),
+          "values");
+  } else {
+    table(matrix_table(c.notes.view(), notes, component_cells(c.notes.cols), -1, {},
+                       {"Notes h_j (one row per note)", "Notes $\\mathbf h_j$"}),
+          "notes");
+  }
+  table(matrix_table(c.queries.view(), queries, component_cells(c.queries.cols), -1, {},
+                     {"Queries q_t (one row per query)", "Queries $\\mathbf q_t$"}),
+        "queries");
+}
+
+/// A map's name for a LaTeX label: "head 1" → "head1", "scaled_dot, head 2" → "scaled-dot-head2".
+inline std::string slug(std::string_view name) {
+  std::string out;
+  for (const char ch : name) {
+    if (ch == ' ') continue;
+    out += ch == '_' || ch == ',' ? '-' : ch;
+  }
+  return out;
+}
+
+/// The subscript of head i's matrices: "_1" (and LaTeX "_{1}") with many heads, "" with one.
+inline report::cell head_sub(const config& c, std::size_t i) {
+  if (c.heads == 1) return {"", ""};
+  return {"_" + std::to_string(i + 1), "_{" + std::to_string(i + 1) + "}"};
+}
+
+/// The scores' and the weights' tables of map p (head i of --self, or one of --dot-vs-scaled's).
+inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, std::vector<block>& doc,
+                           bool scores_too) {
+  const char* stem = note_stem(c);
+  const auto queries = label_cells(c.query_labels, c.self_attention ? "x" : "q");
+  const auto notes_masked = label_cells(c.note_labels, stem, c.mask);
+  const std::string name = p.name.empty() ? "" : ", " + p.name, lname = report::latex_escape(name);
+  const std::string id = p.name.empty() ? "" : "-" + slug(p.name);
+  const report::cell sub = head_sub(c, i), sums = sums_text(c, p.weights);
+  const std::string b = c.beta != 1 ? "β " : "", lb = c.beta != 1 ? "\\beta " : "";
+  report::cell scores, weights;
+  if (c.self_attention) {
+    scores = {"Scores" + name + ": S" + sub.text + " = Q" + sub.text + " K" + sub.text + "ᵀ" + (p.scaled ? " / √d_k" : "") +
+                  " (before β and the masks)",
+              "Scores" + lname + ": $S" + sub.latex + " = Q" + sub.latex + " K" + sub.latex + "^{\\mathsf T}" +
+                  (p.scaled ? " / \\sqrt{d_k}" : "") + "$ (before $\\beta$ and the masks)"};
+    weights = {"Weights" + name + ": A" + sub.text + " = softmax(" + b + "S" + sub.text + "), the map (" + sums.text + ")",
+               "Weights" + lname + ": $A" + sub.latex + " = \\operatorname{softmax}(" + lb + "S" + sub.latex +
+                   ")$, the map (" + sums.latex + ")"};
+  } else {
+    const std::string h = c.keys_and_values() ? "k" : "h";
+    scores = {"Scores" + name + ": s_tj = q_t · " + h + "_j" + (p.scaled ? " / √d" : ""),
+              "Scores" + lname + ": $s_{tj} = \\mathbf q_t \\cdot \\mathbf " + h + "_j" +
+                  (p.scaled ? " / \\sqrt d" : "") + "$"};
+    weights = {"Weights" + name + ": α_tj, the map (" + sums.text + ")",
+               "Weights" + lname + ": $\\alpha_{tj}$, the map (" + sums.latex + ")"};
+  }
+  if (c.title) weights = report::cell(*c.title + (p.name.empty() ? "" : ": " + p.name));
+  if (scores_too)
+    doc.push_back(table_block(labelled(report::matrix_table(p.scores, queries, notes_masked, c.decimals, {}, scores),
+                                       c, "scores" + id)));
+  doc.push_back(table_block(labelled(weights_table(c, p.weights, p.row_sums, queries, notes_masked, weights), c,
+                                     "map" + id)));
+}
+
+/// "W_Q, W_K and W_V" of the projections not given (the identity), or "".
+inline std::string identity_names(const config& c) {
+  std::vector<std::string> names;
+  for (const auto& [m, name] : {std::pair<const matrix&, const char*>{c.WQ, "W_Q"}, {c.WK, "W_K"}, {c.WV, "W_V"}})
+    if (m.empty()) names.emplace_back(name);
+  std::string out;
+  for (std::size_t k = 0; k < names.size(); ++k) out += (k == 0 ? "" : k + 1 == names.size() ? " and " : ", ") + names[k];
+  return out;
+}
+
+/// --self's heading and paragraph: the formulas with their sizes, β, the masks.
+inline void add_self_intro(const config& c, const results& r, std::vector<block>& doc) {
+  const std::size_t T = c.queries.rows, h = c.heads, dk = r.Q.cols() / h, dv = r.V.cols() / h;
+  const std::string what = "attn-calc: self-attention of " + std::to_string(T) + (T == 1 ? " word" : " words") +
+                           (h == 1 ? "" : ", " + std::to_string(h) + " heads") +
+                           (c.dot_vs_scaled ? ", dot against scaled_dot" : "");
+  doc.push_back(heading({what, report::latex_escape(what)}));
+  const std::string ids = identity_names(c);
+  const std::string k = std::to_string(dk), v = std::to_string(dv);
+  std::string text = "Every word asks every word: Q = X W_Q, K = X W_K, V = X W_V" +
+                     (ids.empty() ? "" : " (" + ids + ": the identity, not given)") + ".";
+  std::string latex = "Every word asks every word: $Q = X W_Q$, $K = X W_K$, $V = X W_V$" +
+                      (ids.empty() ? "" : " ($" + ids + "$: the identity, not given)") + ".";
+  if (h > 1) {  // "columns (i − 1)·2 + 1 … i·2", or "column i" for heads of one column
+    const auto columns = [](const std::string& w) -> report::cell {
+      if (w == "1") return {"column i", "column $i$"};
+      return {"columns (i − 1)·" + w + " + 1 … i·" + w, "columns $(i - 1) \\cdot " + w + " + 1 \\dots i \\cdot " + w + "$"};
+    };
+    text += " " + std::to_string(h) + " heads: head i takes " + columns(k).text + " of Q and K (d_k = " + k + ") and " +
+            columns(v).text + " of V (d_v = " + v + ").";
+    latex += " " + std::to_string(h) + " heads: head $i$ takes " + columns(k).latex + " of $Q$ and $K$ ($d_k = " + k +
+             "$) and " + columns(v).latex + " of $V$ ($d_v = " + v + "$).";
+  }
+  const report::cell root = root_text(dk);
+  const std::string scale_text = "S = Q Kᵀ / √d_k with d_k = " + k + " (" + root.text + ")";
+  const std::string scale_latex = "$S = Q K^{\\mathsf T} / \\sqrt{d_k}$ with $d_k = " + k + "$ ($" + root.latex + "$)";
+  if (c.dot_vs_scaled) {
+    text += " The maps with dot, S = Q Kᵀ, and with scaled_dot, " + scale_text + "; A = softmax(β S) over each row.";
+    latex += " The maps with dot, $S = Q K^{\\mathsf T}$, and with scaled\\_dot, " + scale_latex +
+             "; $A = \\operatorname{softmax}(\\beta S)$ over each row.";
+  } else {
+    const std::string y = c.WO.empty() ? (h == 1 ? "Y = A V" : "Y = [A_1 V_1 … A_h V_h]") : "Y = [A_1 V_1 … A_h V_h] W_O";
+    const std::string ly = c.WO.empty() ? (h == 1 ? "$Y = A V$" : "$Y = [A_1 V_1 \\dots A_h V_h]$")
+                                        : "$Y = [A_1 V_1 \\dots A_h V_h] W_O$";
+    text += (c.score == score_kind::scaled_dot ? " " + scale_text : std::string(" S = Q Kᵀ (dot: not divided by √d_k)")) +
+            ", A = softmax(β S) over each row, " + y + ".";
+    latex += (c.score == score_kind::scaled_dot ? " " + scale_latex
+                                                : std::string(" $S = Q K^{\\mathsf T}$ (dot: not divided by $\\sqrt{d_k}$)")) +
+             ", $A = \\operatorname{softmax}(\\beta S)$ over each row, " + ly + ".";
+  }
+  const std::string beta = report::shortest(c.beta);
+  const report::cell masks = mask_sentences(c);
+  doc.push_back(paragraph({text + " Sharpness β = " + beta + "." + masks.text,
+                           latex + " Sharpness $\\beta = " + beta + "$." + masks.latex}));
+}
+
+/// --self's document: X, the projections given, Q, K, V, every map's scores and weights, Z, Y.
+inline void add_self_tables(const config& c, const results& r, std::vector<block>& doc) {
+  using report::matrix_table;
+  const auto words = label_cells(c.query_labels, "x");
+  auto table = [&](const auto& m, const std::vector<report::cell>& rows, report::cell title, const std::string& name,
+                   int decimals) {
+    doc.push_back(table_block(labelled(matrix_table(m, rows, component_cells(m.cols()), decimals, {}, std::move(title)),
+                                       c, name)));
+  };
+  table(c.queries.view(), words, {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, "X", -1);
+  for (const auto& [m, name, option] : {std::tuple<const matrix&, const char*, const char*>{c.WQ, "W_Q", "WQ"},
+                                        {c.WK, "W_K", "WK"}, {c.WV, "W_V", "WV"}, {c.WO, "W_O", "WO"}})
+    if (!m.empty())
+      table(m.view(), component_cells(m.rows), {name, std::string("$") + name + "$"}, option, -1);
+  table(r.Q, words, {"Queries Q = X W_Q", "Queries $Q = X W_Q$"}, "Q", c.decimals);
+  table(r.K, words, {"Keys K = X W_K", "Keys $K = X W_K$"}, "K", c.decimals);
+  table(r.V, words, {"Values V = X W_V", "Values $V = X W_V$"}, "V", c.decimals);
+  for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true);
+  if (c.dot_vs_scaled) return;
+  const bool concat = c.heads > 1 || !c.WO.empty();
+  if (concat && !c.WO.empty())
+    table(r.Z, words,
+          {c.heads == 1 ? "The head's output Z = A V" : "The heads' outputs side by side, Z = [A_1 V_1 … A_h V_h]",
+           c.heads == 1 ? "The head's output $Z = A V$" : "The heads' outputs side by side, $Z = [A_1 V_1 \\dots A_h V_h]$"},
+          "Z", c.decimals);
+  const report::cell y = !c.WO.empty() ? report::cell{"Output Y = Z W_O", "Output $Y = Z W_O$"}
+                         : concat      ? report::cell{"Output Y = [A_1 V_1 … A_h V_h] (the heads' outputs side by side; no W_O)",
+                                                      "Output $Y = [A_1 V_1 \\dots A_h V_h]$ (the heads' outputs side by side; no $W_O$)"}
+                                       : report::cell{"Output Y = A V", "Output $Y = A V$"};
+  table(r.Y, words, y, "Y", c.decimals);
+}
+
+/// --dot-vs-scaled without --self: the heading, the two scores and the inputs.
+inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
+  const std::size_t T = c.queries.rows, n = c.notes.rows;
+  const std::string what = "attn-calc: dot against scaled_dot, " + std::to_string(T) + (T == 1 ? " query" : " queries") +
+                           " looking at " + std::to_string(n) + (n == 1 ? " note" : " notes");
+  doc.push_back(heading({what, report::latex_escape(what)}));
+  const std::string h = c.keys_and_values() ? "k" : "h", d = std::to_string(c.notes.cols);
+  const report::cell root = root_text(c.notes.cols);
+  const std::string beta = report::shortest(c.beta);
+  const report::cell masks = mask_sentences(c);
+  doc.push_back(paragraph(
+      {"The same queries and " + std::string(c.keys_and_values() ? "keys" : "notes") + " scored twice: dot, s_tj = q_t · " +
+           h + "_j, and scaled_dot, s_tj = q_t · " + h + "_j / √d with d = " + d + " (" + root.text + "). Sharpness β = " + beta + "." + masks.text,
+       "The same queries and " + std::string(c.keys_and_values() ? "keys" : "notes") +
+           " scored twice: dot, $s_{tj} = \\mathbf q_t \\cdot \\mathbf " + h + "_j$, and scaled\\_dot, $s_{tj} = "
+           "\\mathbf q_t \\cdot \\mathbf " + h + "_j / \\sqrt d$ with $d = " + d + "$ ($" + root.latex + "$). Sharpness $\\beta = " + beta + "$." + masks.latex}));
+  add_input_tables(c, doc);
+}
+
+}  // namespace detail
+
+/// The document of --self and --dot-vs-scaled (--map-only: the maps' tables alone).
+[[nodiscard]] inline std::vector<block> maps_document(const config& c, const results& r) {
+  std::vector<block> doc;
+  if (c.map_only) {
+    for (std::size_t p = 0; p < r.maps.size(); ++p) detail::add_map_tables(c, r.maps[p], p % c.heads, doc, false);
+    return doc;
+  }
+  if (c.self_attention) {
+    detail::add_self_intro(c, r, doc);
+    detail::add_self_tables(c, r, doc);
+  } else {
+    detail::add_dot_vs_scaled_intro(c, doc);
+    for (const auto& p : r.maps) detail::add_map_tables(c, p, 0, doc, true);
+  }
+  return doc;
+}
+
 /// The document that text, md and latex spell (--map-only: the map's table alone).
 [[nodiscard]] inline std::vector<block> document(const config& c, const results& r) {
   using report::cell;
   using report::matrix_table;
+  if (!r.maps.empty()) return maps_document(c, r);
   std::vector<block> doc;
   const std::size_t T = c.queries.rows, n = c.notes.rows, d = c.notes.cols, dv = c.blended().cols;
   const bool kv = c.keys_and_values();
@@ -271,21 +556,7 @@ inline report::table hidden_table(const config& c, const results& r, std::size_t
   }
   doc.push_back(detail::paragraph(detail::settings_paragraph(c)));
 
-  if (kv) {
-    table(matrix_table(c.notes.view(), notes, detail::component_cells(d), -1, {},
-                       {"Keys k_j (one row per note; the scores look at them)", "Keys $\\mathbf k_j$"}),
-          "keys");
-    table(matrix_table(c.values.view(), notes, detail::component_cells(dv), -1, {},
-                       {"Values v_j (one row per note; the contexts blend them)", "Values $\\mathbf v_j$"}),
-          "values");
-  } else {
-    table(matrix_table(c.notes.view(), notes, detail::component_cells(d), -1, {},
-                       {"Notes h_j (one row per note)", "Notes $\\mathbf h_j$"}),
-          "notes");
-  }
-  table(matrix_table(c.queries.view(), queries, detail::component_cells(c.queries.cols), -1, {},
-                     {"Queries q_t (one row per query)", "Queries $\\mathbf q_t$"}),
-        "queries");
+  detail::add_input_tables(c, doc);
   if (c.score == score_kind::general)
     table(matrix_table(c.W.view(), detail::component_cells(c.W.rows), detail::component_cells(c.W.cols), -1, {},
                        {"W (query length × note length)", "$W$ (query length $\\times$ note length)"}),
@@ -445,11 +716,12 @@ inline std::string wrap(std::string_view text, std::size_t width) {
 }
 
 /// A LaTeX fragment (booktabs tables, amsmath): paste it into a document, or \input it. A
-/// document of one table (--map-only) is that table alone, after \attnlabel's definition when
-/// a label needs it.
+/// document of tables alone (--map-only) is those tables alone, after \attnlabel's definition
+/// when a label needs it.
 [[nodiscard]] inline std::string render_latex(const std::vector<block>& doc) {
-  if (doc.size() == 1 && doc[0].type == block::kind::table) {
-    const std::string t = report::to_latex(doc[0].table);
+  if (std::all_of(doc.begin(), doc.end(), [](const block& b) { return b.type == block::kind::table; })) {
+    std::string t;
+    for (const block& b : doc) t += (t.empty() ? "" : "\n") + report::to_latex(b.table);
     return (t.find("\\attnlabel") == std::string::npos ? "" : report::latex_label_macro()) + t;
   }
   std::string out =
@@ -472,11 +744,10 @@ inline std::string wrap(std::string_view text, std::size_t width) {
   return out;
 }
 
-/// JSON: inputs, options, per-query results (full precision and as printed), Jacobians, checks.
-[[nodiscard]] inline std::string render_json(const config& c, const results& r) {
-  report::json_writer j;
-  const int dp = c.decimals;
-  j.begin_object();
+namespace detail {
+
+/// JSON's "tool" and "example".
+inline void json_head(report::json_writer& j, const config& c) {
   j.key("tool").string("attn-calc");
   j.key("example");
   switch (c.example) {
@@ -484,6 +755,10 @@ inline std::string wrap(std::string_view text, std::size_t width) {
     case unit_example::e5_additive: j.string("Unit 18, section 1: an additive score by hand (E5)"); break;
     case unit_example::none: j.null(); break;
   }
+}
+
+/// JSON's inputs of queries looking at notes (or keys and values).
+inline void json_inputs(report::json_writer& j, const config& c) {
   j.key("inputs").begin_object();
   j.key("score").string(score_name(c.score));
   j.key("queries").matrix(c.queries.view());
@@ -502,8 +777,11 @@ inline std::string wrap(std::string_view text, std::size_t width) {
     j.key("v").numbers(c.v);
   }
   j.end_object();
-  j.key("options").begin_object();
-  j.key("beta").number(c.beta);
+}
+
+/// The masks among JSON's options: "mask" (null, or whether each note is kept), and when given
+/// "causal" and "row_mask" (whether query t may attend to note j).
+inline void json_masks(report::json_writer& j, const config& c) {
   j.key("mask");
   if (c.mask.empty()) {
     j.null();
@@ -512,16 +790,138 @@ inline std::string wrap(std::string_view text, std::size_t width) {
     for (const char m : c.mask) j.boolean(m != 0);
     j.end_array();
   }
+  if (c.causal) j.key("causal").boolean(true);
+  if (!c.row_mask.empty()) {
+    j.key("row_mask").begin_array();
+    for (std::size_t t = 0; t < c.queries.rows; ++t) {
+      j.begin_array(true);
+      for (std::size_t k = 0; k < c.notes.rows; ++k) j.boolean(c.row_mask[t * c.notes.rows + k] != 0);
+      j.end_array();
+    }
+    j.end_array();
+  }
+}
+
+inline void json_rounded_matrix(report::json_writer& j, const attn::Matrix<double>& m, int decimals) {
+  j.begin_array();
+  for (std::size_t i = 0; i < m.rows(); ++i) j.rounded(m.row(i), decimals);
+  j.end_array();
+}
+
+/// The worst |Σ_j α_tj − 1| over the rows of `weights`; a row with nothing allowed sums to 0 by design.
+inline double worst_row_sum_error(const config& c, const std::vector<double>& row_sums) {
+  double worst = 0;
+  for (std::size_t t = 0; t < row_sums.size(); ++t) {
+    bool any = false;
+    for (std::size_t k = 0; k < c.notes.rows; ++k) any = any || c.allowed(t, k);
+    worst = std::max(worst, std::abs(row_sums[t] - (any ? 1.0 : 0.0)));
+  }
+  return worst;
+}
+
+}  // namespace detail
+
+/// JSON of --self and --dot-vs-scaled: inputs, options, every map's scores and weights (full
+/// precision and as printed), --self's Q, K, V, Z and Y, and a `checks` block.
+[[nodiscard]] inline std::string render_maps_json(const config& c, const results& r) {
+  report::json_writer j;
+  const int dp = c.decimals;
+  j.begin_object();
+  detail::json_head(j, c);
+  j.key("mode").string(c.self_attention ? "self-attention" : "dot-vs-scaled");
+  const std::size_t h = c.heads, d = c.queries.cols;
+  if (c.self_attention) {
+    const matrix I = detail::identity(d);
+    j.key("inputs").begin_object();
+    j.key("sentence").matrix(c.queries.view());
+    j.key("words").strings(c.query_labels);
+    std::vector<std::string> identities;
+    for (const auto& [m, name] : {std::pair<const matrix&, const char*>{c.WQ, "W_Q"}, {c.WK, "W_K"}, {c.WV, "W_V"}}) {
+      j.key(name).matrix(m.empty() ? I.view() : m.view());
+      if (m.empty()) identities.emplace_back(name);
+    }
+    j.key("W_O");
+    if (c.WO.empty()) j.null();
+    else j.matrix(c.WO.view());
+    j.key("identity").strings(identities);
+    j.end_object();
+  } else {
+    detail::json_inputs(j, c);
+  }
+  j.key("options").begin_object();
+  if (c.self_attention) {
+    if (!c.dot_vs_scaled) j.key("score").string(score_name(c.score));
+    j.key("heads").integer(static_cast<long long>(h));
+    j.key("d_k").integer(static_cast<long long>(r.Q.cols() / h));
+    j.key("d_v").integer(static_cast<long long>(r.V.cols() / h));
+  }
+  if (c.dot_vs_scaled) j.key("dot_vs_scaled").boolean(true);
+  j.key("beta").number(c.beta);
+  detail::json_masks(j, c);
+  j.key("decimals").integer(dp);
+  j.end_object();
+
+  j.key("results").begin_object();
+  const std::pair<const char*, const attn::Matrix<double>*> steps[] = {
+      {"Q", &r.Q}, {"K", &r.K}, {"V", &r.V}, {"heads_out", &r.Z}, {"out", &r.Y}};
+  for (const auto& [name, m] : steps)
+    if (m->rows() != 0) j.key(name).matrix(*m);
+  const double d_scaled = static_cast<double>(c.self_attention ? r.Q.cols() / h : c.notes.cols);
+  j.key("maps").begin_array();
+  for (const auto& p : r.maps) {
+    j.begin_object();
+    j.key("name").string(p.name);
+    j.key("score").string(p.scaled ? "scaled_dot" : "dot");
+    j.key("scale").number(p.scaled ? 1 / std::sqrt(d_scaled) : 1.0);
+    j.key("scores").matrix(p.scores);
+    j.key("weights").matrix(p.weights);
+    j.key("row_sums").numbers(p.row_sums);
+    j.key("rounded").begin_object();
+    j.key("scores");
+    detail::json_rounded_matrix(j, p.scores, dp);
+    j.key("weights");
+    detail::json_rounded_matrix(j, p.weights, dp);
+    j.end_object();
+    j.end_object();
+  }
+  j.end_array();
+  if (c.self_attention) {
+    j.key("rounded").begin_object();
+    for (const auto& [name, m] : steps)
+      if (m->rows() != 0) {
+        j.key(name);
+        detail::json_rounded_matrix(j, *m, dp);
+      }
+    j.end_object();
+  }
+  j.end_object();
+
+  double worst = 0;
+  for (const auto& p : r.maps) worst = std::max(worst, detail::worst_row_sum_error(c, p.row_sums));
+  j.key("checks").begin_object();
+  j.key("worst_abs_row_sum_error").number(worst);
+  j.end_object();
+  j.end_object();
+  return j.str();
+}
+
+/// JSON: inputs, options, per-query results (full precision and as printed), Jacobians, checks.
+[[nodiscard]] inline std::string render_json(const config& c, const results& r) {
+  if (!r.maps.empty()) return render_maps_json(c, r);
+  report::json_writer j;
+  const int dp = c.decimals;
+  j.begin_object();
+  detail::json_head(j, c);
+  detail::json_inputs(j, c);
+  j.key("options").begin_object();
+  j.key("beta").number(c.beta);
+  detail::json_masks(j, c);
   j.key("decimals").integer(dp);
   j.key("jacobian").boolean(c.jacobian);
   if (c.no_attention) j.key("no_attention").boolean(true);
   j.end_object();
 
-  auto rounded_matrix = [&](const attn::Matrix<double>& m) {
-    j.begin_array();
-    for (std::size_t i = 0; i < m.rows(); ++i) j.rounded(m.row(i), dp);
-    j.end_array();
-  };
+  auto rounded_matrix = [&](const attn::Matrix<double>& m) { detail::json_rounded_matrix(j, m, dp); };
   j.key("results").begin_array();
   for (std::size_t t = 0; t < c.queries.rows; ++t) {
     j.begin_object();
@@ -569,12 +969,7 @@ inline std::string wrap(std::string_view text, std::size_t width) {
 
   j.key("checks").begin_object();
   j.key("row_sums").numbers(r.row_sums);
-  // |Σ_j α_tj − 1| over the rows; a row whose every note is masked sums to 0 by design
-  bool any_kept = c.mask.empty();
-  for (const char m : c.mask) any_kept = any_kept || m != 0;
-  double worst_sum = 0;
-  for (const double sum : r.row_sums) worst_sum = std::max(worst_sum, std::abs(sum - (any_kept ? 1.0 : 0.0)));
-  j.key("worst_abs_row_sum_error").number(worst_sum);
+  j.key("worst_abs_row_sum_error").number(detail::worst_row_sum_error(c, r.row_sums));
   if (c.jacobian) {
     j.key("jacobian_check").string("central finite differences, step cbrt(eps) * max(1, |x|) (attn::check_jacobian)");
     j.key(c.keys_and_values() ? "dc_dk" : "dc_dh").begin_object();
@@ -600,6 +995,31 @@ inline std::string wrap(std::string_view text, std::size_t width) {
 /// CSV of the map: wide (header `query,<note labels>`, a row per query) or long
 /// (`i,j,query,note,weight`, a row per cell, i and j counted from 1).
 [[nodiscard]] inline std::string render_csv(const config& c, const results& r, bool long_form) {
+  if (!r.maps.empty()) {
+    // --self, --dot-vs-scaled: with several maps a first column names the map
+    const bool named = r.maps.size() > 1;
+    const std::string key = c.self_attention ? "key" : "note", map = named ? "map," : "";
+    std::string out = long_form ? map + "i,j,query," + key + ",weight\n" : map + "query";
+    if (!long_form) {
+      for (const auto& l : c.note_labels) out += "," + report::csv_field(l);
+      out += "\n";
+    }
+    for (const auto& p : r.maps)
+      for (std::size_t q = 0; q < c.queries.rows; ++q) {
+        const std::string first = (named ? report::csv_field(p.name) + "," : "");
+        if (!long_form) out += first + report::csv_field(c.query_labels[q]);
+        for (std::size_t n = 0; n < c.notes.rows; ++n) {
+          const std::string w = report::fixed(p.weights(q, n), c.decimals);
+          if (long_form)
+            out += first + std::to_string(q + 1) + "," + std::to_string(n + 1) + "," + report::csv_field(c.query_labels[q]) +
+                   "," + report::csv_field(c.note_labels[n]) + "," + w + "\n";
+          else
+            out += "," + w;
+        }
+        if (!long_form) out += "\n";
+      }
+    return out;
+  }
   if (!long_form) {
     report::table t;
     t.header.emplace_back("query");
@@ -619,16 +1039,79 @@ inline std::string wrap(std::string_view text, std::size_t width) {
   return out;
 }
 
-/// The map as an SVG heatmap: attn::report::alignment_map_options, masked notes hatched, and
-/// what --title, --row-axis, --col-axis, --no-values and --scale ask for.
-[[nodiscard]] inline std::string render_svg(const config& c, const results& r) {
-  report::heatmap_options opt = report::alignment_map_options(r.weights, c.values_shown ? c.decimals : -1);
-  for (const char m : c.mask) opt.masked.push_back(m == 0);
+namespace detail {
+
+/// The cells an SVG hatches: with masks of their own per query, every cell a mask forbids
+/// (row-major); else one entry per note of the key mask.
+inline std::vector<bool> svg_masked(const config& c) {
+  std::vector<bool> masked;
+  if (!c.per_row_mask()) {
+    for (const char m : c.mask) masked.push_back(m == 0);
+    return masked;
+  }
+  for (std::size_t t = 0; t < c.queries.rows; ++t)
+    for (std::size_t j = 0; j < c.notes.rows; ++j) masked.push_back(!c.allowed(t, j));
+  return masked;
+}
+
+/// What --title, --row-axis, --col-axis and --scale ask of an SVG.
+inline void svg_options(const config& c, report::heatmap_options& opt) {
+  opt.masked = svg_masked(c);
   if (c.title) opt.title = *c.title;
   if (c.row_axis) opt.row_axis = *c.row_axis;
   if (c.col_axis) opt.col_axis = *c.col_axis;
   opt.lo = c.scale_lo;
   opt.hi = c.scale_hi;
+}
+
+}  // namespace detail
+
+/// The maps of --self and --dot-vs-scaled as SVG: one map alone as heatmap_svg draws it, several
+/// as one grid on one colour scale (heatmap_grid_svg): --dot-vs-scaled's two side by side (with
+/// many heads, the dot maps above the scaled ones), the heads' maps in rows that fit 760 px.
+[[nodiscard]] inline std::string render_maps_svg(const config& c, const results& r) {
+  const std::size_t T = c.queries.rows, n = c.notes.rows;
+  attn::Matrix<double> all(r.maps.size() * T, n);  // every map stacked: what do their rows sum to?
+  for (std::size_t p = 0; p < r.maps.size(); ++p)
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t j = 0; j < n; ++j) all(p * T + t, j) = r.maps[p].weights(t, j);
+  const std::string sums = report::row_sums_text(all);
+  report::heatmap_options opt;
+  opt.decimals = c.values_shown ? c.decimals : -1;
+  if (c.self_attention) {
+    opt.row_axis = "queries (words)";
+    opt.col_axis = "keys (words)";
+  } else {
+    opt.row_axis = "queries (words written)";
+    opt.col_axis = "notes (words read)";
+  }
+  const std::size_t d = c.self_attention ? r.Q.cols() / c.heads : c.notes.cols;
+  if (c.dot_vs_scaled)
+    opt.title = "Dot against scaled dot: the same scores divided by " + detail::root_text(d).text;
+  else if (c.heads > 1)
+    opt.title = "Self-attention maps of " + std::to_string(c.heads) + " heads";
+  else
+    opt.title = "Self-attention map A";
+  if (!sums.empty()) opt.title += " (" + sums + ")";
+  detail::svg_options(c, opt);
+  if (r.maps.size() == 1) return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
+  std::vector<report::heatmap_panel> panels;
+  const std::string product = c.self_attention ? "S = Q Kᵀ" : c.keys_and_values() ? "s = q · k" : "s = q · h";
+  for (const auto& p : r.maps) {
+    std::string title = p.name;
+    if (c.dot_vs_scaled && c.heads == 1) title += ": " + product + (p.scaled ? " / √" + std::to_string(d) : "");
+    panels.push_back({p.weights.view(), title});
+  }
+  return report::heatmap_grid_svg(panels, c.query_labels, c.note_labels, opt,
+                                  c.dot_vs_scaled ? (c.heads > 1 ? c.heads : 2) : 0);
+}
+
+/// The map as an SVG heatmap: attn::report::alignment_map_options, masked notes hatched, and
+/// what --title, --row-axis, --col-axis, --no-values and --scale ask for.
+[[nodiscard]] inline std::string render_svg(const config& c, const results& r) {
+  if (!r.maps.empty()) return render_maps_svg(c, r);
+  report::heatmap_options opt = report::alignment_map_options(r.weights, c.values_shown ? c.decimals : -1);
+  detail::svg_options(c, opt);
   return report::heatmap_svg(r.weights, c.query_labels, c.note_labels, opt);
 }
 

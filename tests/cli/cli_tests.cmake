@@ -1,7 +1,9 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
 #   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
 #                              byte for byte (tests/golden/)
-#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG
+#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG, no
+#                              arguments (README line 1), --self (W3, W7's two heads), per-row and
+#                              causal masks, --dot-vs-scaled (W4)
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
@@ -40,6 +42,32 @@ attn_calc_golden(e3_no_attention e3_no_attention.txt --no-attention)
 attn_calc_golden(map_only_md map_only.md --format md --map-only)
 attn_calc_golden(map_only_latex map_only.tex --format latex --map-only)
 attn_calc_golden(masked_svg masked.svg --format svg --mask 1,1,0)
+attn_calc_golden(quick_start quick_start.txt)  # README line 1: attn-calc with no arguments
+# --self (W3: one head; W7: two heads and W_O), per-row masks, --dot-vs-scaled (W4), every format
+set(w3 --self @${attn_cli_dir}/i_drink_tea.csv --words I,drink,tea --wq @${attn_cli_dir}/w3_wq.csv
+       --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv)
+set(w7 --self @${attn_cli_dir}/i_drink_tea.csv --words I,drink,tea --heads 2 --wq @${attn_cli_dir}/w7_wq.csv
+       --wk @${attn_cli_dir}/w7_wkv.csv --wv @${attn_cli_dir}/w7_wkv.csv --wo @${attn_cli_dir}/w7_wo.csv)
+set(w4 --q @${attn_cli_dir}/w4_query.csv --notes @${attn_cli_dir}/w4_keys.csv --note-labels "ones,halves,zeros"
+       --dot-vs-scaled)
+attn_calc_golden(self_w3_text self_w3.txt ${w3})
+attn_calc_golden(self_w3_json self_w3.json ${w3} --format json)
+attn_calc_golden(self_w3_causal_svg self_w3_causal.svg ${w3} --mask causal --format svg)
+attn_calc_golden(self_w3_mask_matrix_md self_w3_mask_matrix.md ${w3} --mask @${attn_cli_dir}/w3_mask.txt --mask causal
+                 --format md)
+attn_calc_golden(self_w7_md self_w7.md ${w7} --format md)
+attn_calc_golden(self_w7_latex self_w7.tex ${w7} --format latex)
+attn_calc_golden(self_w7_json self_w7.json ${w7} --format json)
+attn_calc_golden(self_w7_csv self_w7.csv ${w7} --format csv)
+attn_calc_golden(self_w7_csv_long self_w7.long.csv ${w7} --format csv-long)
+attn_calc_golden(self_w7_svg self_w7.svg ${w7} --format svg)
+attn_calc_golden(self_w7_map_only_latex self_w7_map_only.tex ${w7} --mask causal --format latex --map-only)
+attn_calc_golden(self_w7_dot_vs_scaled_svg self_w7_dot_vs_scaled.svg ${w7} --dot-vs-scaled --format svg)
+attn_calc_golden(w4_dot_vs_scaled_text w4_dot_vs_scaled.txt ${w4} --decimals 5)
+attn_calc_golden(w4_dot_vs_scaled_svg w4_dot_vs_scaled.svg ${w4} --format svg)
+attn_calc_golden(w4_dot_vs_scaled_json w4_dot_vs_scaled.json ${w4} --format json)
+attn_calc_golden(cache_causal_text cache_causal.txt --q @${attn_cli_dir}/cache_queries.csv
+                 --notes @${attn_cli_dir}/cache_notes.csv --mask causal --steps)
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
           "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
@@ -95,6 +123,28 @@ attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" -
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
 attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --decimals 2.5)
+# per-row masks, --self, --heads, --dot-vs-scaled
+attn_calc_bad(mask_matrix_shape "--mask is 2x4: give one row of 3 entries (every query the same), 4 rows of 3 (one per query) or causal"
+              --mask @${attn_cli_dir}/cache_queries.csv)
+attn_calc_bad(causal_twice "--mask causal is given twice" --mask causal --mask causal)
+attn_calc_bad(self_and_q "--self takes the queries, keys and values from the sentence: leave out --q"
+              --self @${attn_cli_dir}/i_drink_tea.csv --q 1,0,0)
+attn_calc_bad(wq_without_self "--wq needs --self (the sentence of self-attention)" --wq @${attn_cli_dir}/w3_wq.csv)
+attn_calc_bad(wq_rows "--wq has 3 rows but each word of --self has 2 numbers" --self 1,0 --wq @${attn_cli_dir}/w3_wq.csv)
+attn_calc_bad(wk_columns "--wk has 6 columns but --wq has 2 columns (the queries and the keys need the same size"
+              --self @${attn_cli_dir}/i_drink_tea.csv --wq @${attn_cli_dir}/w3_wq.csv --wk @${attn_cli_dir}/w7_wkv.csv)
+attn_calc_bad(heads_divide "--heads 2 does not divide the 3 columns of W_Q" --self @${attn_cli_dir}/i_drink_tea.csv
+              --heads 2)
+attn_calc_bad(wo_rows "--wo has 6 rows but --wv has 2 columns" --self @${attn_cli_dir}/i_drink_tea.csv
+              --wq @${attn_cli_dir}/w3_wq.csv --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv
+              --wo @${attn_cli_dir}/w7_wo.csv)
+attn_calc_bad(heads_range "--heads: 0 is outside 1..1024" --self @${attn_cli_dir}/i_drink_tea.csv --heads 0)
+attn_calc_bad(words_count "--words gives 2 labels but there are 3 words" --self @${attn_cli_dir}/i_drink_tea.csv
+              --words I,drink)
+attn_calc_bad(self_score "--self scores with dot or scaled_dot (the default), not --score general"
+              --self @${attn_cli_dir}/i_drink_tea.csv --score general)
+attn_calc_bad(dot_vs_scaled_score "--dot-vs-scaled shows both dot and scaled_dot: leave out --score" --dot-vs-scaled
+              --score dot)
 # @files are read as lines; every message is one line of printable text, whatever the input held
 attn_calc_bad(decimal_commas "decimal_commas.csv), line 1: a ';', which separates rows only on the command line"
               --q @${attn_cli_dir}/decimal_commas.csv)

@@ -1,5 +1,6 @@
 # attn-calc's LaTeX through pdfLaTeX, with the preamble docs/course-authors.md documents
-# (booktabs, amsmath): labels with < > | " [ % & $ # ~ ^ _ { } \ -- and a comma must compile,
+# (booktabs, amsmath), for the map, --self with two heads and a causal mask, and --dot-vs-scaled:
+# labels with < > | " [ % & $ # ~ ^ _ { } \ -- and a comma must compile,
 # and, when pdftotext is installed, print as typed. Skipped (not failed) without pdflatex.
 #   cmake -DCALC=<attn-calc> -DCLI=<tests/cli> -DWORK=<scratch dir> [-DPDFLATEX=<path>]
 #         [-DPDFTOTEXT=<path>] -P latex.cmake
@@ -12,12 +13,20 @@ file(MAKE_DIRECTORY "${WORK}")
 set(labels "--note-labels" "@${CLI}/tricky_labels.txt" "--query-labels" "[CLS],<s>,\"q\"")
 file(WRITE "${WORK}/queries.csv" "0,1\n1,0\n1,1\n")
 file(WRITE "${WORK}/notes.csv" "1,0\n0,1\n1,1\n-1,0\n0,-1\n2,0\n")
+file(WRITE "${WORK}/mask.txt" "1,1,1,1,1,0\n1,1,1,1,0,0\n1,1,1,1,1,1\n")
 set(inputs --q "@${WORK}/queries.csv" --notes "@${WORK}/notes.csv")
-foreach(run full map)
+foreach(run full map self compare)
+  set(ref attn:map)
   if(run STREQUAL "full")
     set(args ${inputs} ${labels} --mask 1,1,1,1,1,0 --steps --no-attention --jacobian --format latex)
-  else()
+  elseif(run STREQUAL "map")
     set(args ${inputs} ${labels} --format latex --map-only --title "The map of <s> [and] \"q\"")
+  elseif(run STREQUAL "self")  # two heads of self-attention, causal, the tricky labels as words
+    set(args --self "@${WORK}/notes.csv" --words "@${CLI}/tricky_labels.txt" --heads 2 --mask causal --format latex)
+    set(ref attn:map-head1)
+  else()  # the dot map and the scaled one, with a mask matrix
+    set(args ${inputs} ${labels} --dot-vs-scaled --mask "@${WORK}/mask.txt" --format latex)
+    set(ref attn:map-scaled-dot)
   endif()
   execute_process(COMMAND "${CALC}" ${args} OUTPUT_FILE "${WORK}/${run}.tex" RESULT_VARIABLE rc
                   ERROR_VARIABLE err)
@@ -25,7 +34,7 @@ foreach(run full map)
     message(FATAL_ERROR "attn-calc ${args} exited with ${rc}: ${err}")
   endif()
   file(WRITE "${WORK}/doc_${run}.tex" "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{amsmath}\n"
-             "\\begin{document}\n\\input{${run}.tex}\nThe map is Table~\\ref{attn:map}.\n\\end{document}\n")
+             "\\begin{document}\n\\input{${run}.tex}\nThe map is Table~\\ref{${ref}}.\n\\end{document}\n")
   foreach(pass 1 2)  # twice, so that \ref finds the \label
     execute_process(COMMAND "${PDFLATEX}" -interaction=nonstopmode -halt-on-error "doc_${run}.tex"
                     WORKING_DIRECTORY "${WORK}" OUTPUT_VARIABLE log RESULT_VARIABLE rc)
@@ -43,7 +52,11 @@ foreach(run full map)
   if(PDFTOTEXT)
     execute_process(COMMAND "${PDFTOTEXT}" "doc_${run}.pdf" - WORKING_DIRECTORY "${WORK}" OUTPUT_VARIABLE text)
     # OT1 used to print < > | " as ¡ ¿ — ” and -- as an en dash
-    foreach(typed "<eos>" "[x]" "a|b \"q\"" "50% & $5 #1" "a--b" "[CLS]" "<s>" "\"q\"" "Table 1")
+    set(typed_labels "<eos>" "[x]" "a|b \"q\"" "50% & $5 #1" "a--b" "Table 1")
+    if(NOT run STREQUAL "self")  # --self's words are the note labels alone
+      list(APPEND typed_labels "[CLS]" "<s>" "\"q\"")
+    endif()
+    foreach(typed ${typed_labels})
       string(FIND "${text}" "${typed}" at)
       if(at EQUAL -1)
         message(FATAL_ERROR "the PDF of attn-calc ${args} does not show ${typed} as typed:\n${text}")

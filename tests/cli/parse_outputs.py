@@ -6,8 +6,9 @@ Runs attn-calc with labels that break careless writers (markup, quotes, formula 
 Markdown and LaTeX specials, Devanagari, CJK, an emoji, commas from a label file) in every
 format, and checks that each output is well-formed and gives the labels back as typed: SVG with
 xml.etree, JSON with json, CSV with csv (formula starts prefixed with ' as documented), the
-Markdown tables by GFM's rules (cells split at unescaped '|', backslash escapes undone). Also
-parses the 35x30 and 512x512 maps as SVG. Exits non-zero with a message on the first problem.
+Markdown tables by GFM's rules (cells split at unescaped '|', backslash escapes undone); the same
+for --self with two heads and a causal mask, and --dot-vs-scaled with a mask matrix. Also parses
+the 35x30 and 512x512 maps as SVG. Exits non-zero with a message on the first problem.
 """
 
 import csv
@@ -132,6 +133,37 @@ for line in table[1:]:
 if [unescape(gfm_cells(line)[0]) for line in table[2:]] != QUERY_LABELS:
     fail("the Markdown query labels do not read back")
 
+# --self with two heads, a causal mask and hostile words; --dot-vs-scaled with a mask matrix:
+# the grid SVG shows every word, JSON and CSV read back with one entry per map
+words = NOTE_LABELS[:6]
+sentence = ";".join(",".join(str((t * 3 + i) % 4 - 1) for i in range(4)) for t in range(len(words)))
+self_args = ["--self", sentence, "--words", write_lines("words.txt", words), "--heads", "2", "--mask", "causal"]
+texts = svg_texts(run(*self_args, "--format", "svg"), "the SVG of two heads")
+for label in words + ["head 1", "head 2"]:
+    if texts.count(label) < 1:
+        fail("the SVG of two heads does not show " + repr(label))
+doc = json.loads(run(*self_args, "--format", "json"))
+if doc["inputs"]["words"] != words or [m["name"] for m in doc["results"]["maps"]] != ["head 1", "head 2"]:
+    fail("the JSON of two heads does not read back")
+for m in doc["results"]["maps"]:
+    for t, row in enumerate(m["weights"]):
+        if any(w != 0 for w in row[t + 1:]) or abs(sum(row) - 1) > 1e-15 * len(words):
+            fail("a causal map's row " + str(t) + " sees later words or does not sum to 1: " + repr(row))
+rows = list(csv.reader(io.StringIO(run(*self_args, "--format", "csv"), newline="")))
+if rows[0] != ["map", "query"] + [guarded(x) for x in words] or len(rows) != 1 + 2 * len(words):
+    fail("the CSV of two heads differs: " + repr(rows[0]))
+mask = write_lines("mask.txt", [",".join("0" if (t + j) % 4 == 3 else "1" for j in range(n)) for t in range(3)])
+compare = [*common, "--mask", mask, "--dot-vs-scaled"]
+texts = svg_texts(run(*compare, "--format", "svg"), "the SVG of --dot-vs-scaled")
+if not any(t.startswith("dot: ") for t in texts) or not any(t.startswith("scaled_dot: ") for t in texts):
+    fail("the SVG of --dot-vs-scaled does not name its two maps")
+doc = json.loads(run(*compare, "--format", "json"))
+if [m["name"] for m in doc["results"]["maps"]] != ["dot", "scaled_dot"] or len(doc["options"]["row_mask"]) != 3:
+    fail("the JSON of --dot-vs-scaled does not read back")
+rows = list(csv.reader(io.StringIO(run(*compare, "--format", "csv-long"), newline="")))
+if len(rows) != 1 + 2 * 3 * n or any(len(r) != 6 for r in rows):
+    fail("csv-long of --dot-vs-scaled has the wrong shape")
+
 # Large maps stay well-formed too
 q35 = ";".join(",".join(str((t * 7 + i) % 5) for i in range(4)) for t in range(35))
 h30 = ";".join(",".join(str((j * 3 + i) % 4) for i in range(4)) for j in range(30))
@@ -141,4 +173,4 @@ big = run("--q", q512, "--notes", q512, "--format", "svg", "--no-values")
 svg_texts(big, "the 512x512 SVG")
 if len(big.encode("utf-8")) > 4_000_000:
     fail("the 512x512 SVG is " + str(len(big)) + " bytes")
-print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed")
+print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed, with --self and --dot-vs-scaled")

@@ -2,8 +2,11 @@
 // split at '\0' and '\n' into a command line; it must be refused with a usage_error or give a
 // config whose every size is consistent, and then compute (small inputs only, to stay fast)
 // must give finite results or a usage_error, and every output format must render. Nothing else
-// may escape: an attn::dimension_error here is a size check the parser missed. The same bytes
-// are also read as the contents of an "@file" matrix and as labels, inline and from a file.
+// may escape: an attn::dimension_error here is a size check the parser missed. The options of
+// self-attention (--self, --words, --wq, --wk, --wv, --wo, --heads), per-row masks (--mask
+// causal, a matrix, several --mask) and --dot-vs-scaled are checked the same way, with masked
+// weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
+// labels, inline and from a file.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +28,20 @@ void check_config(const attn_calc::config& c) {
                   "matrix data and shape disagree");
   ATTN_FUZZ_CHECK(c.note_labels.size() == n && c.query_labels.size() == t, "labels and rows disagree");
   ATTN_FUZZ_CHECK(c.mask.empty() || c.mask.size() == n, "mask and notes disagree");
+  ATTN_FUZZ_CHECK(c.row_mask.empty() || c.row_mask.size() == t * n, "mask matrix and queries x notes disagree");
+  if (c.self_attention) {
+    // --self: the sentence is the queries and the notes; the projections fit it and the heads
+    const std::size_t d = c.queries.cols;
+    ATTN_FUZZ_CHECK(c.notes.data == c.queries.data && c.note_labels == c.query_labels, "--self's words differ");
+    for (const auto* m : {&c.WQ, &c.WK, &c.WV})
+      ATTN_FUZZ_CHECK(m->empty() || (m->rows == d && m->data.size() == d * m->cols), "a projection does not fit X");
+    const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
+    ATTN_FUZZ_CHECK(c.heads >= 1 && dq == dk && dq % c.heads == 0 && dv % c.heads == 0, "heads and projections disagree");
+    ATTN_FUZZ_CHECK(c.WO.empty() || c.WO.rows == dv, "W_O does not fit W_V");
+  } else {
+    ATTN_FUZZ_CHECK(c.WQ.empty() && c.WK.empty() && c.WV.empty() && c.WO.empty() && c.heads == 1,
+                    "projections without --self");
+  }
   ATTN_FUZZ_CHECK(c.values.empty() || (c.values.rows == n && c.values.data.size() == n * c.values.cols),
                   "values and keys disagree");
   for (const double x : c.values.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a value is not finite");
@@ -82,7 +99,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (c.help) return 0;
   check_config(c);
   // compute and render small problems only (the Jacobians' finite differences cost n·d² attends)
-  const std::size_t work = c.queries.rows * c.notes.rows * (c.notes.cols + c.queries.cols + 1);
+  std::size_t projections = 0;  // --self: X W_Q, X W_K, X W_V, Z W_O
+  for (const auto* m : {&c.WQ, &c.WK, &c.WV, &c.WO}) projections += m->rows * m->cols;
+  if (c.self_attention && c.WQ.empty()) projections += 3 * c.queries.cols * c.queries.cols;
+  const std::size_t work = c.queries.rows * (c.notes.rows * (c.notes.cols + c.queries.cols + 1) + projections);
   if (work > 2000 || (c.jacobian && work > 200)) return 0;
   attn_calc::results r;
   try {
@@ -92,6 +112,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   for (std::size_t i = 0; i < r.weights.size(); ++i)
     ATTN_FUZZ_CHECK(std::isfinite(r.weights.data()[i]), "a weight that is not finite was printed");
+  for (const auto& m : r.maps) {  // --self's heads, --dot-vs-scaled's two maps
+    ATTN_FUZZ_CHECK(m.weights.rows() == c.queries.rows && m.weights.cols() == c.notes.rows, "a map of another shape");
+    for (std::size_t t = 0; t < m.weights.rows(); ++t)
+      for (std::size_t j = 0; j < m.weights.cols(); ++j)
+        ATTN_FUZZ_CHECK(std::isfinite(m.weights(t, j)) && (c.allowed(t, j) || m.weights(t, j) == 0),
+                        "a map weight that is not finite, or not 0 where a mask forbids it");
+  }
   for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md, attn_calc::output_format::latex,
                        attn_calc::output_format::json, attn_calc::output_format::csv,
                        attn_calc::output_format::csv_long, attn_calc::output_format::svg}) {

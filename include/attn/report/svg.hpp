@@ -17,6 +17,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -185,6 +186,375 @@ struct heatmap_layout {
   int col_step = 1, row_step = 1;  ///< every col_step-th column label, every row_step-th row label
 };
 
+/// The margins and type sizes every heatmap uses (px).
+inline constexpr int svg_pad = 16, svg_title_size = 16, svg_axis_size = 12, svg_bar_w = 14, svg_tick_len = 4;
+/// Past this many cells a map is drawn as runs of colour, without tooltips.
+inline constexpr std::size_t most_cells_with_tooltips = 4096;
+
+[[nodiscard]] inline int widest(const std::vector<std::string>& texts, int size) {
+  int w = 0;
+  for (const auto& t : texts) w = std::max(w, text_width(t, size));
+  return w;
+}
+
+/// The checks heatmap_svg and heatmap_grid_svg share: the labels fit R×C (not empty), `masked`
+/// has 0, C or R·C entries, finite lo < hi, a valid id prefix.
+inline void check_heatmap(const char* where, std::size_t rows, std::size_t cols,
+                          const std::vector<std::string>& row_labels,
+                          const std::vector<std::string>& col_labels, const heatmap_options& opt) {
+  attn::detail::check_nonempty(where, "the matrix", rows * cols);
+  attn::detail::check_equal(where, "row labels", row_labels.size(), "rows", rows);
+  attn::detail::check_equal(where, "column labels", col_labels.size(), "columns", cols);
+  if (!opt.masked.empty() && opt.masked.size() != cols)
+    attn::detail::check_equal(where, "size of masked", opt.masked.size(), "number of cells", rows * cols);
+  if (!(opt.lo < opt.hi) || !std::isfinite(opt.lo) || !std::isfinite(opt.hi))
+    attn::detail::raise<domain_error>(std::string(where) +
+                                      ": the colour scale needs finite lo < hi");
+  if (!valid_id(opt.id))
+    attn::detail::raise<domain_error>(std::string(where) +
+                                      ": the id prefix must be ASCII letters, digits, '_', '-' "
+                                      "and '.', starting with a letter or '_'");
+}
+
+/// Whether cell (i, j) of a map with `cols` columns is masked under opt.masked.
+[[nodiscard]] inline bool masked_cell(const heatmap_options& opt, std::size_t cols, std::size_t i, std::size_t j) {
+  return !opt.masked.empty() && opt.masked[opt.masked.size() == cols ? j : i * cols + j];
+}
+
+/// The texts of a map's cells ("masked", or the value written with opt.decimals, 3 when < 0),
+/// and whether any cell is masked or NaN.
+struct cell_texts {
+  std::vector<std::string> texts;
+  bool any_masked = false, any_nan = false;
+};
+
+template <class View>
+void add_cell_texts(cell_texts& out, const View& v, const heatmap_options& opt) {
+  for (std::size_t i = 0; i < v.rows(); ++i)
+    for (std::size_t j = 0; j < v.cols(); ++j) {
+      const double x = static_cast<double>(v(i, j));
+      const bool m = masked_cell(opt, v.cols(), i, j);
+      out.texts.push_back(m ? "masked" : fixed(x, opt.decimals < 0 ? 3 : opt.decimals));
+      out.any_masked = out.any_masked || m;
+      out.any_nan = out.any_nan || (!m && std::isnan(x));
+    }
+}
+
+/// The legend: a bar from lo (bottom) to hi (top) with five ticks, then a swatch for masked
+/// and for NaN cells when there are any.
+struct legend {
+  std::vector<std::string> ticks;
+  std::vector<std::pair<std::string, std::string>> swatches;  ///< fill, name
+  int width = 0;  ///< px, from the cells' right edge, its right margin included
+  [[nodiscard]] int height(int bar_h) const {
+    return bar_h + (swatches.empty() ? 0 : 16 + static_cast<int>(swatches.size()) * 22 - 8);
+  }
+};
+
+[[nodiscard]] inline legend make_legend(const heatmap_options& opt, const cell_texts& cells) {
+  legend g;
+  for (int k = 0; k <= 4; ++k) g.ticks.push_back(tick_text(opt.lo + (opt.hi - opt.lo) * k / 4.0));
+  if (cells.any_masked) g.swatches.emplace_back("url(#" + opt.id + "-masked)", "masked");
+  if (cells.any_nan) g.swatches.emplace_back("#d9d9d9", "NaN");
+  int text_w = widest(g.ticks, svg_axis_size);
+  for (const auto& sw : g.swatches)
+    text_w = std::max(text_w, text_width(sw.second, svg_axis_size) + 20 - svg_tick_len - 4);
+  g.width = 28 + svg_bar_w + svg_tick_len + 4 + text_w + svg_pad;
+  return g;
+}
+
+/// The cells' layout: wide enough for every value and column label; when `across` cells side
+/// by side, the row labels and `fixed` px more (the legend, gaps) are wider than max_width,
+/// smaller square cells that fit, 12-px labels, values only where they fit, column labels
+/// turned upright and every k-th label where they would crowd.
+[[nodiscard]] inline heatmap_layout fit_layout(const heatmap_options& opt, const std::vector<std::string>& texts,
+                                               const std::vector<std::string>& row_labels,
+                                               const std::vector<std::string>& col_labels, int across, int fixed) {
+  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
+  std::vector<std::string> values;  // the texts drawn in cells: a masked cell holds none
+  std::copy_if(texts.begin(), texts.end(), std::back_inserter(values), [](const std::string& t) { return t != "masked"; });
+  heatmap_layout L;
+  L.cell_w = std::max({60, (opt.decimals < 0 ? 0 : widest(values, L.value_size)) + 20,
+                       widest(col_labels, L.label_size) + 14});
+  if (opt.decimals < 0) L.value_size = 0;
+  if (opt.max_width > 0 &&
+      svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12 + across * L.cell_w + fixed > opt.max_width) {
+    L.label_size = 12;
+    const int room = opt.max_width - (svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12) - fixed;
+    L.cell_w = std::clamp(room / across, 1, L.cell_w);
+    L.cell_h = std::min(L.cell_h, L.cell_w);
+    L.stroke = L.cell_w >= 12 ? 2 : L.cell_w >= 6 ? 1 : 0;
+    if (L.value_size > 0) {
+      L.value_size = 0;  // the largest size at which every value fits its cell, if any
+      for (const int size : {13, 11})
+        if (L.value_size == 0 && widest(values, size) + 6 <= L.cell_w && size + 4 <= L.cell_h) L.value_size = size;
+    }
+    L.upright_columns = widest(col_labels, L.label_size) + 8 > L.cell_w;
+    if (L.upright_columns) L.col_step = (L.label_size + 1 + L.cell_w) / L.cell_w;
+    L.row_step = (L.label_size + 1 + L.cell_h) / L.cell_h;
+  }
+  return L;
+}
+
+/// The height of the column labels above the cells.
+[[nodiscard]] inline int column_labels_height(const heatmap_layout& L, const std::vector<std::string>& col_labels) {
+  return L.upright_columns ? widest(col_labels, L.label_size) + 10 : L.label_size + 12;
+}
+
+/// The top of the first row of cells: below the title, the columns' axis title and the
+/// column labels.
+[[nodiscard]] inline int cells_top(const heatmap_options& opt, const heatmap_layout& L,
+                                   const std::vector<std::string>& col_labels) {
+  int gy = svg_pad;
+  if (!opt.title.empty()) gy += svg_title_size + 12;
+  if (!opt.col_axis.empty()) gy += svg_axis_size + 10;
+  return gy + column_labels_height(L, col_labels);
+}
+
+/// <svg> of w × h px with its accessible title, the defs (the scale's gradient; the hatches
+/// when cells are masked, scaled to a cell when cells are strokes) and a white background.
+[[nodiscard]] inline std::string svg_head(const heatmap_options& opt, int w, int h, bool any_masked,
+                                          bool stroked_cells, const heatmap_layout& L) {
+  const std::string id_title = opt.id + "-title";
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(w) + "\" height=\"" + num(h) +
+                  "\" viewBox=\"0 0 " + num(w) + " " + num(h) + "\" role=\"img\" aria-labelledby=\"" + id_title +
+                  "\" font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
+  s += "  <title id=\"" + id_title + "\">" + xml_escape(opt.title.empty() ? std::string("Heatmap") : opt.title) +
+       "</title>\n";
+  s += "  <defs>\n    <linearGradient id=\"" + opt.id + "-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
+  for (std::size_t k = 0; k < scale_stops.size(); ++k)
+    s += "      <stop offset=\"" + shortest(static_cast<double>(k) / static_cast<double>(scale_stops.size() - 1)) +
+         "\" stop-color=\"" + hex_colour(scale_stops[k]) + "\"/>\n";
+  s += "    </linearGradient>\n";
+  if (any_masked) s += hatch_pattern(opt.id + "-masked", 1, 1);
+  if (any_masked && stroked_cells) s += hatch_pattern(opt.id + "-masked-cells", 1.0 / L.cell_w, 1.0 / L.cell_h);
+  s += "  </defs>\n";
+  s += "  <rect width=\"" + num(w) + "\" height=\"" + num(h) + "\" fill=\"#ffffff\"/>\n";
+  return s;
+}
+
+/// The title (top left), the columns' axis title centred on `col_axis_x`, the rows' written
+/// upwards at the left, centred on `row_axis_y`.
+inline void draw_titles(std::string& s, const heatmap_options& opt, int col_axis_x, int row_axis_y) {
+  int y = svg_pad;
+  if (!opt.title.empty()) {
+    s += "  <text x=\"" + num(svg_pad) + "\" y=\"" + num(y + svg_title_size) + "\" font-size=\"" +
+         num(svg_title_size) + "\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(opt.title) + "</text>\n";
+    y += svg_title_size + 12;
+  }
+  if (!opt.col_axis.empty())
+    s += "  <text x=\"" + num(col_axis_x) + "\" y=\"" + num(y + svg_axis_size) + "\" font-size=\"" +
+         num(svg_axis_size) + "\" font-style=\"italic\" fill=\"#555555\" text-anchor=\"middle\">" +
+         xml_escape(opt.col_axis) + "</text>\n";
+  if (!opt.row_axis.empty()) {
+    const int ax = svg_pad + svg_axis_size;
+    s += "  <text x=\"" + num(ax) + "\" y=\"" + num(row_axis_y) + "\" font-size=\"" + num(svg_axis_size) +
+         "\" font-style=\"italic\" fill=\"#555555\" text-anchor=\"middle\" transform=\"rotate(-90 " + num(ax) +
+         " " + num(row_axis_y) + ")\">" + xml_escape(opt.row_axis) + "</text>\n";
+  }
+}
+
+/// The column labels above cells whose top left is (gx, gy), and the row labels to their left
+/// unless `row_labels` is null.
+inline void draw_labels(std::string& s, const heatmap_layout& L, const std::vector<std::string>* row_labels,
+                        const std::vector<std::string>& col_labels, int gx, int gy) {
+  s += "  <g font-size=\"" + num(L.label_size) + "\" fill=\"#1b1b1b\">\n";
+  for (int j = 0; j < static_cast<int>(col_labels.size()); j += L.col_step) {
+    const std::string label = xml_escape(col_labels[static_cast<std::size_t>(j)]);
+    const int lx = gx + j * L.cell_w + L.cell_w / 2, ly = gy - 8;
+    if (L.upright_columns)
+      s += "    <text x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\" transform=\"rotate(-90 " + num(lx) +
+           " " + num(ly) + ")\">" + label + "</text>\n";
+    else
+      s += "    <text x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" text-anchor=\"middle\">" + label + "</text>\n";
+  }
+  if (row_labels != nullptr)
+    for (int i = 0; i < static_cast<int>(row_labels->size()); i += L.row_step)
+      s += "    <text x=\"" + num(gx - 10) + "\" y=\"" + num(gy + i * L.cell_h + L.cell_h / 2) +
+           "\" dy=\"0.35em\" text-anchor=\"end\">" + xml_escape((*row_labels)[static_cast<std::size_t>(i)]) +
+           "</text>\n";
+  s += "  </g>\n";
+}
+
+/// The cells of `v` with their top left at (gx, gy): with `tooltips`, a group per cell (its
+/// tooltip "<prefix>row → column: value", its colour or hatch, its value when L shows values);
+/// without, one path per colour (256 steps of the scale, NaN, masked), each cell a stroke one
+/// cell high and runs of one colour in a row one stroke.
+template <class View>
+void draw_cells(std::string& s, const View& v, const std::vector<std::string>& texts, const heatmap_layout& L,
+                int gx, int gy, bool tooltips, const heatmap_options& opt, const std::vector<std::string>& row_labels,
+                const std::vector<std::string>& col_labels, const std::string& tooltip_prefix) {
+  const std::size_t C = v.cols();
+  auto colour_of = [&](double x) {
+    return std::isnan(x) ? rgb{217, 217, 217} : scale_colour((x - opt.lo) / (opt.hi - opt.lo));
+  };
+  if (tooltips) {
+    s += "  <g font-size=\"" + num(L.value_size > 0 ? L.value_size : 13) + "\" text-anchor=\"middle\">\n";
+    for (std::size_t i = 0; i < v.rows(); ++i)
+      for (std::size_t j = 0; j < C; ++j) {
+        const bool m = masked_cell(opt, C, i, j);
+        const rgb c = colour_of(static_cast<double>(v(i, j)));
+        const std::string& text = texts[i * C + j];
+        const int cx = gx + static_cast<int>(j) * L.cell_w, cy = gy + static_cast<int>(i) * L.cell_h;
+        s += "    <g>\n      <title>" + tooltip_prefix + xml_escape(row_labels[i]) + " \xE2\x86\x92 " +
+             xml_escape(col_labels[j]) + ": " + text + "</title>\n";
+        s += "      <rect x=\"" + num(cx) + "\" y=\"" + num(cy) + "\" width=\"" + num(L.cell_w) + "\" height=\"" +
+             num(L.cell_h) + "\" fill=\"" + (m ? "url(#" + opt.id + "-masked)" : hex_colour(c)) + "\"" +
+             (L.stroke > 0 ? " stroke=\"#ffffff\" stroke-width=\"" + num(L.stroke) + "\"" : std::string()) + "/>\n";
+        if (L.value_size > 0 && !m)
+          s += "      <text x=\"" + num(cx + L.cell_w / 2) + "\" y=\"" + num(cy + L.cell_h / 2) +
+               "\" dy=\"0.35em\" fill=\"" + text_colour_on(c) + "\">" + text + "</text>\n";
+        s += "    </g>\n";
+      }
+    s += "  </g>\n";
+    return;
+  }
+  constexpr int steps = 256, nan_key = steps, masked_key = steps + 1;
+  std::vector<std::string> paths(steps + 2);
+  for (std::size_t i = 0; i < v.rows(); ++i) {
+    std::size_t j = 0;
+    while (j < C) {
+      auto key_of = [&](std::size_t k) {
+        const double x = static_cast<double>(v(i, k));
+        if (masked_cell(opt, C, i, k)) return masked_key;
+        if (std::isnan(x)) return nan_key;
+        const double t = std::clamp((x - opt.lo) / (opt.hi - opt.lo), 0.0, 1.0);
+        return std::min(steps - 1, static_cast<int>(t * steps));
+      };
+      const int key = key_of(j);
+      std::size_t end = j + 1;
+      while (end < C && key_of(end) == key) ++end;
+      std::string& path = paths[static_cast<std::size_t>(key)];  // appended: "M" + … draws g++'s false -Wrestrict
+      path += 'M';
+      path += std::to_string(j);
+      path += ' ';
+      path += std::to_string(i);
+      path += ".5h";
+      path += std::to_string(end - j);
+      j = end;
+    }
+  }
+  s += "  <g transform=\"translate(" + num(gx) + " " + num(gy) + ") scale(" + num(L.cell_w) + " " + num(L.cell_h) +
+       ")\" fill=\"none\" stroke-width=\"1\" shape-rendering=\"crispEdges\">\n";
+  for (int key = 0; key < steps + 2; ++key) {
+    const std::string& d = paths[static_cast<std::size_t>(key)];
+    if (d.empty()) continue;
+    const std::string paint = key == masked_key ? "url(#" + opt.id + "-masked-cells)"
+                              : key == nan_key  ? std::string("#d9d9d9")
+                                                : hex_colour(scale_colour((key + 0.5) / steps));
+    s += "    <path stroke=\"" + paint + "\" d=\"" + d + "\"/>\n";
+  }
+  s += "  </g>\n";
+}
+
+/// The legend with its bar's top left at (bar_x, top), bar_h high.
+inline void draw_legend(std::string& s, const legend& g, const heatmap_options& opt, int bar_x, int top, int bar_h) {
+  s += "  <g font-size=\"" + num(svg_axis_size) + "\" fill=\"#555555\">\n";
+  s += "    <rect x=\"" + num(bar_x) + "\" y=\"" + num(top) + "\" width=\"" + num(svg_bar_w) + "\" height=\"" +
+       num(bar_h) + "\" fill=\"url(#" + opt.id + "-scale)\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
+  for (int k = 0; k <= 4; ++k) {
+    const int ty = top + bar_h - (bar_h * k) / 4;
+    s += "    <line x1=\"" + num(bar_x + svg_bar_w) + "\" y1=\"" + num(ty) + "\" x2=\"" +
+         num(bar_x + svg_bar_w + svg_tick_len) + "\" y2=\"" + num(ty) + "\" stroke=\"#999999\"/>\n";
+    s += "    <text x=\"" + num(bar_x + svg_bar_w + svg_tick_len + 4) + "\" y=\"" + num(ty) + "\" dy=\"0.35em\">" +
+         g.ticks[static_cast<std::size_t>(k)] + "</text>\n";
+  }
+  const int swatch_y = top + bar_h + 16;
+  for (std::size_t k = 0; k < g.swatches.size(); ++k) {
+    const int sy = swatch_y + static_cast<int>(k) * 22;
+    s += "    <rect x=\"" + num(bar_x) + "\" y=\"" + num(sy) + "\" width=\"" + num(svg_bar_w) + "\" height=\"" +
+         num(svg_bar_w) + "\" fill=\"" + g.swatches[k].first + "\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
+    s += "    <text x=\"" + num(bar_x + svg_bar_w + 6) + "\" y=\"" + num(sy + svg_bar_w / 2) + "\" dy=\"0.35em\">" +
+         g.swatches[k].second + "</text>\n";
+  }
+  s += "  </g>\n";
+}
+
+}  // namespace detail
+
+/// One map of a grid (heatmap_grid_svg): its numbers, borrowed, and its title.
+struct heatmap_panel {
+  MatrixView<const double> values{};
+  std::string title;
+};
+
+namespace detail {
+
+/// A map of any element type and its title (heatmap_svg's one map).
+template <class View>
+struct titled_map {
+  View values;
+  std::string title;
+};
+
+/// The maps of `panels` (each with .values and .title), `columns` to a row (0: as many as fit
+/// opt.max_width, in rows of equal counts), on one scale with one legend: what heatmap_svg (one
+/// map, no title) and heatmap_grid_svg draw. `where` names the function in errors.
+template <class Panel>
+[[nodiscard]] std::string heatmaps_svg(const char* where, const std::vector<Panel>& panels,
+                                       const std::vector<std::string>& row_labels,
+                                       const std::vector<std::string>& col_labels, const heatmap_options& opt,
+                                       std::size_t columns) {
+  attn::detail::check_nonempty(where, "the list of maps", panels.size());
+  for (const auto& p : panels) check_heatmap(where, p.values.rows(), p.values.cols(), row_labels, col_labels, opt);
+  cell_texts cells;
+  for (const auto& p : panels) add_cell_texts(cells, p.values, opt);
+  const legend key = make_legend(opt, cells);
+  const std::size_t R = row_labels.size(), C = col_labels.size(), per_map = R * C;
+  const int rows = static_cast<int>(R), cols = static_cast<int>(C), gap = 24;
+  std::vector<std::string> titles;
+  for (const auto& p : panels) titles.push_back(p.title);
+  const int title_row_h = widest(titles, 14) == 0 ? 0 : 14 + 10;
+
+  // as many maps to a row as fit at the natural cell size (at least one), then rows of equal counts
+  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
+  std::size_t across = columns == 0 ? panels.size() : std::min(columns, panels.size());
+  if (columns == 0) {
+    heatmap_options unlimited = opt;
+    unlimited.max_width = 0;
+    const heatmap_layout natural = fit_layout(unlimited, cells.texts, row_labels, col_labels, cols, 0);
+    const int fixed = svg_pad + row_axis_w + widest(row_labels, natural.label_size) + 12 + key.width;
+    while (across > 1 && opt.max_width > 0 &&
+           fixed + static_cast<int>(across) * (cols * natural.cell_w + gap) - gap > opt.max_width)
+      --across;
+    const std::size_t grid_rows = (panels.size() + across - 1) / across;
+    across = (panels.size() + grid_rows - 1) / grid_rows;
+  }
+  const int k = static_cast<int>(across);
+  const heatmap_layout L = fit_layout(opt, cells.texts, row_labels, col_labels, k * cols, key.width + (k - 1) * gap);
+  const bool tooltips = per_map <= most_cells_with_tooltips || L.value_size > 0;
+
+  const int gx = svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12;
+  const int map_w = cols * L.cell_w, map_h = rows * L.cell_h;
+  // a row of maps: the maps' titles, the column labels, the cells, a gap
+  const int head_h = title_row_h + column_labels_height(L, col_labels);
+  const int first_top = cells_top(opt, L, col_labels) + title_row_h;
+  const int grid_rows = static_cast<int>((panels.size() + across - 1) / across);
+  const int row_h = head_h + map_h + gap;
+  const int grid_w = k * map_w + (k - 1) * gap, grid_h = grid_rows * row_h - gap - head_h;
+  const int bar_h = std::max(map_h, 120);
+  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
+  const int total_w = std::max(gx + grid_w + key.width, title_w);
+  const int total_h = first_top + std::max(grid_h, key.height(bar_h)) + svg_pad;
+
+  std::string s = svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
+  draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
+  for (std::size_t p = 0; p < panels.size(); ++p) {
+    const int x = gx + static_cast<int>(p % across) * (map_w + gap);
+    const int y = first_top + static_cast<int>(p / across) * row_h;
+    if (title_row_h > 0)
+      s += "  <text x=\"" + num(x) + "\" y=\"" + num(y - head_h + 14) +
+           "\" font-size=\"14\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(panels[p].title) + "</text>\n";
+    draw_labels(s, L, p % across == 0 ? &row_labels : nullptr, col_labels, x, y);
+    const std::vector<std::string> texts(cells.texts.begin() + static_cast<std::ptrdiff_t>(p * per_map),
+                                         cells.texts.begin() + static_cast<std::ptrdiff_t>((p + 1) * per_map));
+    draw_cells(s, panels[p].values, texts, L, x, y, tooltips, opt, row_labels, col_labels,
+               panels[p].title.empty() ? std::string() : xml_escape(panels[p].title) + ": ");
+  }
+  draw_legend(s, key, opt, gx + grid_w + 28, first_top, bar_h);
+  return s + "</svg>\n";
+}
+
 }  // namespace detail
 
 /// Returns an R×C heatmap of `values` as an SVG document: cells coloured on [lo, hi] showing
@@ -197,240 +567,30 @@ template <matrix_like M>
 [[nodiscard]] std::string heatmap_svg(const M& values, const std::vector<std::string>& row_labels,
                                       const std::vector<std::string>& col_labels,
                                       const heatmap_options& opt = {}) {
-  const auto v = as_view(values);
-  const char* where = "attn::report::heatmap_svg";
-  attn::detail::check_nonempty(where, "the matrix", v.rows() * v.cols());
-  attn::detail::check_equal(where, "row labels", row_labels.size(), "rows", v.rows());
-  attn::detail::check_equal(where, "column labels", col_labels.size(), "columns", v.cols());
-  if (!opt.masked.empty() && opt.masked.size() != v.cols())
-    attn::detail::check_equal(where, "size of masked", opt.masked.size(), "number of cells",
-                              v.rows() * v.cols());
-  if (!(opt.lo < opt.hi) || !std::isfinite(opt.lo) || !std::isfinite(opt.hi))
-    attn::detail::raise<domain_error>(std::string(where) +
-                                      ": the colour scale needs finite lo < hi");
-  if (!detail::valid_id(opt.id))
-    attn::detail::raise<domain_error>(std::string(where) +
-                                      ": the id prefix must be ASCII letters, digits, '_', '-' "
-                                      "and '.', starting with a letter or '_'");
-  using detail::num;
-  using detail::text_width;
-  using detail::xml_escape;
-
-  constexpr int pad = 16, title_size = 16, axis_size = 12, bar_w = 14, tick_len = 4;
-  constexpr std::size_t most_cells_with_tooltips = 4096;  // beyond: runs of colour, a few bytes a cell
-  const int rows = static_cast<int>(v.rows()), cols = static_cast<int>(v.cols());
-  const std::size_t C = v.cols();
-  auto masked = [&](std::size_t i, std::size_t j) {
-    return !opt.masked.empty() && opt.masked[opt.masked.size() == C ? j : i * C + j];
-  };
-
-  std::vector<std::string> texts(v.rows() * C);
-  bool any_masked = false, any_nan = false;
-  for (std::size_t i = 0; i < v.rows(); ++i)
-    for (std::size_t j = 0; j < C; ++j) {
-      const double x = static_cast<double>(v(i, j));
-      texts[i * C + j] = masked(i, j) ? "masked" : fixed(x, opt.decimals < 0 ? 3 : opt.decimals);
-      any_masked = any_masked || masked(i, j);
-      any_nan = any_nan || (!masked(i, j) && std::isnan(x));
-    }
-  auto widest = [](const std::vector<std::string>& texts_, int size) {
-    int w = 0;
-    for (const auto& t : texts_) w = std::max(w, text_width(t, size));
-    return w;
-  };
-
-  // the legend: a vertical bar from lo (bottom) to hi (top) with five ticks, then swatches
-  std::vector<std::string> ticks;
-  for (int k = 0; k <= 4; ++k) ticks.push_back(detail::tick_text(opt.lo + (opt.hi - opt.lo) * k / 4.0));
-  std::vector<std::pair<std::string, std::string>> swatches;  // fill, name
-  if (any_masked) swatches.emplace_back("url(#" + opt.id + "-masked)", "masked");
-  if (any_nan) swatches.emplace_back("#d9d9d9", "NaN");
-  int legend_text_w = widest(ticks, axis_size);
-  for (const auto& sw : swatches)
-    legend_text_w = std::max(legend_text_w, text_width(sw.second, axis_size) + 20 - tick_len - 4);
-  const int legend_w = 28 + bar_w + tick_len + 4 + legend_text_w + pad;
-  const int row_axis_w = opt.row_axis.empty() ? 0 : 24;
-
-  // the natural layout: cells wide enough for every value and column label
-  detail::heatmap_layout L;
-  L.cell_w = std::max({60, (opt.decimals < 0 ? 0 : widest(texts, L.value_size)) + 20,
-                       widest(col_labels, L.label_size) + 14});
-  if (opt.decimals < 0) L.value_size = 0;
-  if (opt.max_width > 0 &&
-      pad + row_axis_w + widest(row_labels, L.label_size) + 12 + cols * L.cell_w + legend_w > opt.max_width) {
-    // too wide for the column it goes in: smaller (square) cells, smaller labels
-    L.label_size = 12;
-    const int room = opt.max_width - (pad + row_axis_w + widest(row_labels, L.label_size) + 12) - legend_w;
-    L.cell_w = std::clamp(room / cols, 1, L.cell_w);
-    L.cell_h = std::min(L.cell_h, L.cell_w);
-    L.stroke = L.cell_w >= 12 ? 2 : L.cell_w >= 6 ? 1 : 0;
-    if (L.value_size > 0) {
-      L.value_size = 0;  // the largest size at which every value fits its cell, if any
-      for (const int size : {13, 11})
-        if (L.value_size == 0 && widest(texts, size) + 6 <= L.cell_w && size + 4 <= L.cell_h) L.value_size = size;
-    }
-    L.upright_columns = widest(col_labels, L.label_size) + 8 > L.cell_w;
-    if (L.upright_columns) L.col_step = (L.label_size + 1 + L.cell_w) / L.cell_w;
-    L.row_step = (L.label_size + 1 + L.cell_h) / L.cell_h;
-  }
-  const bool tooltips = v.rows() * C <= most_cells_with_tooltips || L.value_size > 0;
-
-  const int cell_w = L.cell_w, cell_h = L.cell_h;
-  const int gx = pad + row_axis_w + widest(row_labels, L.label_size) + 12;
-  int gy = pad;
-  if (!opt.title.empty()) gy += title_size + 12;
-  if (!opt.col_axis.empty()) gy += axis_size + 10;
-  gy += L.upright_columns ? widest(col_labels, L.label_size) + 10 : L.label_size + 12;  // the column labels
-  const int grid_w = cols * cell_w, grid_h = rows * cell_h;
-  const int bar_x = gx + grid_w + 28;
-  const int bar_h = std::max(grid_h, 120);
-  const int swatch_y = gy + bar_h + 16;
-  const int legend_h = bar_h + (swatches.empty() ? 0 : 16 + static_cast<int>(swatches.size()) * 22 - 8);
-  const int width = gx + grid_w + legend_w;
-  const int title_w = opt.title.empty() ? 0 : pad + text_width(opt.title, title_size) + pad;
-  const int total_w = std::max(width, title_w);
-  const int total_h = gy + std::max(grid_h, legend_h) + pad;
-
-  const std::string id_title = opt.id + "-title", id_scale = opt.id + "-scale";
-  std::string s;
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(total_w) + "\" height=\"" +
-       num(total_h) + "\" viewBox=\"0 0 " + num(total_w) + " " + num(total_h) +
-       "\" role=\"img\" aria-labelledby=\"" + id_title +
-       "\" font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
-  s += "  <title id=\"" + id_title + "\">" +
-       xml_escape(opt.title.empty() ? std::string("Heatmap") : opt.title) + "</title>\n";
-  s += "  <defs>\n    <linearGradient id=\"" + id_scale + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  for (std::size_t k = 0; k < detail::scale_stops.size(); ++k)
-    s += "      <stop offset=\"" +
-         shortest(static_cast<double>(k) / static_cast<double>(detail::scale_stops.size() - 1)) +
-         "\" stop-color=\"" + detail::hex_colour(detail::scale_stops[k]) + "\"/>\n";
-  s += "    </linearGradient>\n";
-  if (any_masked) s += detail::hatch_pattern(opt.id + "-masked", 1, 1);
-  if (any_masked && !tooltips) s += detail::hatch_pattern(opt.id + "-masked-cells", 1.0 / cell_w, 1.0 / cell_h);
-  s += "  </defs>\n";
-  s += "  <rect width=\"" + num(total_w) + "\" height=\"" + num(total_h) + "\" fill=\"#ffffff\"/>\n";
-
-  int y = pad;
-  if (!opt.title.empty()) {
-    s += "  <text x=\"" + num(pad) + "\" y=\"" + num(y + title_size) + "\" font-size=\"" +
-         num(title_size) + "\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(opt.title) +
-         "</text>\n";
-    y += title_size + 12;
-  }
-  if (!opt.col_axis.empty())
-    s += "  <text x=\"" + num(gx + grid_w / 2) + "\" y=\"" + num(y + axis_size) + "\" font-size=\"" +
-         num(axis_size) + "\" font-style=\"italic\" fill=\"#555555\" text-anchor=\"middle\">" +
-         xml_escape(opt.col_axis) + "</text>\n";
-  if (!opt.row_axis.empty()) {
-    const int ax = pad + axis_size, ay = gy + grid_h / 2;
-    s += "  <text x=\"" + num(ax) + "\" y=\"" + num(ay) + "\" font-size=\"" + num(axis_size) +
-         "\" font-style=\"italic\" fill=\"#555555\" text-anchor=\"middle\" transform=\"rotate(-90 " +
-         num(ax) + " " + num(ay) + ")\">" + xml_escape(opt.row_axis) + "</text>\n";
-  }
-
-  s += "  <g font-size=\"" + num(L.label_size) + "\" fill=\"#1b1b1b\">\n";
-  for (int j = 0; j < cols; j += L.col_step) {
-    const std::string label = xml_escape(col_labels[static_cast<std::size_t>(j)]);
-    const int lx = gx + j * cell_w + cell_w / 2, ly = gy - 8;
-    if (L.upright_columns)
-      s += "    <text x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\" transform=\"rotate(-90 " + num(lx) +
-           " " + num(ly) + ")\">" + label + "</text>\n";
-    else
-      s += "    <text x=\"" + num(lx) + "\" y=\"" + num(ly) + "\" text-anchor=\"middle\">" + label + "</text>\n";
-  }
-  for (int i = 0; i < rows; i += L.row_step)
-    s += "    <text x=\"" + num(gx - 10) + "\" y=\"" + num(gy + i * cell_h + cell_h / 2) +
-         "\" dy=\"0.35em\" text-anchor=\"end\">" + xml_escape(row_labels[static_cast<std::size_t>(i)]) +
-         "</text>\n";
-  s += "  </g>\n";
-
-  auto colour_of = [&](double x) {
-    return std::isnan(x) ? detail::rgb{217, 217, 217} : detail::scale_colour((x - opt.lo) / (opt.hi - opt.lo));
-  };
-  if (tooltips) {
-    s += "  <g font-size=\"" + num(L.value_size > 0 ? L.value_size : 13) + "\" text-anchor=\"middle\">\n";
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) {
-        const auto ui = static_cast<std::size_t>(i), uj = static_cast<std::size_t>(j);
-        const bool m = masked(ui, uj);
-        const detail::rgb c = colour_of(static_cast<double>(v(ui, uj)));
-        const std::string& text = texts[ui * C + uj];
-        const int cx = gx + j * cell_w, cy = gy + i * cell_h;
-        s += "    <g>\n      <title>" + xml_escape(row_labels[ui]) + " \xE2\x86\x92 " +
-             xml_escape(col_labels[uj]) + ": " + text + "</title>\n";
-        s += "      <rect x=\"" + num(cx) + "\" y=\"" + num(cy) + "\" width=\"" + num(cell_w) +
-             "\" height=\"" + num(cell_h) + "\" fill=\"" +
-             (m ? "url(#" + opt.id + "-masked)" : detail::hex_colour(c)) + "\"" +
-             (L.stroke > 0 ? " stroke=\"#ffffff\" stroke-width=\"" + num(L.stroke) + "\"" : std::string()) + "/>\n";
-        if (L.value_size > 0 && !m)
-          s += "      <text x=\"" + num(cx + cell_w / 2) + "\" y=\"" + num(cy + cell_h / 2) +
-               "\" dy=\"0.35em\" fill=\"" + detail::text_colour_on(c) + "\">" + text + "</text>\n";
-        s += "    </g>\n";
-      }
-    s += "  </g>\n";
-  } else {
-    // Too many cells for a tooltip each: one path per colour (256 steps of the scale, NaN,
-    // masked), each cell a stroke one cell high, and runs of one colour in a row one stroke.
-    constexpr int steps = 256, nan_key = steps, masked_key = steps + 1;
-    std::vector<std::string> paths(steps + 2);
-    for (std::size_t i = 0; i < v.rows(); ++i) {
-      std::size_t j = 0;
-      while (j < C) {
-        auto key_of = [&](std::size_t k) {
-          const double x = static_cast<double>(v(i, k));
-          if (masked(i, k)) return masked_key;
-          if (std::isnan(x)) return nan_key;
-          const double t = std::clamp((x - opt.lo) / (opt.hi - opt.lo), 0.0, 1.0);
-          return std::min(steps - 1, static_cast<int>(t * steps));
-        };
-        const int key = key_of(j);
-        std::size_t end = j + 1;
-        while (end < C && key_of(end) == key) ++end;
-        (paths[static_cast<std::size_t>(key)] += 'M') +=  // not "M" + …: GCC PR 105651
-            std::to_string(j) + " " + std::to_string(i) + ".5h" + std::to_string(end - j);
-        j = end;
-      }
-    }
-    s += "  <g transform=\"translate(" + num(gx) + " " + num(gy) + ") scale(" + num(cell_w) + " " + num(cell_h) +
-         ")\" fill=\"none\" stroke-width=\"1\" shape-rendering=\"crispEdges\">\n";
-    for (int key = 0; key < steps + 2; ++key) {
-      const std::string& d = paths[static_cast<std::size_t>(key)];
-      if (d.empty()) continue;
-      const std::string paint = key == masked_key ? "url(#" + opt.id + "-masked-cells)"
-                                : key == nan_key  ? std::string("#d9d9d9")
-                                                  : detail::hex_colour(detail::scale_colour((key + 0.5) / steps));
-      s += "    <path stroke=\"" + paint + "\" d=\"" + d + "\"/>\n";
-    }
-    s += "  </g>\n";
-  }
-
-  s += "  <g font-size=\"" + num(axis_size) + "\" fill=\"#555555\">\n";
-  s += "    <rect x=\"" + num(bar_x) + "\" y=\"" + num(gy) + "\" width=\"" + num(bar_w) +
-       "\" height=\"" + num(bar_h) + "\" fill=\"url(#" + id_scale + ")\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
-  for (int k = 0; k <= 4; ++k) {
-    const int ty = gy + bar_h - (bar_h * k) / 4;
-    s += "    <line x1=\"" + num(bar_x + bar_w) + "\" y1=\"" + num(ty) + "\" x2=\"" +
-         num(bar_x + bar_w + tick_len) + "\" y2=\"" + num(ty) + "\" stroke=\"#999999\"/>\n";
-    s += "    <text x=\"" + num(bar_x + bar_w + tick_len + 4) + "\" y=\"" + num(ty) +
-         "\" dy=\"0.35em\">" + ticks[static_cast<std::size_t>(k)] + "</text>\n";
-  }
-  for (std::size_t k = 0; k < swatches.size(); ++k) {
-    const int sy = swatch_y + static_cast<int>(k) * 22;
-    s += "    <rect x=\"" + num(bar_x) + "\" y=\"" + num(sy) + "\" width=\"" + num(bar_w) + "\" height=\"" +
-         num(bar_w) + "\" fill=\"" + swatches[k].first + "\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
-    s += "    <text x=\"" + num(bar_x + bar_w + 6) + "\" y=\"" + num(sy + bar_w / 2) + "\" dy=\"0.35em\">" +
-         swatches[k].second + "</text>\n";
-  }
-  s += "  </g>\n</svg>\n";
-  return s;
+  using view = decltype(as_view(values));
+  const std::vector<detail::titled_map<view>> one{{as_view(values), ""}};
+  return detail::heatmaps_svg("attn::report::heatmap_svg", one, row_labels, col_labels, opt, 1);
 }
 
-/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1],
-/// and a title that says what the rows of `weights` sum to: "each row sums to 1" only when
-/// every row does (within (n + 4)ε); a row of zeros is one with nothing kept (every note
-/// masked), and the title says so; NaN rows leave the claim out.
+/// Returns several R×C heatmaps as one SVG document (the maps of many heads; a map beside
+/// another): `columns` maps to a row (0: as many as fit opt.max_width), each under its title,
+/// on ONE colour scale [lo, hi] with one legend, the column labels above every map, the row
+/// labels left of each row of maps, opt.masked's cells masked in every map; the rest as
+/// heatmap_svg (tooltips "title: row → column: value"). Throws as heatmap_svg for each map,
+/// and dimension_error when there are no maps or they differ in shape.
+[[nodiscard]] inline std::string heatmap_grid_svg(const std::vector<heatmap_panel>& panels,
+                                                  const std::vector<std::string>& row_labels,
+                                                  const std::vector<std::string>& col_labels,
+                                                  const heatmap_options& opt = {}, std::size_t columns = 0) {
+  return detail::heatmaps_svg("attn::report::heatmap_grid_svg", panels, row_labels, col_labels, opt, columns);
+}
+
+/// What the rows of `weights` sum to, for a title: "each row sums to 1" only when every row
+/// does (within (n + 4)ε); "nothing kept: every weight is 0" when every row is zeros (every
+/// note masked); "each row sums to 1, or is 0 where nothing is kept" for a mix; "" otherwise
+/// (NaN rows).
 template <matrix_like M>
-[[nodiscard]] heatmap_options alignment_map_options(const M& weights, int decimals = 3) {
+[[nodiscard]] std::string row_sums_text(const M& weights) {
   const auto w = as_view(weights);
   using T = std::remove_cv_t<typename decltype(w)::value_type>;
   const double tolerance = static_cast<double>(w.cols() + 4) * static_cast<double>(std::numeric_limits<T>::epsilon());
@@ -445,11 +605,19 @@ template <matrix_like M>
     if (all_zero) ++zeros;
     else if (std::abs(sum - 1) <= tolerance) ++ones;
   }
+  if (ones == w.rows()) return "each row sums to 1";
+  if (zeros == w.rows()) return "nothing kept: every weight is 0";
+  if (ones + zeros == w.rows()) return "each row sums to 1, or is 0 where nothing is kept";
+  return "";
+}
+
+/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1],
+/// and a title that says what the rows of `weights` sum to (row_sums_text).
+template <matrix_like M>
+[[nodiscard]] heatmap_options alignment_map_options(const M& weights, int decimals = 3) {
   heatmap_options opt;
   opt.title = "Alignment map \xCE\xB1";
-  if (ones == w.rows()) opt.title += " (each row sums to 1)";
-  else if (zeros == w.rows()) opt.title += " (nothing kept: every weight is 0)";
-  else if (ones + zeros == w.rows()) opt.title += " (each row sums to 1, or is 0 where nothing is kept)";
+  if (const std::string sums = row_sums_text(weights); !sums.empty()) opt.title += " (" + sums + ")";
   opt.row_axis = "queries (words written)";
   opt.col_axis = "notes (words read)";
   opt.decimals = decimals;
