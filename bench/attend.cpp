@@ -4,6 +4,10 @@
 //   eigen     Eigen 3.4: s = H*q, a vectorized softmax, c = Hᵀα (two passes over H);
 //             Matrix<T,3,3> for the fixed (3,3) case,
 //   readonce  the memory floor: a loop that reads every note once and adds it up, nothing else.
+//   unchecked attn::attend without its overlap check (the detail:: call attend makes after it),
+//   exact     attn::attend with the exact overlap check of every pair (row by row, out of line)
+//             instead of the inline check of spans: what the inline check saves
+//             (docs/performance.md, "Overlap checks").
 // Notes and query uniform in [-1, 1).
 #include <attn/attention.hpp>
 
@@ -54,6 +58,28 @@ void attend_attn(benchmark::State& state) {
   for (auto _ : state) {
     bench::touch(p.H.data());
     attn::attend(p.q, H, attn::dot, s, w, c);
+    bench::touch(c.data());
+  }
+  finish<T>(state, p.n, p.d);
+}
+
+// attend's two steps after its sizes are known, with the overlap check given (attend's own
+// inline one, the exact one, or none), for the cost of the check alone.
+enum class overlap_check { none, exact };
+
+template <class T, overlap_check check>
+void attend_check(benchmark::State& state) {
+  const problem<T> p(state);
+  const attn::MatrixView<const T> H(p.H.data(), p.n, p.d);
+  bench::buffer<T> s(p.n), w(p.n), c(p.d);
+  const std::span<const T> q(p.q.data(), p.d);
+  const std::span<T> ss(s.data(), p.n), ws(w.data(), p.n), cs(c.data(), p.d);
+  const attn::options opt{};
+  for (auto _ : state) {
+    bench::touch(p.H.data());
+    if constexpr (check == overlap_check::exact)
+      attn::detail::check_attend_apart_exact<T>("attend", q, H, H, true, ss, ws, cs, opt);
+    attn::detail::attend_views<T>("attend", q, H, H, attn::dot, ss, ws, cs, opt);
     bench::touch(c.data());
   }
   finish<T>(state, p.n, p.d);
@@ -186,6 +212,8 @@ void fixed_eigen(benchmark::State& state) {
 // Dynamic sizes (argument pairs n, d).
 BENCHMARK_TEMPLATE(attend_attn, float)->Name("attend/f32/attn")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(attend_naive, float)->Name("attend/f32/naive")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(attend_check, float, overlap_check::none)->Name("attend/f32/unchecked")->Apply(apply_shapes);
+BENCHMARK_TEMPLATE(attend_check, float, overlap_check::exact)->Name("attend/f32/exact")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(attend_readonce, float)->Name("attend/f32/readonce")->Apply(apply_large);
 BENCHMARK_TEMPLATE(attend_attn, double)->Name("attend/f64/attn")->Apply(apply_shapes);
 BENCHMARK_TEMPLATE(attend_naive, double)->Name("attend/f64/naive")->Apply(apply_shapes);

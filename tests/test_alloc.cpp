@@ -11,6 +11,7 @@
 #include "attn/attn.hpp"
 #include "attn/jacobian.hpp"
 #include "attn_catch.hpp"
+#include "user_scores.hpp"
 
 namespace {
 std::atomic<long> allocations{0};
@@ -215,22 +216,7 @@ TEST_CASE("Caller buffers: dynamic backward allocates nothing", "[alloc]") {
 namespace {
 // A user's score with no batched members: backward goes note by note and needs two vectors of
 // scratch, on the heap above 128 numbers.
-struct plain_dot {
-  void check(std::size_t dq, std::size_t dh) const {
-    if (dq != dh) throw attn::dimension_error("plain_dot: sizes differ");
-  }
-  double operator()(std::span<const double> q, std::span<const double> h) const {
-    double s = 0;
-    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
-    return s;
-  }
-  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
-  }
-  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
-  }
-};
+using plain_dot = test_scores::note_by_note_dot;
 }  // namespace
 
 TEST_CASE("backward whose scratch cannot be allocated leaves every gradient untouched", "[alloc][errors]") {
@@ -361,29 +347,9 @@ TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untou
 }
 
 namespace {
-struct gave_up : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 // A user's score (the dot product, note by note) that throws at the `at`-th note it scores.
-struct score_that_throws {
-  mutable int calls = 0;
-  int at = 2;
-  void check(std::size_t dq, std::size_t dh) const {
-    if (dq != dh) throw attn::dimension_error("score_that_throws: sizes differ");
-  }
-  double operator()(std::span<const double> q, std::span<const double> h) const {
-    if (++calls == at) throw gave_up("the score gave up");
-    double s = 0;
-    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
-    return s;
-  }
-  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
-  }
-  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
-  }
-};
+using score_that_throws = test_scores::throwing_score;
+using gave_up = test_scores::score_failure;
 }  // namespace
 
 TEST_CASE("A user's score that throws: every allocation attn made is freed", "[alloc][errors]") {

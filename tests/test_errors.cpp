@@ -20,6 +20,7 @@
 #include "../examples/attn_calc/parse.hpp"
 #include "attn/attn.hpp"
 #include "attn_catch.hpp"
+#include "user_scores.hpp"
 
 using attn::all_masked_policy;
 using attn::Matrix;
@@ -1283,23 +1284,6 @@ TEST_CASE("errors: partial results whose values_mean disagrees with the context 
 }
 
 namespace {
-// A user's score with no batched members (backward goes note by note through its gradients).
-struct note_by_note_dot {
-  void check(std::size_t dq, std::size_t dh) const {
-    if (dq != dh) throw attn::dimension_error("note_by_note_dot: sizes differ");
-  }
-  double operator()(std::span<const double> q, std::span<const double> h) const {
-    double s = 0;
-    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
-    return s;
-  }
-  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
-  }
-  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
-  }
-};
 
 /// No entry of x is NaN.
 bool none_nan(std::span<const double> x) {
@@ -1348,7 +1332,7 @@ TEST_CASE("errors: a zero factor times a derivative that overflowed contributes 
   check_query(gen.query);
   CHECK(none_nan(std::span<const double>(gen.notes.data(), 6)));
   CHECK(none_nan(std::span<const double>(gen.parameters.W.data(), 4)));
-  const auto user = attn::backward(q, notes, note_by_note_dot{}, g);
+  const auto user = attn::backward(q, notes, test_scores::note_by_note_dot{}, g);
   check_query(user.query);
   CHECK(none_nan(std::span<const double>(user.notes.data(), 6)));
   const Matrix<double> queries{{0.3, -0.3}};
@@ -1396,40 +1380,13 @@ TEST_CASE("errors: where infinities that overflowed meet, the derivatives are Na
 }
 
 namespace {
-struct score_failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A user's score (keys and values of d numbers: the dot product) that throws score_failure at
-// the `at`-th note it scores, counted over the object's life; gradient_note or gradient_query
-// throw too when asked to.
-struct throwing_score {
-  mutable int calls = 0;
-  int at = 3;
-  bool note_throws = false, query_throws = false;
-  void check(std::size_t dq, std::size_t dh) const {
-    if (dq != dh) throw attn::dimension_error("throwing_score: sizes differ");
-  }
-  double operator()(std::span<const double> q, std::span<const double> h) const {
-    if (++calls == at) throw score_failure("the score gave up");
-    double s = 0;
-    for (std::size_t i = 0; i < q.size(); ++i) s += q[i] * h[i];
-    return s;
-  }
-  void gradient_note(std::span<const double> q, std::span<const double>, std::span<double> out) const {
-    if (note_throws) throw score_failure("gradient_note gave up");
-    for (std::size_t i = 0; i < q.size(); ++i) out[i] = q[i];
-  }
-  void gradient_query(std::span<const double>, std::span<const double> h, std::span<double> out) const {
-    if (query_throws) throw score_failure("gradient_query gave up");
-    for (std::size_t i = 0; i < h.size(); ++i) out[i] = h[i];
-  }
-};
+using test_scores::score_failure;
+using test_scores::throwing_score;
 
 // A user's dot-product score (attn's fast paths) whose scale throws: the one-pass path zeroed
 // the context before it asked for the scale.
 struct throwing_scale : attn::dot_product_family<throwing_scale> {
-  static constexpr const char* name = "throwing_scale";
+  [[maybe_unused]] static constexpr const char* name = "throwing_scale";
   template <attn::real T>
   T scale(std::size_t) const {
     throw score_failure("scale gave up");

@@ -245,3 +245,40 @@ TEST_CASE("cross_attention takes the scale as a score (E3's map is cross-attenti
   const auto scaled = attn::cross_attention(Hindi, English, I, I, I);  // 1/√3
   REQUIRE(scaled.maps(0, 0) < r.maps(0, 0));
 }
+
+// Fixed sizes in constant evaluation (issue 21: the small cases stay constexpr): W3's sentence
+// with one head and W7's two heads, evaluated by the compiler and compared with the run-time
+// call to the bit. W3's row "drink" by hand: q = (0, 1), keys (2, 0), (1.5, 1.5), (0, 2), so the
+// scores over √2 are (0, 1.5/√2, √2) = (0, 1.0607, 1.4142) and the weights
+// (1, 2.888, 4.113) / 8.001 = (0.125, 0.361, 0.514).
+namespace constant_w3 {
+constexpr Matrix<double, 3, 3> X{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+constexpr Matrix<double, 3, 2> W_Q{{1, 0}, {0, 1}, {1, 1}};
+constexpr Matrix<double, 3, 2> W_K{{2, 0}, {1.5, 1.5}, {0, 2}};
+constexpr Matrix<double, 3, 2> W_V{{1, 0}, {1, 1}, {0, 1}};
+constexpr Matrix<double, 3, 6> W_Q2{{0, 0, 0, 5, 0, 0}, {5, 0, 0, 0, 5, 0}, {0, 5, 0, 0, 0, 5}};
+constexpr Matrix<double, 3, 6> W_K2{{1, 0, 0, 1, 0, 0}, {0, 1, 0, 0, 1, 0}, {0, 0, 1, 0, 0, 1}};
+constexpr Matrix<double, 6, 3> W_O2{{0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 0.5}, {0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 0.5}};
+}  // namespace constant_w3
+
+TEST_CASE("self_attention on fixed sizes runs in constant evaluation: W3 and W7", "[heads][constexpr]") {
+  using namespace constant_w3;
+  constexpr auto one = attn::self_attention(X, W_Q, W_K, W_V);
+  static_assert(one.maps(1, 0) > 0.1245 && one.maps(1, 0) < 0.1255);
+  static_assert(one.maps(1, 1) > 0.3605 && one.maps(1, 1) < 0.3615);
+  static_assert(one.maps(1, 2) > 0.5135 && one.maps(1, 2) < 0.5145);
+  constexpr auto two = attn::self_attention<2>(X, W_Q2, W_K2, W_K2, W_O2);
+  // every row of both heads' maps sums to 1 within 4 ulp (three terms and a division)
+  constexpr auto row_sum = [](const auto& maps, std::size_t r) { return maps(r, 0) + maps(r, 1) + maps(r, 2); };
+  static_assert(row_sum(two.maps, 0) > 1 - 1e-15 && row_sum(two.maps, 0) < 1 + 1e-15);
+  static_assert(row_sum(two.maps, 5) > 1 - 1e-15 && row_sum(two.maps, 5) < 1 + 1e-15);
+  const auto one_now = attn::self_attention(X, W_Q, W_K, W_V);
+  const auto two_now = attn::self_attention<2>(X, W_Q2, W_K2, W_K2, W_O2);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) {
+      CHECK(one.maps(i, j) == one_now.maps(i, j));
+      CHECK(two.out(i, j) == two_now.out(i, j));
+    }
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(two.maps(i, j) == two_now.maps(i, j));
+}

@@ -144,11 +144,11 @@ check_attend_apart(const char* where, std::span<const T> q, MatrixView<const T> 
     const auto meets = [&](byte_span i) {
       return spans_meet(s, i) | spans_meet(w, i) | spans_meet(c, i);
     };
-    bool meet = spans_meet(w, s) | spans_meet(c, s) | spans_meet(c, w) | meets(of_span(q)) |
+    unsigned meet = spans_meet(w, s) | spans_meet(c, s) | spans_meet(c, w) | meets(of_span(q)) |
                 meets(of_view(keys));
     if (!notes) meet |= meets(of_view(values));  // (the notes are keys and values)
     if (!opt.mask.empty()) meet |= meets(bytes_of(region_of(opt.mask)));
-    if (!opt.row_mask.empty()) meet = true;  // (attend refuses it: the exact check first)
+    if (!opt.row_mask.empty()) meet = 1;  // (attend refuses it: the exact check first)
     if (!meet) return;
   }
   check_attend_apart_exact<T>(where, q, keys, values, notes, scores, weights, context, opt);

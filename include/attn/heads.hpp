@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <concepts>
+#include <array>
 #include <cstddef>
 #include <optional>
 #include <span>
@@ -230,6 +231,21 @@ constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
     f(scaled_dot);
 }
 
+/// The four weights and four biases of P (multi_head_parameters, or the gradients' views of
+/// them), each under its name: names[0..7] for W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O.
+template <real T, std::size_t Capacity, class P>
+constexpr void add_weights(named_regions<T, Capacity>& list, const P& p,
+                           const std::array<const char*, 8>& names) {
+  list.add(names[0], region_of(p.W_Q));
+  list.add(names[1], region_of(p.W_K));
+  list.add(names[2], region_of(p.W_V));
+  list.add(names[3], region_of(p.W_O));
+  list.add(names[4], region_of(p.b_Q));
+  list.add(names[5], region_of(p.b_K));
+  list.add(names[6], region_of(p.b_V));
+  list.add(names[7], region_of(p.b_O));
+}
+
 /// The inputs of attention with projections, named: X, X_kv (when it is not X) and every
 /// parameter given.
 template <real T, std::size_t Capacity>
@@ -237,14 +253,7 @@ constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const 
                                MatrixView<const T> X_kv, const multi_head_parameters<T>& p) {
   in.add("X", region_of(X));
   if (X_kv.data() != X.data()) in.add("X_kv", region_of(X_kv));
-  in.add("W_Q", region_of(p.W_Q));
-  in.add("W_K", region_of(p.W_K));
-  in.add("W_V", region_of(p.W_V));
-  in.add("W_O", region_of(p.W_O));
-  in.add("b_Q", region_of(p.b_Q));
-  in.add("b_K", region_of(p.b_K));
-  in.add("b_V", region_of(p.b_V));
-  in.add("b_O", region_of(p.b_O));
+  add_weights(in, p, {"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"});
 }
 
 /// The cache's matrices the forward writes, named.

@@ -109,14 +109,8 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   named_regions<T, 14> outputs;
   outputs.add("dL/dX", region_of(g.inputs));
   outputs.add("dL/dX_kv", region_of(g.kv_inputs));
-  outputs.add("dL/dW_Q", region_of(g.W_Q));
-  outputs.add("dL/dW_K", region_of(g.W_K));
-  outputs.add("dL/dW_V", region_of(g.W_V));
-  outputs.add("dL/dW_O", region_of(g.W_O));
-  outputs.add("dL/db_Q", region_of(g.b_Q));
-  outputs.add("dL/db_K", region_of(g.b_K));
-  outputs.add("dL/db_V", region_of(g.b_V));
-  outputs.add("dL/db_O", region_of(g.b_O));
+  add_weights(outputs, g,
+              {"dL/dW_Q", "dL/dW_K", "dL/dW_V", "dL/dW_O", "dL/db_Q", "dL/db_K", "dL/db_V", "dL/db_O"});
   for (Matrix<T>* m :
        {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
     outputs.add("the cache", region_of(m->view()));

@@ -387,7 +387,7 @@ check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
     for (std::size_t k = 0; k < NI; ++k) in[k] = bytes_of(inputs[k].numbers);
     in[NI] = bytes_of(region_of(opt.mask));
     in[NI + 1] = bytes_of(region_of(opt.row_mask));
-    bool meet = false;
+    unsigned meet = 0;
     for (std::size_t k = 0; k < NO; ++k) {
       for (std::size_t p = 0; p < k; ++p) meet |= spans_meet(out[k], out[p]);
       for (std::size_t i = 0; i < NI + 2; ++i) meet |= spans_meet(out[k], in[i]);

@@ -113,11 +113,12 @@ template <class T>
   return {r.data, r.data + (r.rows - 1) * r.stride + r.cols};
 }
 
-/// Whether two spans of memory meet, by two compares and no branch (std::less: addresses of
-/// different objects compare in its total order).
-[[nodiscard]] ATTN_ALWAYS_INLINE bool spans_meet(byte_span a, byte_span b) noexcept {
+/// 1 when two spans of memory meet, else 0: two compares and no branch (std::less: addresses of
+/// different objects compare in its total order). An unsigned, so that callers combine many with
+/// `|` and no branch either.
+[[nodiscard]] ATTN_ALWAYS_INLINE unsigned spans_meet(byte_span a, byte_span b) noexcept {
   const std::less<const void*> less;
-  return static_cast<bool>(less(a.begin, b.end) & less(b.begin, a.end));
+  return static_cast<unsigned>(less(a.begin, b.end)) & static_cast<unsigned>(less(b.begin, a.end));
 }
 
 /// Whether a and b are the same numbers exactly (what the in-place calls allow).

@@ -20,7 +20,8 @@ namespace attn::detail {
 /// and 1: the calling thread alone), each taking the next item as it finishes one, so that items
 /// of unequal cost even out. Allocates the thread objects and nothing else. A thread that cannot
 /// be started leaves its share to the others. The first exception an item throws stops the
-/// items not yet taken and is rethrown here once every thread has joined.
+/// items not yet taken and is rethrown here once every thread has joined. Built without
+/// exceptions, an error aborts (detail::raise), and so does a thread that cannot be started.
 template <class F>
 void split_over_threads(std::size_t count, std::size_t threads, F&& fn) {
   if (threads > count) threads = count;
@@ -29,15 +30,22 @@ void split_over_threads(std::size_t count, std::size_t threads, F&& fn) {
     return;
   }
   std::atomic<std::size_t> next{0};
-  const auto work = [&](std::exception_ptr& error) {
-    try {
+  const auto work = [&]([[maybe_unused]] std::exception_ptr& error) {
+    const auto items = [&] {
       for (std::size_t k = next.fetch_add(1, std::memory_order_relaxed); k < count;
            k = next.fetch_add(1, std::memory_order_relaxed))
         fn(k);
+    };
+#if ATTN_EXCEPTIONS
+    try {
+      items();
     } catch (...) {
       error = std::current_exception();
       next.store(count, std::memory_order_relaxed);  // the items not taken yet: none
     }
+#else
+    items();  // (without exceptions every error aborts)
+#endif
   };
   struct worker {
     std::thread thread;
@@ -45,11 +53,15 @@ void split_over_threads(std::size_t count, std::size_t threads, F&& fn) {
   };
   std::vector<worker> workers(threads - 1);
   for (worker& w : workers) {
+#if ATTN_EXCEPTIONS
     try {
       w.thread = std::thread([&work, &w] { work(w.error); });
     } catch (const std::system_error&) {
       break;  // no more threads: the items go to those running
     }
+#else
+    w.thread = std::thread([&work, &w] { work(w.error); });  // (a failure aborts)
+#endif
   }
   std::exception_ptr error;
   work(error);
