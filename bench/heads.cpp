@@ -4,7 +4,8 @@
 //   heads_h…/…/attn       the same on two threads (the threads overload),
 //   heads_backward_h…/…/attn     multi_head_attention_backward on one thread: ∂L/∂X and every
 //                                ∂L/∂W from the cache of the forward (run once, outside the loop),
-//   heads_backward_h…/…/forward  the forward on one thread, beside it.
+//   heads_backward_h…/…/forward  the forward on one thread, beside it,
+//   heads_backward_threads_h…/…/attn  the backward on two threads, against `one`, on one.
 // All wall time (UseRealTime: CPU time would add the second thread's), one process, so the
 // ratios of one run are what to read (bench/ratios.py: heads 2 threads vs 1, backward vs forward).
 #include <attn/heads.hpp>
@@ -62,7 +63,7 @@ void heads_forward(benchmark::State& state, std::size_t h, std::size_t threads) 
 }
 
 template <class T>
-void heads_backward(benchmark::State& state, std::size_t h) {
+void heads_backward(benchmark::State& state, std::size_t h, std::size_t threads = 1) {
   problem<T> p(static_cast<std::size_t>(state.range(0)), h);
   attn::Matrix<T> dX(p.rows, d_model), dWQ(d_model, p.width), dWK(d_model, p.width), dWV(d_model, p.width),
       dWO(p.width, d_model);
@@ -72,7 +73,7 @@ void heads_backward(benchmark::State& state, std::size_t h) {
   attn::multi_head_attention_backward(p.X, p.params(), p.cache, p.dY, grads);  // (sizes the cache)
   for (auto _ : state) {
     bench::touch(p.X.data());
-    attn::multi_head_attention_backward(p.X, p.params(), p.cache, p.dY, grads);
+    attn::multi_head_attention_backward(p.X, p.params(), p.cache, p.dY, grads, {}, 1, threads);
     bench::touch(dX.data());
   }
   finish(state, p);
@@ -90,6 +91,8 @@ void register_all() {
     add("heads" + hs + "/" + ty + "/one", [h](benchmark::State& s) { heads_forward<T>(s, h, 1); });
     add("heads_backward" + hs + "/" + ty + "/attn", [h](benchmark::State& s) { heads_backward<T>(s, h); });
     add("heads_backward" + hs + "/" + ty + "/forward", [h](benchmark::State& s) { heads_forward<T>(s, h, 1); });
+    add("heads_backward_threads" + hs + "/" + ty + "/attn", [h](benchmark::State& s) { heads_backward<T>(s, h, 2); });
+    add("heads_backward_threads" + hs + "/" + ty + "/one", [h](benchmark::State& s) { heads_backward<T>(s, h, 1); });
   }
 }
 

@@ -279,8 +279,8 @@ TEST_CASE("split_over_threads: every item once; an item's exception reaches the 
 
 namespace {
 
-// multi_head_attention's threads overload against one thread: Y, every head's map and the cache
-// (Q, K, V, the heads' outputs, the log-sum-exp) the same bytes, for 2, 3 and 8 threads; self-
+// multi_head_attention's and its backward's threads overloads against one thread: Y, every
+// head's map, the cache and every gradient (overwritten, or added to) the same bytes, for 2, 3 and 8 threads; self-
 // and cross-attention (T ≠ n), h = 1, 2, 8, batches of 1 and 3, with and without the maps, biases
 // and W_O; no mask, a key mask per sentence, a row mask with causal, causal alone; and a head
 // of 260 numbers (past the tiled kernel's 256: every row exact) once.
@@ -307,6 +307,7 @@ void require_heads_on_threads_give_one_threads_bits() {
     const attn::Matrix<T> WQ = random(d_model, sh.heads * sh.dk), WK = random(dkv, sh.heads * sh.dk),
                           WV = random(dkv, sh.heads * sh.dv), WO = random(sh.heads * sh.dv, d_out),
                           biases = random(4, sh.heads * std::max(sh.dk, sh.dv) + d_out);
+    const attn::Matrix<T> dY = random(B * sh.tq, std::max(d_out, sh.heads * sh.dv));
     std::vector<char> keys(B * sh.n, 1), rows(B * sh.tq * sh.n, 1);
     for (std::size_t j = 0; j < keys.size(); j += 3) keys[j] = 0;
     for (std::size_t i = 1; i < rows.size(); i += 4) rows[i] = 0;
@@ -334,9 +335,32 @@ void require_heads_on_threads_give_one_threads_bits() {
               attn::multi_head_attention(X, X_kv, p, out, cache, opt, B, threads);
             else
               attn::multi_head_attention(X, p, out, cache, opt, B, threads);
+            // the backward on as many threads, every gradient asked for (added to what the
+            // buffers hold every other mask)
+            const T start = masks % 2 == 1 ? T(0.25) : T(0);
+            attn::Matrix<T> dX(B * sh.tq, d_model, start), dXkv(sh.cross ? B * sh.n : 0, dkv, start),
+                dWQ(WQ.rows(), WQ.cols(), start), dWK(WK.rows(), WK.cols(), start),
+                dWV(WV.rows(), WV.cols(), start), dWO(projected ? WO.rows() : 0, WO.cols(), start),
+                db(4, biases.cols(), start);
+            attn::multi_head_gradients<T> g{.inputs = dX.view(), .kv_inputs = dXkv.view(), .W_Q = dWQ.view(),
+                                            .W_K = dWK.view(), .W_V = dWV.view(), .W_O = dWO.view(),
+                                            .accumulate = masks % 2 == 1};
+            if (projected) {
+              g.b_Q = std::span<T>(db.row(0).data(), sh.heads * sh.dk);
+              g.b_K = std::span<T>(db.row(1).data(), sh.heads * sh.dk);
+              g.b_V = std::span<T>(db.row(2).data(), sh.heads * sh.dv);
+              g.b_O = std::span<T>(db.row(3).data(), d_out);
+            }
+            const attn::MatrixView<const T> dYv(dY.data(), B * sh.tq, cols, dY.cols());
+            if (sh.cross)
+              attn::multi_head_attention_backward(X, X_kv, p, cache, dYv, g, opt, B, threads);
+            else
+              attn::multi_head_attention_backward(X, p, cache, dYv, g, opt, B, threads);
             std::vector<T> all;
             for (const attn::Matrix<T>* m : {&Y, &maps, &cache.queries, &cache.keys, &cache.values,
-                                             &cache.heads_out, &cache.logsumexp})
+                                             &cache.heads_out, &cache.logsumexp, &dX, &dXkv, &dWQ,
+                                             &dWK, &dWV, &dWO, &db, &cache.grad_queries,
+                                             &cache.grad_keys, &cache.grad_values})
               all.insert(all.end(), m->data(), m->data() + m->size());
             return all;
           };
@@ -355,7 +379,7 @@ void require_heads_on_threads_give_one_threads_bits() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("multi_head_attention on threads gives one thread's results bit for bit",
+TEMPLATE_TEST_CASE("multi_head_attention and its backward on threads give one thread's results bit for bit",
                    "[threads][heads]", float, double) {
   require_heads_on_threads_give_one_threads_bits<TestType>();
 }
