@@ -101,6 +101,13 @@ TARGETS = [
     ("sdpa vs dgemm unfused, T = n = 1024, double", "sdpa/f64/attn/1024", "sdpa/f64/blas/1024", 1.0),
     ("sdpa 8 heads, 2 threads vs 1 (wall time), T = n = 1024", "sdpa_threads/f32/attn/1024",
      "sdpa_threads/f32/one/1024", 0.6),
+    # multi_head_attention (bench/heads.cpp): T = 1024, d_model 512, d_k = d_v = 64, W_O; wall time.
+    ("heads h = 8, 2 threads vs 1, T = 1024", "heads_h8/f32/attn/1024", "heads_h8/f32/one/1024", 0.6),
+    ("heads h = 1, 2 threads vs 1, T = 1024", "heads_h1/f32/attn/1024", "heads_h1/f32/one/1024", None),
+    ("heads backward h = 8, 2 threads vs 1, T = 1024", "heads_backward_threads_h8/f32/attn/1024",
+     "heads_backward_threads_h8/f32/one/1024", None),
+    ("heads backward vs forward, h = 8, T = 1024", "heads_backward_h8/f32/attn/1024",
+     "heads_backward_h8/f32/forward/1024", None),
 ]
 
 

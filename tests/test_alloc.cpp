@@ -289,6 +289,21 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
   CHECK(count_allocations([&] {
           attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true});
         }) == 0);
+  // on threads: the thread objects alone (three splits, each a vector of one worker and its
+  // std::thread's state), none at all on one thread
+  CHECK(count_allocations([&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true}, 1, 1); }) == 0);
+  const long on_two = count_allocations(
+      [&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true}, 1, 2); });
+  CHECK(on_two > 0);
+  CHECK(on_two <= 3 * 2);
+  CHECK(count_allocations([&] {
+          attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true}, 1, 1);
+        }) == 0);
+  const long backward_on_two = count_allocations([&] {
+    attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true}, 1, 2);
+  });
+  CHECK(backward_on_two > 0);
+  CHECK(backward_on_two <= 3 * 2);
   // fixed sizes: the unit's small cases live inline
   const attn::Matrix<double, 3, 3> X3{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   const attn::Matrix<double, 3, 2> W3{{1, 0}, {0, 2}, {1, 1}};

@@ -276,3 +276,120 @@ TEST_CASE("split_over_threads: every item once; an item's exception reaches the 
     REQUIRE(runs2[11].load() == 1);
   }
 }
+
+namespace {
+
+// multi_head_attention's and its backward's threads overloads against one thread: Y, every
+// head's map, the cache and every gradient (overwritten, or added to) the same bytes, for 2, 3 and 8 threads; self-
+// and cross-attention (T ≠ n), h = 1, 2, 8, batches of 1 and 3, with and without the maps, biases
+// and W_O; no mask, a key mask per sentence, a row mask with causal, causal alone; and a head
+// of 260 numbers (past the tiled kernel's 256: every row exact) once.
+template <class T>
+void require_heads_on_threads_give_one_threads_bits() {
+  std::mt19937_64 rng(2121);
+  std::normal_distribution<double> normal(0, 1);
+  const auto random = [&](std::size_t r, std::size_t c) {
+    attn::Matrix<T> m(r, c);
+    for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng) * 0.5);
+    return m;
+  };
+  struct shape {
+    std::size_t tq, n, heads, dk, dv, batch;
+    bool cross;
+  };
+  for (const shape sh : {shape{1, 1, 1, 4, 3, 1, false}, shape{7, 7, 2, 4, 3, 3, false},
+                         shape{50, 50, 8, 4, 3, 1, false}, shape{33, 70, 8, 5, 2, 3, true},
+                         shape{130, 130, 1, 6, 6, 1, false}, shape{9, 12, 2, 4, 3, 3, true},
+                         shape{20, 20, 1, 260, 3, 1, false}}) {
+    const std::size_t d_model = 12, d_kv = 10, d_out = 7, B = sh.batch;
+    const std::size_t dkv = sh.cross ? d_kv : d_model;
+    const attn::Matrix<T> X = random(B * sh.tq, d_model), X_kv = random(B * sh.n, dkv);
+    const attn::Matrix<T> WQ = random(d_model, sh.heads * sh.dk), WK = random(dkv, sh.heads * sh.dk),
+                          WV = random(dkv, sh.heads * sh.dv), WO = random(sh.heads * sh.dv, d_out),
+                          biases = random(4, sh.heads * std::max(sh.dk, sh.dv) + d_out);
+    const attn::Matrix<T> dY = random(B * sh.tq, std::max(d_out, sh.heads * sh.dv));
+    std::vector<char> keys(B * sh.n, 1), rows(B * sh.tq * sh.n, 1);
+    for (std::size_t j = 0; j < keys.size(); j += 3) keys[j] = 0;
+    for (std::size_t i = 1; i < rows.size(); i += 4) rows[i] = 0;
+    for (const bool projected : {false, true}) {
+      attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = sh.heads};
+      if (projected) {
+        p.W_O = WO;
+        p.b_Q = std::span<const T>(biases.row(0).data(), sh.heads * sh.dk);
+        p.b_K = std::span<const T>(biases.row(1).data(), sh.heads * sh.dk);
+        p.b_V = std::span<const T>(biases.row(2).data(), sh.heads * sh.dv);
+        p.b_O = std::span<const T>(biases.row(3).data(), d_out);
+      }
+      const std::size_t cols = projected ? d_out : sh.heads * sh.dv;
+      for (int masks = 0; masks < 4; ++masks) {
+        attn::options opt{.beta = 0.9};
+        if (masks == 1) opt.mask = keys;
+        if (masks == 2) opt.row_mask = attn::mask_matrix_view(rows, B * sh.tq, sh.n);
+        if (masks >= 2) opt.causal = true;
+        for (const bool map : {false, true}) {
+          const auto run = [&](std::size_t threads) {
+            attn::Matrix<T> Y(B * sh.tq, cols), maps(map ? sh.heads * B * sh.tq : 0, sh.n);
+            attn::multi_head_cache<T> cache;
+            const attn::multi_head_views<T> out{.out = Y.view(), .maps = maps.view()};
+            if (sh.cross)
+              attn::multi_head_attention(X, X_kv, p, out, cache, opt, B, threads);
+            else
+              attn::multi_head_attention(X, p, out, cache, opt, B, threads);
+            // the backward on as many threads, every gradient asked for (added to what the
+            // buffers hold every other mask)
+            const T start = masks % 2 == 1 ? T(0.25) : T(0);
+            attn::Matrix<T> dX(B * sh.tq, d_model, start), dXkv(sh.cross ? B * sh.n : 0, dkv, start),
+                dWQ(WQ.rows(), WQ.cols(), start), dWK(WK.rows(), WK.cols(), start),
+                dWV(WV.rows(), WV.cols(), start), dWO(projected ? WO.rows() : 0, WO.cols(), start),
+                db(4, biases.cols(), start);
+            attn::multi_head_gradients<T> g{.inputs = dX.view(), .kv_inputs = dXkv.view(), .W_Q = dWQ.view(),
+                                            .W_K = dWK.view(), .W_V = dWV.view(), .W_O = dWO.view(),
+                                            .accumulate = masks % 2 == 1};
+            if (projected) {
+              g.b_Q = std::span<T>(db.row(0).data(), sh.heads * sh.dk);
+              g.b_K = std::span<T>(db.row(1).data(), sh.heads * sh.dk);
+              g.b_V = std::span<T>(db.row(2).data(), sh.heads * sh.dv);
+              g.b_O = std::span<T>(db.row(3).data(), d_out);
+            }
+            const attn::MatrixView<const T> dYv(dY.data(), B * sh.tq, cols, dY.cols());
+            if (sh.cross)
+              attn::multi_head_attention_backward(X, X_kv, p, cache, dYv, g, opt, B, threads);
+            else
+              attn::multi_head_attention_backward(X, p, cache, dYv, g, opt, B, threads);
+            std::vector<T> all;
+            for (const attn::Matrix<T>* m : {&Y, &maps, &cache.queries, &cache.keys, &cache.values,
+                                             &cache.heads_out, &cache.logsumexp, &dX, &dXkv, &dWQ,
+                                             &dWK, &dWV, &dWO, &db, &cache.grad_queries,
+                                             &cache.grad_keys, &cache.grad_values})
+              all.insert(all.end(), m->data(), m->data() + m->size());
+            return all;
+          };
+          const std::vector<T> one = run(1);
+          for (const std::size_t threads : {0u, 2u, 3u, 8u}) {
+            INFO("T = " << sh.tq << ", n = " << sh.n << ", h = " << sh.heads << ", d_k = " << sh.dk
+                        << ", B = " << B << ", cross " << sh.cross << ", projected " << projected
+                        << ", masks " << masks << ", map " << map << ", threads " << threads);
+            REQUIRE(same_numbers(run(threads), one));
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention and its backward on threads give one thread's results bit for bit",
+                   "[threads][heads]", float, double) {
+  require_heads_on_threads_give_one_threads_bits<TestType>();
+}
+
+TEST_CASE("multi_head_attention on threads: a bad shape throws before any thread starts",
+          "[threads][heads]") {
+  attn::Matrix<float> X(8, 6), WQ(6, 8), WK(6, 8), WV(6, 8), Y(8, 8, 5.0F);
+  attn::multi_head_cache<float> cache;
+  const attn::multi_head_parameters<float> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = 3};
+  REQUIRE_THROWS_AS(attn::multi_head_attention(X, p, {.out = Y.view()}, cache, {}, 1, 2),
+                    attn::dimension_error);
+  for (std::size_t i = 0; i < Y.size(); ++i) REQUIRE(Y.data()[i] == 5.0F);
+}

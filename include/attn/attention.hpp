@@ -510,14 +510,16 @@ void masked_out_row(std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
   }
 }
 
-/// Every row by exact_row (constant evaluation, and scores that are not the dot family).
+/// Rows [t_begin, t_end) (every row unless given) by exact_row (constant evaluation, and scores
+/// that are not the dot family).
 template <real T, class S>
 constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                            const options& opt) {
+                            const options& opt, std::size_t t_begin = 0,
+                            std::size_t t_end = static_cast<std::size_t>(-1)) {
   row_options row_opt(opt, Q.rows(), K.rows());
   std::vector<T> scratch;
-  for (std::size_t t = 0; t < Q.rows(); ++t)
+  for (std::size_t t = t_begin; t < (t_end < Q.rows() ? t_end : Q.rows()); ++t)
     exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
 }
 
@@ -553,6 +555,54 @@ template <class T>
   return (rows + MR - 1) / MR * MR;
 }
 
+/// Rows [t_begin, t_end) of T queries over n keys by the tiled kernel (a dot-product score at
+/// run time, keys up to 256 numbers long: tiled_runs), the rows it leaves taken exactly;
+/// sizes checked. Each row's numbers do not depend on the range it is computed in.
+template <real T, class S>
+void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                MatrixView<const T> V, const S& score, const attention_views<T>& out,
+                const options& opt, std::size_t t_begin, std::size_t t_end) {
+  const std::size_t tq = Q.rows(), n = K.rows();
+  const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
+                          out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
+  const tile_masks masks = tile_masks_of(opt, tq, n);
+  std::optional<row_options> row_opt;  // (made, and its scratch, only if a row is left)
+  std::vector<T> scratch;
+  tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
+                   static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
+                     if (!row_allows_a_key(masks, t)) {
+                       masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
+                       return;
+                     }
+                     if (!row_opt) row_opt.emplace(opt, tq, n);
+                     exact_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
+                   });
+}
+
+/// Whether rows of these queries and keys take the tiled kernel (tiled_rows).
+template <real T, class S>
+[[nodiscard]] constexpr bool tiled_runs(MatrixView<const T> K) noexcept {
+  if constexpr (dot_product_score<S, T>)
+    return !std::is_constant_evaluated() && K.cols() <= 256;
+  else
+    return false;
+}
+
+/// Rows [t_begin, t_end) of T queries over n keys, sizes checked: tiled_rows when the tiled
+/// kernel runs, else row by row (rows_one_by_one). A row's numbers are the same in any range.
+template <real T, class S>
+void query_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                MatrixView<const T> V, const S& score, const attention_views<T>& out,
+                const options& opt, std::size_t t_begin, std::size_t t_end) {
+  if constexpr (dot_product_score<S, T>) {
+    if (tiled_runs<T, S>(K)) {
+      tiled_rows<T>(where, Q, K, V, score, out, opt, t_begin, t_end);
+      return;
+    }
+  }
+  rows_one_by_one<T>(where, Q, K, V, score, out, opt, t_begin, t_end);
+}
+
 /// The rows of T queries over n keys, sizes checked: the tiled kernel (dot-product scores, keys
 /// up to 256 numbers long, at run time) with the rows it leaves taken exactly, or every row
 /// exactly (attend's paths with the row's mask). threads > 1: the rows cut into pieces
@@ -564,32 +614,16 @@ constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
                                       const attention_views<T>& out, const options& opt,
                                       std::size_t threads = 1) {
   if constexpr (dot_product_score<S, T>) {
-    if (!std::is_constant_evaluated() && K.cols() <= 256) {
-      const std::size_t tq = Q.rows(), n = K.rows();
-      const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
-                              out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
-      const tile_masks masks = tile_masks_of(opt, tq, n);
-      const auto rows = [&](std::size_t t_begin, std::size_t t_end) {
-        std::optional<row_options> row_opt;  // (made, and its scratch, only if a row is left)
-        std::vector<T> scratch;
-        tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
-                         static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
-                           if (!row_allows_a_key(masks, t)) {
-                             masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
-                             return;
-                           }
-                           if (!row_opt) row_opt.emplace(opt, tq, n);
-                           exact_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
-                         });
-      };
+    if (tiled_runs<T, S>(K)) {
+      const std::size_t tq = Q.rows();
       if (threads <= 1) {
-        rows(0, tq);
+        tiled_rows<T>(where, Q, K, V, score, out, opt, 0, tq);
       } else {
         const std::size_t piece = rows_per_piece<T>(tq, threads);
         const std::size_t pieces = (tq + piece - 1) / piece;
         split_over_threads(pieces, threads, [&](std::size_t k) {
           const std::size_t t0 = (pieces - 1 - k) * piece;  // causal: the last rows cost most
-          rows(t0, t0 + piece < tq ? t0 + piece : tq);
+          tiled_rows<T>(where, Q, K, V, score, out, opt, t0, t0 + piece < tq ? t0 + piece : tq);
         });
       }
       return;

@@ -26,6 +26,7 @@
 
 #include "attn/attention.hpp"
 #include "attn/detail/products.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/mask.hpp"
@@ -163,18 +164,47 @@ constexpr options sentence_options(const options& opt, const head_sizes& s, std:
   return o;
 }
 
+/// out = in W + b (or in W without b), row by row: a row's numbers are the same whatever rows
+/// are computed with it.
+template <real T>
+constexpr void project_into(MatrixView<const T> in, MatrixView<const T> W, std::span<const T> b,
+                            MatrixView<T> out) {
+  if (!b.empty()) add_to_rows(b.data(), tile_of(out), false);
+  multiply(tile_of_const(in), tile_of_const(W), tile_of(out), !b.empty());
+}
+
 /// The projections: Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V.
 template <real T>
 constexpr void project(MatrixView<const T> X, MatrixView<const T> X_kv, const multi_head_parameters<T>& p,
                        MatrixView<T> Q, MatrixView<T> K, MatrixView<T> V) {
-  const auto with_bias = [](MatrixView<const T> in, MatrixView<const T> W, std::span<const T> b,
-                            MatrixView<T> out) {
-    if (!b.empty()) add_to_rows(b.data(), tile_of(out), false);
-    multiply(tile_of_const(in), tile_of_const(W), tile_of(out), !b.empty());
-  };
-  with_bias(X, p.W_Q, p.b_Q, Q);
-  with_bias(X_kv, p.W_K, p.b_K, K);
-  with_bias(X_kv, p.W_V, p.b_V, V);
+  project_into<T>(X, p.W_Q, p.b_Q, Q);
+  project_into<T>(X_kv, p.W_K, p.b_K, K);
+  project_into<T>(X_kv, p.W_V, p.b_V, V);
+}
+
+/// Rows [rows·k/pieces, rows·(k+1)/pieces) of m: piece k of `pieces` nearly equal ones.
+template <class T>
+[[nodiscard]] constexpr MatrixView<T> piece_of_rows(MatrixView<T> m, std::size_t k,
+                                                    std::size_t pieces) noexcept {
+  const std::size_t r0 = m.rows() * k / pieces, r1 = m.rows() * (k + 1) / pieces;
+  return block_of(m, r0, r1 - r0, 0, m.cols());
+}
+
+/// project on `threads` threads: X's rows (into Q) and X_kv's (into K and V) in pieces.
+template <real T>
+void project_on_threads(MatrixView<const T> X, MatrixView<const T> X_kv,
+                        const multi_head_parameters<T>& p, MatrixView<T> Q, MatrixView<T> K,
+                        MatrixView<T> V, std::size_t threads) {
+  const std::size_t pieces = 4 * threads;  // of X's rows, then as many of X_kv's
+  split_over_threads(2 * pieces, threads, [&](std::size_t k) {
+    const std::size_t part = k % pieces;
+    if (k < pieces) {
+      project_into<T>(piece_of_rows(X, part, pieces), p.W_Q, p.b_Q, piece_of_rows(Q, part, pieces));
+    } else {
+      project_into<T>(piece_of_rows(X_kv, part, pieces), p.W_K, p.b_K, piece_of_rows(K, part, pieces));
+      project_into<T>(piece_of_rows(X_kv, part, pieces), p.W_V, p.b_V, piece_of_rows(V, part, pieces));
+    }
+  });
 }
 
 /// Y = Z W_O + b_O (or Y = Z, + b_O).
@@ -189,6 +219,16 @@ constexpr void output_projection(MatrixView<const T> Z, const multi_head_paramet
       for (std::size_t i = 0; i < Y.cols(); ++i)
         Y(t, i) = (p.b_O.empty() ? T(0) : Y(t, i)) + Z(t, i);
   }
+}
+
+/// output_projection on `threads` threads, Y's rows in pieces.
+template <real T>
+void output_projection_on_threads(MatrixView<const T> Z, const multi_head_parameters<T>& p,
+                                  MatrixView<T> Y, std::size_t threads) {
+  const std::size_t pieces = 4 * threads;
+  split_over_threads(pieces, threads, [&](std::size_t k) {
+    output_projection<T>(piece_of_rows(Z, k, pieces), p, piece_of_rows(Y, k, pieces));
+  });
 }
 
 /// Calls f(q, k, v, i, b) with head i of sentence b's queries, keys and values.
@@ -219,6 +259,33 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
                            .logsumexp = lse.row(row)};
     if (maps.rows() != 0) out.weights = block_of(maps, row * s.tq, s.tq, 0, s.n);
     many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b));
+  });
+}
+
+/// attend_heads on `threads` threads: every head of every sentence cut into pieces of query rows
+/// (rows_per_piece), the last rows first (under causal they cost most), each taken by the next
+/// free thread; every row's numbers are the one-thread ones (query_rows).
+template <real T, class S>
+void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
+                             MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
+                             MatrixView<T> maps, const head_sizes& s, const S& score,
+                             const options& opt, std::size_t threads) {
+  if (opt.if_all_masked == all_masked_policy::throw_error)
+    for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
+      check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
+    });
+  const std::size_t units = s.heads * s.batch;  // unit i·B + b: head i of sentence b
+  const std::size_t piece = rows_per_piece<T>(s.tq, (threads + units - 1) / units);
+  const std::size_t pieces = (s.tq + piece - 1) / piece;
+  split_over_threads(units * pieces, threads, [&](std::size_t item) {
+    const std::size_t unit = item % units, i = unit / s.batch, b = unit % s.batch;
+    const std::size_t t0 = (pieces - 1 - item / units) * piece;
+    attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
+                           .logsumexp = lse.row(unit)};
+    if (maps.rows() != 0) out.weights = block_of(maps, unit * s.tq, s.tq, 0, s.n);
+    query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
+                  block_of(K, b * s.n, s.n, i * s.dk, s.dk), block_of(V, b * s.n, s.n, i * s.dv, s.dv),
+                  score, out, sentence_options(opt, s, b), t0, t0 + piece < s.tq ? t0 + piece : s.tq);
   });
 }
 
@@ -265,11 +332,13 @@ constexpr void add_forward_cache(named_regions<T, Capacity>& list, multi_head_ca
 }
 
 /// multi_head_attention on views: checks (every one, before anything is written), sizes the
-/// cache, projects, attends head by head, projects the output.
+/// cache, projects, attends head by head, projects the output; each step split over `threads`
+/// threads when there are more than one.
 template <real T>
 void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                          const multi_head_parameters<T>& p, const multi_head_views<T>& out,
-                         multi_head_cache<T>& cache, const options& opt, std::size_t batch) {
+                         multi_head_cache<T>& cache, const options& opt, std::size_t batch,
+                         std::size_t threads = 1) {
   const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)
@@ -286,12 +355,23 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);
   ensure_shape(cache.heads_out, s.rows, s.heads * s.dv);
   ensure_shape(cache.logsumexp, s.heads * s.batch, s.tq);
-  project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
+  if (threads <= 1) {
+    project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
+    with_head_score(p, [&](const auto& score) {
+      attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
+                      cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score, opt);
+    });
+    output_projection<T>(cache.heads_out.view(), p, out.out);
+    return;
+  }
+  project_on_threads<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view(),
+                        threads);
   with_head_score(p, [&](const auto& score) {
-    attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
-                    cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score, opt);
+    attend_heads_on_threads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
+                               cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score,
+                               opt, threads);
   });
-  output_projection<T>(cache.heads_out.view(), p, out.out);
+  output_projection_on_threads<T>(cache.heads_out.view(), p, out.out, threads);
 }
 
 template <class M, class T>
@@ -337,6 +417,37 @@ void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar
   const MatrixView<const T> x = x_held;
   detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
                                  batch);
+}
+
+/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
+/// started): the projections' rows in pieces, then every head of every sentence in pieces of
+/// query rows (the costliest first under causal), each taken by the next free thread; then Y's
+/// rows. The numbers are the one-thread call's, bit for bit. Allocates the thread objects (and
+/// the cache when its shapes change); a thread that cannot be started leaves its share to the
+/// others.
+template <matrix_like Xm, matrix_like Xkv>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
+void multi_head_attention(const Xm& X, const Xkv& X_kv,
+                          const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                          const multi_head_views<matrix_scalar_of<Xm>>& out,
+                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt,
+                          std::size_t batch, std::size_t threads) {
+  using T = matrix_scalar_of<Xm>;
+  detail::multi_head_views_of<T>("attn::multi_head_attention", as_view(X), as_view(X_kv), params,
+                                 out, cache, opt, batch, threads);
+}
+
+/// Self-attention with projections and h heads on `threads` threads (as above): X_kv = X.
+template <matrix_like Xm>
+void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                          const multi_head_views<matrix_scalar_of<Xm>>& out,
+                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt,
+                          std::size_t batch, std::size_t threads) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
+  detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
+                                 batch, threads);
 }
 
 /// What the returning multi_head_attention gives: Y and what the backward needs.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attn/detail/products.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/heads.hpp"
 #include "attn/sdpa_backward.hpp"
 
@@ -83,42 +84,33 @@ void projection_backward(MatrixView<const T> in, MatrixView<const T> W, MatrixVi
     multiply_transposed(tile_of_const(dP), tile_of_const(W), tile_of(d_in), accumulate_input);
 }
 
+/// projection_backward's products split into `pieces` pieces: piece k < pieces writes its rows
+/// of ∂L/∂W (∂L/∂W's row i is column i of `in` against dP), piece pieces + k its rows of ∂L/∂in.
+/// ∂L/∂b is the caller's (a sum over every row). Each number is computed as in one piece.
 template <real T>
-void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
-                            bool self, const multi_head_parameters<T>& p,
-                            multi_head_cache<T>& cache, MatrixView<const T> dY,
-                            const multi_head_gradients<T>& g, const options& opt,
-                            std::size_t batch) {
-  const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
-  check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
-  check_head_gradients<T>(where, s, p, g, self);
-  const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
-    return m.rows() == r && m.cols() == c;
-  };
-  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.heads * s.dk) ||
-      !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
-      !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
-      !cached(cache.logsumexp, s.heads * s.batch, s.tq))
-    attn::detail::raise<dimension_error>(std::string(where) +
-                                         ": the cache does not hold a forward of these shapes (run "
-                                         "multi_head_attention with it first)");
-  named_regions<T, 16> inputs;
-  add_head_inputs(inputs, X, X_kv, p);
-  inputs.add("dL/dY", region_of(dY));
-  add_forward_cache(inputs, cache);
-  named_regions<T, 14> outputs;
-  outputs.add("dL/dX", region_of(g.inputs));
-  outputs.add("dL/dX_kv", region_of(g.kv_inputs));
-  add_weights(outputs, g,
-              {"dL/dW_Q", "dL/dW_K", "dL/dW_V", "dL/dW_O", "dL/db_Q", "dL/db_K", "dL/db_V", "dL/db_O"});
-  for (Matrix<T>* m :
-       {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
-    outputs.add("the cache", region_of(m->view()));
-  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
-  ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
-  ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
-  ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
-  ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<const T> in,
+                               MatrixView<const T> W, MatrixView<const T> dP, MatrixView<T> dW,
+                               MatrixView<T> d_in, bool accumulate, bool accumulate_input) {
+  if (k < pieces) {
+    if (dW.rows() == 0) return;
+    const MatrixView<T> rows = piece_of_rows(dW, k, pieces);
+    const std::size_t c0 = dW.rows() * k / pieces;
+    multiply_first_transposed(tile_of_const(block_of(in, 0, in.rows(), c0, rows.rows())),
+                              tile_of_const(dP), tile_of(rows), accumulate);
+  } else if (d_in.rows() != 0) {
+    multiply_transposed(tile_of_const(piece_of_rows(dP, k - pieces, pieces)), tile_of_const(W),
+                        tile_of(piece_of_rows(d_in, k - pieces, pieces)), accumulate_input);
+  }
+}
+
+/// The backward's steps on one thread, sizes checked and the cache's gradients shaped: the output
+/// projection, every head's attention backward, the input projections.
+template <real T>
+void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+                               bool self, const multi_head_parameters<T>& p,
+                               multi_head_cache<T>& cache, MatrixView<const T> dY,
+                               const multi_head_gradients<T>& g, const options& opt,
+                               const head_sizes& s) {
   // the output projection
   const MatrixView<const T> Z = cache.heads_out.view();
   MatrixView<const T> dZ = dY;
@@ -153,6 +145,125 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   (void)d_kv;
 }
 
+/// multi_head_backward_steps on `threads` threads: the output projection's products in pieces of
+/// rows, every head of every sentence as one item (∂L/∂K and ∂L/∂V sum over all its query rows,
+/// so a head is not cut), the input projections' products in pieces of rows; the bias sums on
+/// the calling thread. Every number is the one-thread one.
+template <real T>
+void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
+                                    MatrixView<const T> X_kv, bool self,
+                                    const multi_head_parameters<T>& p, multi_head_cache<T>& cache,
+                                    MatrixView<const T> dY, const multi_head_gradients<T>& g,
+                                    const options& opt, const head_sizes& s, std::size_t threads) {
+  const std::size_t pieces = 4 * threads;
+  const MatrixView<const T> Z = cache.heads_out.view();
+  MatrixView<const T> dZ = dY;
+  if (p.W_O.rows() != 0) {
+    const MatrixView<T> dZ_out = cache.grad_heads_out.view();
+    const MatrixView<T> dWO = g.W_O;
+    split_over_threads(2 * pieces, threads, [&](std::size_t k) {
+      if (k < pieces) {
+        multiply_transposed(tile_of_const(piece_of_rows(dY, k, pieces)), tile_of_const(p.W_O),
+                            tile_of(piece_of_rows(dZ_out, k, pieces)), false);
+      } else if (dWO.rows() != 0) {
+        const MatrixView<T> rows = piece_of_rows(dWO, k - pieces, pieces);
+        const std::size_t c0 = dWO.rows() * (k - pieces) / pieces;
+        multiply_first_transposed(tile_of_const(block_of(Z, 0, Z.rows(), c0, rows.rows())),
+                                  tile_of_const(dY), tile_of(rows), g.accumulate);
+      }
+    });
+    dZ = cache.grad_heads_out.view();
+  }
+  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
+  const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
+  const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
+                      dV = cache.grad_values.view();
+  with_head_score(p, [&](const auto& score) {
+    split_over_threads(s.heads * s.batch, threads, [&](std::size_t unit) {
+      const std::size_t i = unit / s.batch, b = unit % s.batch;
+      const saved_attention<T> saved{block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
+                                     std::span<const T>(cache.logsumexp.row(unit))};
+      sdpa_backward_views<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
+                             block_of(K, b * s.n, s.n, i * s.dk, s.dk),
+                             block_of(V, b * s.n, s.n, i * s.dv, s.dv), score, saved,
+                             block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
+                             attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
+                                                    block_of(dK, b * s.n, s.n, i * s.dk, s.dk),
+                                                    block_of(dV, b * s.n, s.n, i * s.dv, s.dv)},
+                             sentence_options(opt, s, b));
+    });
+  });
+  const MatrixView<const T> cdQ = dQ, cdK = dK, cdV = dV;
+  const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
+  const bool acc = g.accumulate;
+  // items: ∂L/∂W_Q, ∂L/∂W_K, ∂L/∂W_V in pieces of rows, then ∂L/∂X (and ∂L/∂X_kv) in pieces of
+  // rows, each row's sum of paths in the one-thread order (Q, then K, then V)
+  split_over_threads(4 * pieces + (self ? 0 : pieces), threads, [&](std::size_t k) {
+    const std::size_t part = k % pieces;
+    switch (k / pieces) {
+      case 0: projection_backward_piece<T>(part, pieces, X, p.W_Q, cdQ, g.W_Q, {}, acc, acc); break;
+      case 1: projection_backward_piece<T>(part, pieces, X_kv, p.W_K, cdK, g.W_K, {}, acc, acc); break;
+      case 2: projection_backward_piece<T>(part, pieces, X_kv, p.W_V, cdV, g.W_V, {}, acc, acc); break;
+      case 3:
+        projection_backward_piece<T>(pieces + part, pieces, X, p.W_Q, cdQ, {}, g.inputs, acc, acc);
+        if (self) {
+          projection_backward_piece<T>(pieces + part, pieces, X, p.W_K, cdK, {}, d_kv, acc, true);
+          projection_backward_piece<T>(pieces + part, pieces, X, p.W_V, cdV, {}, d_kv, acc, true);
+        }
+        break;
+      default:
+        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_K, cdK, {}, d_kv, acc, acc);
+        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_V, cdV, {}, d_kv, acc, true);
+    }
+  });
+  if (!g.b_Q.empty()) sum_rows(tile_of_const(cdQ), g.b_Q.data(), acc);
+  if (!g.b_K.empty()) sum_rows(tile_of_const(cdK), g.b_K.data(), acc);
+  if (!g.b_V.empty()) sum_rows(tile_of_const(cdV), g.b_V.data(), acc);
+}
+
+template <real T>
+void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
+                            bool self, const multi_head_parameters<T>& p,
+                            multi_head_cache<T>& cache, MatrixView<const T> dY,
+                            const multi_head_gradients<T>& g, const options& opt,
+                            std::size_t batch, std::size_t threads = 1) {
+  const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
+  check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
+  check_head_gradients<T>(where, s, p, g, self);
+  const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
+    return m.rows() == r && m.cols() == c;
+  };
+  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.heads * s.dk) ||
+      !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
+      !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
+      !cached(cache.logsumexp, s.heads * s.batch, s.tq))
+    attn::detail::raise<dimension_error>(std::string(where) +
+                                         ": the cache does not hold a forward of these shapes (run "
+                                         "multi_head_attention with it first)");
+  named_regions<T, 16> inputs;
+  add_head_inputs(inputs, X, X_kv, p);
+  inputs.add("dL/dY", region_of(dY));
+  add_forward_cache(inputs, cache);
+  named_regions<T, 14> outputs;
+  outputs.add("dL/dX", region_of(g.inputs));
+  outputs.add("dL/dX_kv", region_of(g.kv_inputs));
+  add_weights(outputs, g,
+              {"dL/dW_Q", "dL/dW_K", "dL/dW_V", "dL/dW_O", "dL/db_Q", "dL/db_K", "dL/db_V", "dL/db_O"});
+  for (Matrix<T>* m :
+       {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
+    outputs.add("the cache", region_of(m->view()));
+  check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
+  ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
+  ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
+  ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
+  ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+  if (threads <= 1) {
+    multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, opt, s);
+    return;
+  }
+  multi_head_backward_on_threads<T>(where, X, X_kv, self, p, cache, dY, g, opt, s, threads);
+}
+
 }  // namespace detail
 
 /// From dY = ∂L/∂Y of multi_head_attention(X, X_kv, params, …, cache, opt, batch), writes every
@@ -185,6 +296,38 @@ void multi_head_attention_backward(const Xm& X,
   const MatrixView<const T> x = x_held;
   detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
                                     as_view(dY), grads, opt, batch);
+}
+
+/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
+/// started): the products of the projections in pieces of rows, each head of each sentence whole
+/// (its ∂L/∂K and ∂L/∂V sum over every query row); the bias sums on the calling thread. The
+/// numbers are the one-thread call's, bit for bit. Allocates the thread objects (and the cache's
+/// gradients when their shapes change).
+template <matrix_like Xm, matrix_like Xkv, matrix_like Gm>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<Gm, matrix_scalar_of<Xm>>
+void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,
+                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
+                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
+                                   const options& opt, std::size_t batch, std::size_t threads) {
+  using T = matrix_scalar_of<Xm>;
+  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", as_view(X), as_view(X_kv),
+                                    false, params, cache, as_view(dY), grads, opt, batch, threads);
+}
+
+/// The backward of self-attention with projections and heads on `threads` threads (as above).
+template <matrix_like Xm, matrix_like Gm>
+  requires detail::input_matrix<Gm, matrix_scalar_of<Xm>>
+void multi_head_attention_backward(const Xm& X,
+                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
+                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
+                                   const options& opt, std::size_t batch, std::size_t threads) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const MatrixView<const T> x = x_held;
+  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
+                                    as_view(dY), grads, opt, batch, threads);
 }
 
 /// Writes ∂y_t/∂x_s (d_out × d_model) of self-attention with projections (the unit's W3), with
