@@ -394,16 +394,21 @@ concept projections_fit =
 /// row per sentence), opt.row_mask B·T × n. Every shape is checked before anything is written
 /// (dimension_error naming the buffer), and under throw_error every head before any output;
 /// nothing is allocated once the cache has these shapes (the cache is scratch on a throw).
+/// On `threads` threads (std::thread, the calling thread one of them; 0 or 1: none started): the
+/// projections' rows in pieces, then every head of every sentence in pieces of query rows (the
+/// costliest first under causal), each taken by the next free thread, then Y's rows; the numbers
+/// are the one-thread call's, bit for bit; the thread objects are allocated, and a thread that
+/// cannot be started leaves its share to the others.
 template <matrix_like Xm, matrix_like Xkv>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
 void multi_head_attention(const Xm& X, const Xkv& X_kv,
                           const multi_head_parameters<matrix_scalar_of<Xm>>& params,
                           const multi_head_views<matrix_scalar_of<Xm>>& out,
                           multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
-                          std::size_t batch = 1) {
+                          std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
   detail::multi_head_views_of<T>("attn::multi_head_attention", as_view(X), as_view(X_kv), params,
-                                 out, cache, opt, batch);
+                                 out, cache, opt, batch, threads);
 }
 
 /// Self-attention with projections and h heads: X_kv = X.
@@ -411,38 +416,7 @@ template <matrix_like Xm>
 void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
                           const multi_head_views<matrix_scalar_of<Xm>>& out,
                           multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
-                          std::size_t batch = 1) {
-  using T = matrix_scalar_of<Xm>;
-  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
-  const MatrixView<const T> x = x_held;
-  detail::multi_head_views_of<T>("attn::multi_head_attention", x, x, params, out, cache, opt,
-                                 batch);
-}
-
-/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
-/// started): the projections' rows in pieces, then every head of every sentence in pieces of
-/// query rows (the costliest first under causal), each taken by the next free thread; then Y's
-/// rows. The numbers are the one-thread call's, bit for bit. Allocates the thread objects (and
-/// the cache when its shapes change); a thread that cannot be started leaves its share to the
-/// others.
-template <matrix_like Xm, matrix_like Xkv>
-  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
-void multi_head_attention(const Xm& X, const Xkv& X_kv,
-                          const multi_head_parameters<matrix_scalar_of<Xm>>& params,
-                          const multi_head_views<matrix_scalar_of<Xm>>& out,
-                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt,
-                          std::size_t batch, std::size_t threads) {
-  using T = matrix_scalar_of<Xm>;
-  detail::multi_head_views_of<T>("attn::multi_head_attention", as_view(X), as_view(X_kv), params,
-                                 out, cache, opt, batch, threads);
-}
-
-/// Self-attention with projections and h heads on `threads` threads (as above): X_kv = X.
-template <matrix_like Xm>
-void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
-                          const multi_head_views<matrix_scalar_of<Xm>>& out,
-                          multi_head_cache<matrix_scalar_of<Xm>>& cache, const options& opt,
-                          std::size_t batch, std::size_t threads) {
+                          std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
   const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
   const MatrixView<const T> x = x_held;
@@ -457,17 +431,18 @@ struct multi_head_result {
   multi_head_cache<T> cache;  ///< the projections, the heads' outputs, their log-sum-exp
 };
 
-/// Cross-attention with projections and h heads; returns Y and the cache.
+/// Cross-attention with projections and h heads; returns Y and the cache (`threads`: as the
+/// form into views).
 template <matrix_like Xm, matrix_like Xkv>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
 [[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
     const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
-    const options& opt = {}, std::size_t batch = 1) {
+    const options& opt = {}, std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
   const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : params.W_V.cols();
   multi_head_result<T> r{Matrix<T>(as_view(X).rows(), d_out), {}};
   multi_head_attention(X, X_kv, params, multi_head_views<T>{.out = r.out.view()}, r.cache, opt,
-                       batch);
+                       batch, threads);
   return r;
 }
 
@@ -475,8 +450,8 @@ template <matrix_like Xm, matrix_like Xkv>
 template <matrix_like Xm>
 [[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
     const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt = {},
-    std::size_t batch = 1) {
-  return multi_head_attention(X, X, params, opt, batch);
+    std::size_t batch = 1, std::size_t threads = 1) {
+  return multi_head_attention(X, X, params, opt, batch, threads);
 }
 
 /// Every step of attention with projections, for lessons and for fixed sizes: the projections,

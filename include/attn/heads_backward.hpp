@@ -276,10 +276,11 @@ void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,
                                    const multi_head_parameters<matrix_scalar_of<Xm>>& params,
                                    multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
                                    const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
-                                   const options& opt = {}, std::size_t batch = 1) {
+                                   const options& opt = {}, std::size_t batch = 1,
+                                   std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
   detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", as_view(X), as_view(X_kv),
-                                    false, params, cache, as_view(dY), grads, opt, batch);
+                                    false, params, cache, as_view(dY), grads, opt, batch, threads);
 }
 
 /// The backward of self-attention with projections and heads (X_kv = X): ∂L/∂X sums the paths
@@ -290,39 +291,8 @@ void multi_head_attention_backward(const Xm& X,
                                    const multi_head_parameters<matrix_scalar_of<Xm>>& params,
                                    multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
                                    const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
-                                   const options& opt = {}, std::size_t batch = 1) {
-  using T = matrix_scalar_of<Xm>;
-  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
-  const MatrixView<const T> x = x_held;
-  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", x, x, true, params, cache,
-                                    as_view(dY), grads, opt, batch);
-}
-
-/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
-/// started): the products of the projections in pieces of rows, each head of each sentence whole
-/// (its ∂L/∂K and ∂L/∂V sum over every query row); the bias sums on the calling thread. The
-/// numbers are the one-thread call's, bit for bit. Allocates the thread objects (and the cache's
-/// gradients when their shapes change).
-template <matrix_like Xm, matrix_like Xkv, matrix_like Gm>
-  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<Gm, matrix_scalar_of<Xm>>
-void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,
-                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
-                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
-                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
-                                   const options& opt, std::size_t batch, std::size_t threads) {
-  using T = matrix_scalar_of<Xm>;
-  detail::multi_head_backward_of<T>("attn::multi_head_attention_backward", as_view(X), as_view(X_kv),
-                                    false, params, cache, as_view(dY), grads, opt, batch, threads);
-}
-
-/// The backward of self-attention with projections and heads on `threads` threads (as above).
-template <matrix_like Xm, matrix_like Gm>
-  requires detail::input_matrix<Gm, matrix_scalar_of<Xm>>
-void multi_head_attention_backward(const Xm& X,
-                                   const multi_head_parameters<matrix_scalar_of<Xm>>& params,
-                                   multi_head_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
-                                   const multi_head_gradients<matrix_scalar_of<Xm>>& grads,
-                                   const options& opt, std::size_t batch, std::size_t threads) {
+                                   const options& opt = {}, std::size_t batch = 1,
+                                   std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
   const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
   const MatrixView<const T> x = x_held;
