@@ -1,7 +1,9 @@
 // softmax, log_softmax and logsumexp: stability, accuracy, sharpness, masks and policies.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <random>
@@ -140,6 +142,20 @@ TEST_CASE("log_softmax keeps tiny probabilities", "[softmax]") {
     attn::log_softmax(v, lw, {.beta = beta});
     REQUIRE(lw[0] == 0.0f);
     REQUIRE_THAT(lw[1], WithinRel(beta * 11.0f, eps<float>));
+  }
+  SECTION("a log-weight beyond the type's range is -inf, also with |β| <= 1") {
+    // x_0 − x_1 = −1.5·FLT_MAX: β x_0 − m = −5.1e38 exactly, which float rounds to −inf; the
+    // other 65 entries are 0 (a row found by fuzz_softmax). Into a buffer and in place alike.
+    std::vector<float> v(67, 0.0f);
+    v[0] = -std::numeric_limits<float>::max();
+    v[1] = std::numeric_limits<float>::max() / 2;
+    std::vector<float> lw(v.size());
+    attn::log_softmax(v, lw);
+    REQUIRE(lw[0] == -std::numeric_limits<float>::infinity());
+    REQUIRE(lw[1] == 0.0f);  // e^(x_j − x_1) underflows to 0 for every other entry
+    attn::log_softmax_inplace(v);
+    for (std::size_t j = 0; j < v.size(); ++j)
+      REQUIRE(std::bit_cast<std::uint32_t>(v[j]) == std::bit_cast<std::uint32_t>(lw[j]));
   }
   SECTION("in place, with β and against the long double reference") {
     std::vector<double> v{3, -1, 0.25, 7, 7};

@@ -512,12 +512,14 @@ constexpr void log_softmax(const In& x, Out&& out, const options& opt = {}) {
     // log-weight β x_j − m − lse of exact arithmetic, finite where that is within T's range:
     // β·(x_j − x_p) from the entry x_p of the max, as the overflow rows take it. Only |β| > 1
     // overflows a finite x; x_p is found before anything is written (out may be x itself).
-    const T p =
-        beta > T(1) || beta < T(-1) ? detail::overflow_pivot(in, n, beta, mask) : T(0);
+    // With |β| ≤ 1, β·x_j is exact-range and a −inf from β x_j − m is the rounded exact value.
+    const bool may_overflow = beta > T(1) || beta < T(-1);
+    const T p = may_overflow ? detail::overflow_pivot(in, n, beta, mask) : T(0);
     for (std::size_t j = 0; j < n; ++j) {
       const bool kept = mask == nullptr || mask[j];
       T t = kept ? detail::scaled_minus(beta, in[j], s.max) : -inf;
-      if (kept && t == -inf && detail::is_finite(in[j])) t = detail::shifted_score(in[j], p, beta, true);
+      if (may_overflow && kept && t == -inf && detail::is_finite(in[j]))
+        t = detail::shifted_score(in[j], p, beta, true);
       o[j] = t - lse;
     }
     return;
