@@ -26,7 +26,7 @@ constexpr std::size_t dims = 8;
 
 // A word's vector from its letter pairs: FNV-1a of each pair picks a direction and a sign.
 std::vector<double> word_vector(std::string_view word) {
-  std::string w = "^";  // (appended, not "^" + word + "$": g++ 12's -Wrestrict, GCC PR 105651)
+  std::string w = "^";  // (appended, not "^" + word + "$": a false -Wrestrict, GCC PR 105651)
   w += word;
   w += '$';
   std::vector<double> x(dims, 0.0);

@@ -467,7 +467,7 @@ constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q
                     MatrixView<const T> V, const S& score, const attention_views<T>& out,
                     const options& row, std::vector<T>& scratch) {
   const std::size_t n = K.rows();
-  if (scratch.size() < 2 * n) scratch = std::vector<T>(2 * n, T(0));  // (not resize: clang 14)
+  if (scratch.size() < 2 * n) scratch = std::vector<T>(2 * n, T(0));  // (not resize: constexpr)
   const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch.data(), n);
   const std::span<T> w =
       out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch.data() + n, n);

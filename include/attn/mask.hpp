@@ -228,7 +228,7 @@ public:
   constexpr explicit mask_bytes(const mask_view& m) {
     if (m.empty()) return;
     if (std::is_constant_evaluated()) {
-      copy_ = std::vector<mask_byte>(m.size(), 0);  // (resize is not constexpr with clang 14)
+      copy_ = std::vector<mask_byte>(m.size(), 0);  // (resize is not constexpr in every library)
       for (std::size_t j = 0; j < m.size(); ++j) copy_[j] = m[j] ? 1 : 0;
       data_ = copy_.data();
     } else {
