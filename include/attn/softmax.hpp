@@ -402,27 +402,55 @@ check_buffers_apart(const char* where, const named_region<T> (&outputs)[NO],
 /// `in` — unless it is `in` exactly and the call works in place (`in_place`) — or a mask.
 template <class T>
 ATTN_NOINLINE constexpr void
-check_output_apart_exact(const char* where, const char* out_name, region<T> out,
-                         const char* in_name, region<T> in, bool in_place, const options& opt) {
+check_output_apart_exact(const char* where, const char* out_name, const region<T>& out,
+                         const char* in_name, const region<T>& in, bool in_place,
+                         const options& opt) {
   if (!(in_place && same_numbers(out, in)) && overlaps(out, in))
     throw_overlap(where, out_name, in_name);
   const named_region<T> outputs[1] = {{out_name, out}};
   check_buffers_apart<T>(where, std::span<const named_region<T>>(outputs), {}, opt);
 }
 
-/// As check_buffers_apart: inline the common answer (the spans meet nowhere), out of line the
-/// rest (check_output_apart_exact).
+/// As check_buffers_apart: inline the common answers (out is the input itself, in place, or the
+/// spans meet nowhere), out of line the rest (check_output_apart_exact). The masks' spans are
+/// only looked at when there is a mask: the unmasked call, the common one, compares two spans.
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void
 check_output_apart(const char* where, const char* out_name, region<T> out, const char* in_name,
                    region<T> in, bool in_place, const options& opt) {
   if (!std::is_constant_evaluated()) {
     const byte_span o = bytes_of(out);
-    if (!(spans_meet(o, bytes_of(in)) | spans_meet(o, bytes_of(region_of(opt.mask))) |
-          spans_meet(o, bytes_of(region_of(opt.row_mask)))))
+    unsigned meet = spans_meet(o, bytes_of(in)) & static_cast<unsigned>(!(in_place && same_numbers(out, in)));
+    if (!opt.mask.empty() || !opt.row_mask.empty())
+      meet |= spans_meet(o, bytes_of(region_of(opt.mask))) |
+              spans_meet(o, bytes_of(region_of(opt.row_mask)));
+    if (meet == 0) [[likely]]
       return;
   }
   check_output_apart_exact(where, out_name, out, in_name, in, in_place, opt);
+}
+
+/// check_output_apart, then softmax_rows: softmax_into's every call but the common one.
+template <class T>
+constexpr void checked_softmax_rows(const char* where, std::span<const T> x, std::span<T> out,
+                                    const char* out_name, const options& opt) {
+  check_output_apart(where, out_name, region_of(out), "input", region_of(x), true, opt);
+  softmax_rows(where, x.data(), out.data(), x.size(), out.size(), opt);
+}
+
+/// softmax of β·x into a caller's out, as the public calls take it: an unmasked short row whose
+/// out is x itself or apart from it goes to softmax_short_row with nothing else before it; any
+/// other call is checked (check_output_apart) and goes to softmax_rows.
+template <class T>
+ATTN_ALWAYS_INLINE constexpr void softmax_into(const char* where, std::span<const T> x,
+                                               std::span<T> out, const char* out_name,
+                                               const options& opt) {
+  if (!std::is_constant_evaluated() && out.size() == x.size() && opt.mask.empty() &&
+      opt.row_mask.empty() && beta_fits<T>(opt.beta) &&
+      (out.data() == x.data() || !spans_meet(bytes_of(region_of(out)), bytes_of(region_of(x)))) &&
+      softmax_short_row(x.data(), out.data(), x.size(), static_cast<T>(opt.beta)))
+    return;
+  checked_softmax_rows(where, x, out, out_name, opt);
 }
 
 /// Σ_{kept k ≠ argmax} exp(β x_k − m): the argmax term (exactly 1) is left out so that
@@ -455,9 +483,8 @@ template <vector_like In, mutable_vector_like Out>
 constexpr void softmax(const In& x, Out&& out, const options& opt = {}) {
   const auto xs = as_span(x);
   const auto os = as_mutable_span(out);
-  detail::check_output_apart("attn::softmax", "output", detail::region_of(os), "input",
-                             detail::region_of(xs), true, opt);
-  detail::softmax_row("attn::softmax", xs.data(), os.data(), xs.size(), os.size(), opt);
+  using T = scalar_of<In>;
+  detail::softmax_into("attn::softmax", std::span<const T>(xs), std::span<T>(os), "output", opt);
 }
 
 /// Returns softmax(β·x) as a new Vector of the same extent.
@@ -473,9 +500,9 @@ template <vector_like In>
 template <mutable_vector_like X>
 constexpr void softmax_inplace(X&& x, const options& opt = {}) {
   const auto xs = as_mutable_span(x);
-  detail::check_output_apart("attn::softmax_inplace", "input", detail::region_of(xs), "input",
-                             detail::region_of(xs), true, opt);
-  detail::softmax_row("attn::softmax_inplace", xs.data(), xs.data(), xs.size(), xs.size(), opt);
+  using T = scalar_of<X>;
+  detail::softmax_into("attn::softmax_inplace", std::span<const T>(xs), std::span<T>(xs), "input",
+                       opt);
 }
 
 /// Writes log softmax(β·x) into `out`, accurate for tiny probabilities (log1p of the sum of
