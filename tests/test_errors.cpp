@@ -188,6 +188,12 @@ TEST_CASE("errors: dynamic sizes that disagree name the function and both sizes"
   // derivatives
   CHECK(message_of([&] { (void)attn::backward(q3, notes, attn::dot, q2); }) ==
         "attn::backward: size of dL/dc is 2 but columns of values is 3");
+  // a size that does not fit is named before a β that is refused (the fuzzer found the other
+  // order): the dimension_error first, as in the forward
+  CHECK(message_of([&] {
+          (void)attn::backward(q3, notes, attn::dot, q2,
+                               {.beta = std::numeric_limits<double>::infinity()});
+        }) == "attn::backward: size of dL/dc is 2 but columns of values is 3");
   CHECK(message_of([&] { attn::backward(q3, notes, attn::dot, q3, {s3, {}, {}}); }) ==
         "attn::backward: size of dL/ds is 3 but number of notes is 2");
   CHECK(message_of([&] { (void)attn::jacobian_note(q3, notes, attn::dot, 2); }) ==

@@ -636,9 +636,11 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
   const std::size_t n = keys.rows(), dq = q.size(), dk = keys.cols(), dv = values.cols();
   const std::size_t gs_n = out.scores.empty() ? n : out.scores.size();
   if (saved == nullptr) {
-    check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
+    // the gradients' sizes before check_attend's β and all-masked checks: a dimension_error
+    // comes before a domain_error, as in the forward
     check_equal(where, "size of dL/ds", gs_n, "number of notes", n);
     check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
+    check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
   } else {
     check_score(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);

@@ -360,7 +360,8 @@ struct look {
       s += t;
       mag += std::abs(t);
     }
-    const ld f = score == 1 ? 1 / std::sqrt(static_cast<ld>(dk)) : 1;
+    // scaled_dot on notes of length 0: every score 0 (docs/attention.md), not 0·(1/√0)
+    const ld f = score == 1 && dk != 0 ? 1 / std::sqrt(static_cast<ld>(dk)) : 1;
     mag *= f;
     return s * f;
   }
