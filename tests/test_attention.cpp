@@ -13,6 +13,7 @@
 
 #include "attn/attn.hpp"
 #include "attn_catch.hpp"
+#include "constant_options.hpp"
 
 using attn::Matrix;
 using attn::Vector;
@@ -93,21 +94,14 @@ template <class T>
 constexpr attn::general<T, 3, 3> general{W<T>};
 template <class T>
 constexpr attn::additive<T, 2, 3, 3> additive{W1<T>, W2<T>, v<T>};
-constexpr std::array<bool, 3> keep{true, false, true};
-
-constexpr attn::options masked() {
-  attn::options opt;
-  opt.beta = 2;
-  opt.mask = keep;
-  return opt;
-}
+using attn_test::beta2_middle_masked;
 template <class T, class S>
 constexpr attn::attention_result<T, 3, 3> attend_masked(const S& score) {
-  return attn::attend(q<T>, notes<T>, score, masked());
+  return attn::attend(q<T>, notes<T>, score, beta2_middle_masked());
 }
 template <class T, class S>
 constexpr auto align_masked(const S& score) {
-  return attn::align(queries<T>, notes<T>, score, masked());
+  return attn::align(queries<T>, notes<T>, score, beta2_middle_masked());
 }
 /// α_0 for each score; α_2 = 1 − α_0.
 constexpr long double dot_a0 = 0.01798620996209156L, scaled_a0 = 0.0903473549608496L,
@@ -150,10 +144,10 @@ static_assert(align_rows<long double>());
 // into views, and dynamic sizes whose storage the constant expression owns
 static_assert([] {
   Matrix<double, 2, 3> s, w, c;
-  attn::align(queries<double>, notes<double>, additive<double>, s.view(), w.view(), c.view(), masked());
+  attn::align(queries<double>, notes<double>, additive<double>, s.view(), w.view(), c.view(), beta2_middle_masked());
   const attn::Vector<double> qd{0, 0.5, 2};
   const Matrix<double> hd{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
-  const auto r = attn::attend(qd, hd, attn::dot, masked());
+  const auto r = attn::attend(qd, hd, attn::dot, beta2_middle_masked());
   return near_t(w(0, 0), additive_a0) && near_t(c(0, 2), 1 - additive_a0) && near_t(r.weights[0], dot_a0);
 }());
 }  // namespace constant

@@ -12,6 +12,7 @@
 
 #include "attn/softmax.hpp"
 #include "attn_catch.hpp"
+#include "constant_options.hpp"
 
 using Catch::Matchers::WithinAbs;
 using Catch::Matchers::WithinRel;
@@ -39,36 +40,30 @@ constexpr bool near_t(T x, long double y, long double scale = 1) {
   const long double t = static_cast<long double>(tol<T>) * scale;
   return static_cast<long double>(x) - y <= t && y - static_cast<long double>(x) <= t;
 }
-constexpr std::array<bool, 3> keep{true, false, true};
-constexpr attn::options masked() {
-  attn::options opt;
-  opt.beta = 2;
-  opt.mask = keep;
-  return opt;
-}
+using attn_test::beta2_middle_masked;
 template <class T>
 constexpr std::array<T, 3> x{0, 0.5, 2};
 template <class T>
 constexpr std::array<T, 3> log_softmax_of() {
   std::array<T, 3> out{};
-  attn::log_softmax(x<T>, out, masked());
+  attn::log_softmax(x<T>, out, beta2_middle_masked());
   return out;
 }
 template <class T>
 constexpr std::array<T, 3> log_softmax_in_place() {
   std::array<T, 3> y = x<T>;
-  attn::log_softmax_inplace(y, masked());
+  attn::log_softmax_inplace(y, beta2_middle_masked());
   return y;
 }
 constexpr long double a0 = 0.01798620996209156L, lse = 4.0181499279178094L;
 template <class T>
 constexpr bool every_call() {
-  const auto w = attn::softmax(x<T>, masked());
+  const auto w = attn::softmax(x<T>, beta2_middle_masked());
   const auto l = log_softmax_of<T>();
   const auto li = log_softmax_in_place<T>();
   return near_t(w[0], a0) && w[1] == 0 && near_t(w[2], 1 - a0) && near_t(l[0], -lse, 4) &&
          l[1] == -std::numeric_limits<T>::infinity() && near_t(l[2], 4 - lse) && li[0] == l[0] &&
-         li[2] == l[2] && near_t(attn::logsumexp(x<T>, masked()), lse, 4) &&
+         li[2] == l[2] && near_t(attn::logsumexp(x<T>, beta2_middle_masked()), lse, 4) &&
          // and without a mask
          near_t(attn::logsumexp(x<T>), 2.3063557122291463L, 4) &&
          near_t(attn::softmax(x<T>)[0], 0.09962364806231833L);
@@ -388,13 +383,13 @@ TEMPLATE_TEST_CASE("Constant evaluation: softmax to the bit, log_softmax and log
   // multiply-add is fused). log_softmax and logsumexp differ only in log1p: within 1 ulp of the
   // exact value in constant evaluation, glibc's within 1 at run time (tests/test_math.cpp), so
   // the log-sum-exp term within 2 ulp of itself (|lse| < 8: 2·8ε), and the rest the same.
-  constexpr auto w = attn::softmax(constant::x<T>, constant::masked());
+  constexpr auto w = attn::softmax(constant::x<T>, constant::beta2_middle_masked());
   constexpr auto l = constant::log_softmax_of<T>();
-  constexpr T lse = attn::logsumexp(constant::x<T>, constant::masked());
-  const auto w_run = attn::softmax(constant::x<T>, constant::masked());
+  constexpr T lse = attn::logsumexp(constant::x<T>, constant::beta2_middle_masked());
+  const auto w_run = attn::softmax(constant::x<T>, constant::beta2_middle_masked());
   std::array<T, 3> l_run{};
-  attn::log_softmax(constant::x<T>, l_run, constant::masked());
-  const T lse_run = attn::logsumexp(constant::x<T>, constant::masked());
+  attn::log_softmax(constant::x<T>, l_run, constant::beta2_middle_masked());
+  const T lse_run = attn::logsumexp(constant::x<T>, constant::beta2_middle_masked());
   const T log_tol = 16 * std::numeric_limits<T>::epsilon();
   for (std::size_t j = 0; j < 3; ++j) {
     if (attn_test::fma_contracted())
