@@ -213,6 +213,12 @@ TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing i
   CHECK(what([&] { attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Y.view()}, cache, {}, 3); }) ==
         "attn::multi_head_attention: 4 rows of X and 6 of X_kv are not 3 sentences of equal length");
   REQUIRE(Y(0, 0) == 7.0);
+  // Y over an input: overlap_error naming both, X_kv untouched
+  const double xkv0 = s.Xkv(0, 0);
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(s.X, s.Xkv, s.params(),
+                                                 {.out = attn::MatrixView<double>(s.Xkv.data(), 4, s.dout)}, cache),
+                      "attn::multi_head_attention: Y overlaps X_kv");
+  REQUIRE(s.Xkv(0, 0) == xkv0);
   // under throw_error, a head with nothing to attend to throws before Y is written
   const std::vector<char> none(6, 0);
   REQUIRE_THROWS_AS(attn::multi_head_attention(s.X, s.Xkv, s.params(), {.out = Y.view()}, cache,

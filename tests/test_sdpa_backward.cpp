@@ -179,6 +179,22 @@ TEST_CASE("sdpa backward: sizes that disagree name the buffer and write nothing"
                                                                   {.queries = dQ.view(), .keys = dKbad.view()}),
                       "attn::scaled_dot_product_attention_backward: dL/dK is 4x4 but should be 5x4");
   REQUIRE(dQ(0, 0) == 7.0);
+  // a gradient over an input, an output over an input: refused, naming both, before any write
+  Matrix<double> Qm(3, 4, 0.5), Vm(5, 2, 1.0);
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(Qm, K, V, attn::scaled_dot, {}, dY,
+                                                                  {.queries = Qm.view()}),
+                      "attn::scaled_dot_product_attention_backward: dL/dQ overlaps the queries");
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {}, dY,
+                                                                  {.queries = dQ.view(), .keys = dK.view(),
+                                                                   .values = MatrixView<double>(dK.data(), 5, 2)}),
+                      "attn::scaled_dot_product_attention_backward: dL/dV overlaps dL/dK");
+  REQUIRE(Qm(0, 0) == 0.5);
+  REQUIRE(dQ(0, 0) == 7.0);
+  REQUIRE(dK(0, 0) == 7.0);
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention(Q, K, Vm, attn::scaled_dot,
+                                                         {.out = MatrixView<double>(Vm.data() + 4, 3, 2)}),
+                      "attn::scaled_dot_product_attention: the output overlaps the values");
+  REQUIRE(Vm(2, 0) == 1.0);
   Matrix<double> J(2, 4);
   REQUIRE_THROWS_WITH(attn::jacobian_query(Q, K, V, attn::scaled_dot, 3, J.view()),
                       "attn::jacobian_query: query index 3 is out of range for 3 queries");
