@@ -90,6 +90,28 @@ TEST_CASE("A mask copied from a std::vector<bool> owns its entries", "[mask]") {
   CHECK(w[2] == 0.5);
 }
 
+TEST_CASE("A moved-from mask that owned its entries is empty, not dangling", "[mask]") {
+  const std::vector<bool> bits{false, true, true, false};
+  attn::mask_view owner = bits;
+  attn::mask_view taken = std::move(owner);
+  CHECK(owner.empty());  // NOLINT(bugprone-use-after-move): the state it is left in is the point
+  REQUIRE(taken.size() == 4);
+  CHECK((!taken[0] && taken[1] && taken[2] && !taken[3]));
+  attn::mask_view assigned;
+  assigned = std::move(taken);
+  CHECK(taken.empty());  // NOLINT(bugprone-use-after-move)
+  CHECK((assigned.size() == 4 && assigned[1] && !assigned[3]));
+  const attn::mask_view& same = assigned;
+  assigned = same;  // self-assignment keeps the entries
+  CHECK((assigned.size() == 4 && assigned[2]));
+  // a borrowing view moved from still borrows (only owned entries move)
+  const std::array<bool, 2> keep{true, false};
+  attn::mask_view borrowed = keep;
+  const attn::mask_view other = std::move(borrowed);
+  CHECK((borrowed.size() == 2 && borrowed[0] && !borrowed[1]));  // NOLINT(bugprone-use-after-move)
+  CHECK((other.size() == 2 && other[0]));
+}
+
 TEST_CASE("A mask of the wrong length names the mask and the notes", "[mask][errors]") {
   const Matrix<double> notes{{1, 0}, {0, 1}};
   const std::vector<double> q{1, 2};

@@ -15,6 +15,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/detail/heap_array.hpp"
+#include "attn/detail/math.hpp"
 #include "attn/detail/online.hpp"
 #include "attn/detail/prefetch.hpp"
 #include "attn/detail/reduce.hpp"
@@ -465,9 +467,9 @@ constexpr void check_attention_outputs(const char* where, const attention_views<
 template <real T, class S>
 constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
                     MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                    const options& row, std::vector<T>& scratch) {
+                    const options& row, heap_array<T>& scratch) {
   const std::size_t n = K.rows();
-  if (scratch.size() < 2 * n) scratch = std::vector<T>(2 * n, T(0));  // (not resize: constexpr)
+  if (scratch.size() < 2 * n) scratch = heap_array<T>(2 * n);
   const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch.data(), n);
   const std::span<T> w =
       out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch.data() + n, n);
@@ -518,7 +520,7 @@ constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixV
                             const options& opt, std::size_t t_begin = 0,
                             std::size_t t_end = static_cast<std::size_t>(-1)) {
   row_options row_opt(opt, Q.rows(), K.rows());
-  std::vector<T> scratch;
+  heap_array<T> scratch;
   for (std::size_t t = t_begin; t < (t_end < Q.rows() ? t_end : Q.rows()); ++t)
     exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
 }
@@ -567,7 +569,7 @@ void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                           out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
   const tile_masks masks = tile_masks_of(opt, tq, n);
   std::optional<row_options> row_opt;  // (made, and its scratch, only if a row is left)
-  std::vector<T> scratch;
+  heap_array<T> scratch;
   tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
                    static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
                      if (!row_allows_a_key(masks, t)) {

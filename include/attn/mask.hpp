@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "attn/detail/heap_array.hpp"
 #include "attn/error.hpp"
 
 namespace attn {
@@ -49,11 +50,20 @@ class mask_view {
   pointer data_{nullptr};
   std::size_t size_ = 0;
   element kind_ = element::bytes;
-  std::vector<unsigned char> owned_{};  // a std::vector<bool>'s entries, one byte each
+  detail::heap_array<detail::mask_byte> owned_{};  // a std::vector<bool>'s entries, one byte each
 
-  constexpr void own_owned() noexcept {
+  /// Points the view at its own copy of the entries, if it holds one.
+  constexpr void point_at_owned() noexcept {
+    if (owned_.empty()) return;
     data_.bytes = owned_.data();
     kind_ = element::bytes;
+  }
+  /// After o's own entries moved here: o is an empty view (no mask), not one that dangles.
+  static constexpr void forget_moved(mask_view& o, bool moved_owned) noexcept {
+    if (!moved_owned) return;
+    o.data_.bytes = nullptr;
+    o.size_ = 0;
+    o.kind_ = element::bytes;
   }
 
 public:
@@ -67,8 +77,9 @@ public:
 
   /// Copies the bits of a std::vector<bool> (it has no bytes to borrow).
   constexpr mask_view(const std::vector<bool>& bits)  // NOLINT: implicit on purpose
-      : size_(bits.size()), owned_(bits.begin(), bits.end()) {
-    own_owned();
+      : size_(bits.size()), owned_(bits.size()) {
+    for (std::size_t j = 0; j < size_; ++j) owned_[j] = bits[j] ? 1 : 0;
+    point_at_owned();
   }
 
   /// Borrows n entries at p (row t of a mask_matrix_view).
@@ -90,25 +101,27 @@ public:
 
   constexpr mask_view(const mask_view& o)
       : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(o.owned_) {
-    if (!owned_.empty()) own_owned();
+    point_at_owned();
   }
   constexpr mask_view(mask_view&& o) noexcept
       : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(std::move(o.owned_)) {
-    if (!owned_.empty()) own_owned();
+    point_at_owned();
+    forget_moved(o, !owned_.empty());
   }
   constexpr mask_view& operator=(const mask_view& o) {
     if (this != &o) *this = mask_view(o);
     return *this;
   }
   constexpr mask_view& operator=(mask_view&& o) noexcept {
+    if (this == &o) return *this;
     data_ = o.data_;
     size_ = o.size_;
     kind_ = o.kind_;
     owned_ = std::move(o.owned_);
-    if (!owned_.empty()) own_owned();
+    point_at_owned();
+    forget_moved(o, !owned_.empty());
     return *this;
   }
-  constexpr ~mask_view() = default;
 
   /// The number of entries (0: no mask).
   [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
@@ -221,14 +234,14 @@ namespace detail {
 /// A mask's bytes for the kernels: borrowed at run time; in constant evaluation (where no
 /// pointer may be reinterpreted) a copy this object owns. Null for an empty mask.
 class mask_bytes {
-  std::vector<mask_byte> copy_{};
+  heap_array<mask_byte> copy_{};
   const mask_byte* data_ = nullptr;
 
 public:
   constexpr explicit mask_bytes(const mask_view& m) {
     if (m.empty()) return;
     if (std::is_constant_evaluated()) {
-      copy_ = std::vector<mask_byte>(m.size(), 0);  // (resize is not constexpr in every library)
+      copy_ = heap_array<mask_byte>(m.size());
       for (std::size_t j = 0; j < m.size(); ++j) copy_[j] = m[j] ? 1 : 0;
       data_ = copy_.data();
     } else {

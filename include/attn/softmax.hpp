@@ -147,11 +147,11 @@ constexpr void check_masks(const char* where, const options& opt, std::size_t tq
 class row_mask_buffer {
   static constexpr std::size_t inline_entries = 1024;
   std::array<mask_byte, inline_entries> inline_{};
-  std::vector<mask_byte> heap_{};
+  heap_array<mask_byte> heap_{};
 
 public:
   constexpr explicit row_mask_buffer(std::size_t n) {
-    if (n > inline_entries) heap_ = std::vector<mask_byte>(n, 0);
+    if (n > inline_entries) heap_ = heap_array<mask_byte>(n);
   }
   [[nodiscard]] constexpr mask_byte* data() noexcept {
     return heap_.empty() ? inline_.data() : heap_.data();
