@@ -46,3 +46,33 @@ TEST_CASE("fast-math: a beta that is not finite is refused, found from its bits"
   const auto w = attn::softmax(std::vector<double>{0, 1});
   REQUIRE(std::fabs(w[1] - 0.7310585786300049) < 4 * std::numeric_limits<double>::epsilon());
 }
+
+TEST_CASE("fast-math: the throw_error policy throws before anything is written", "[fastmath][mask]") {
+  // Every note scores −inf (an infinite key entry): no note is kept, and under throw_error the
+  // call must throw before it writes. The check finds −inf on the bits, which the compiler may not
+  // fold away as it may fold s == −inf here.
+  const double inf = std::numeric_limits<double>::infinity();
+  const attn::Matrix<double> notes{{-inf, 0}, {-inf, 1}};
+  const attn::Matrix<double> queries{{1, 0}, {2, 0.5}};
+  const attn::options throwing{.if_all_masked = attn::all_masked_policy::throw_error};
+  const auto untouched = [](const double* p, std::size_t n) {  // every entry still 7, bit for bit
+    for (std::size_t i = 0; i < n; ++i)
+      if (std::bit_cast<std::uint64_t>(p[i]) != std::bit_cast<std::uint64_t>(7.0)) return false;
+    return true;
+  };
+  std::vector<double> s(2, 7.0), w(2, 7.0), c(2, 7.0);
+  REQUIRE_THROWS_AS(attn::attend(std::vector<double>{1, 0}, notes, attn::dot, s, w, c, throwing),
+                    attn::domain_error);
+  REQUIRE((untouched(s.data(), 2) && untouched(w.data(), 2) && untouched(c.data(), 2)));
+
+  attn::Matrix<double> S(2, 2, 7.0), W(2, 2, 7.0), C(2, 2, 7.0);
+  REQUIRE_THROWS_AS(attn::align(queries, notes, attn::dot, S.view(), W.view(), C.view(), throwing),
+                    attn::domain_error);
+  REQUIRE((untouched(S.data(), 4) && untouched(W.data(), 4) && untouched(C.data(), 4)));
+
+  attn::Matrix<double> Y(2, 2, 7.0), A(2, 2, 7.0);
+  REQUIRE_THROWS_AS(attn::scaled_dot_product_attention(queries, notes, notes,
+                                                       {.out = Y.view(), .weights = A.view()}, throwing),
+                    attn::domain_error);
+  REQUIRE((untouched(Y.data(), 4) && untouched(A.data(), 4)));
+}

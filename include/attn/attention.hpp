@@ -84,7 +84,8 @@ constexpr void check_something_kept(const char* where, std::span<const T> q,
       for_each_score_block(score, q, keys, [&](std::size_t j0, std::size_t nb, const T* s) {
         for (std::size_t r = 0; r < nb; ++r) {
           if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
-          if (!(beta * s[r] == -std::numeric_limits<T>::infinity()) || s[r] - s[r] == T(0))
+          // kept unless β·s is −inf because s is ±inf (on the bits: it must hold under fast-math)
+          if (!is_minus_infinity(beta * s[r]) || !(is_minus_infinity(s[r]) || is_minus_infinity(-s[r])))
             return false;
         }
         return true;

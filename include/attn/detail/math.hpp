@@ -5,14 +5,31 @@
 /// function) implementations of their own, for float, double and long double. sqrt is correctly
 /// rounded in both, so the same bits; log1p and log are within 1 ulp of the exact value in
 /// constant evaluation (glibc's within 1 ulp at run time: docs/attention.md, "Constant
-/// evaluation", tests/test_math.cpp). Kernel layer: knows no public algorithm.
+/// evaluation", tests/test_math.cpp). And a test for −inf that -ffast-math cannot fold away.
+/// Kernel layer: knows no public algorithm.
 #include "attn/detail/config.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
 namespace attn::detail {
+
+/// x is −inf, read from its bits at run time: -ffinite-math-only lets a compiler fold
+/// x == −inf to false, and the checks that must throw before anything is written rest on this
+/// test (docs/errors.md, "Under -ffast-math"). Compares the bytes that hold the value: x87's
+/// 80-bit long double (64 digits) has padding beyond its 10.
+template <class T>
+[[nodiscard]] constexpr bool is_minus_infinity(T x) noexcept {
+  constexpr T minus_inf = -std::numeric_limits<T>::infinity();
+  if (std::is_constant_evaluated()) return x == minus_inf;
+  constexpr std::size_t value_bytes = std::numeric_limits<T>::digits == 64 ? 10 : sizeof(T);
+  unsigned char a[sizeof(T)], b[sizeof(T)];
+  std::memcpy(a, &x, sizeof(T));
+  std::memcpy(b, &minus_inf, sizeof(T));
+  return std::memcmp(a, b, value_bytes) == 0;
+}
 
 /// a·b = p + e exactly (Dekker's product, Veltkamp's split), for products that neither overflow
 /// nor underflow; constant evaluation only (a compiler that fuses multiply-adds at run time
