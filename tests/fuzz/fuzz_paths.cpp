@@ -14,7 +14,7 @@
 //    and finish refuse values_mean and context lengths that disagree (dimension_error) and then
 //    write nothing; finish into a buffer of the wrong size likewise.
 // 4. a user's score that throws at a note the fuzzer picks (double; tests/user_scores.hpp):
-//    attend, align and backward into caller buffers either finish with the never-throwing
+//    attend, align, backward and align_backward into caller buffers either finish with the never-throwing
 //    score's numbers, bit for bit, or let the score's exception through with every output
 //    untouched.
 
@@ -255,7 +255,7 @@ void user_part(reader& r) {
   const std::vector<char> mask_chars = r.mask(n);
   const mask_view mask(mask_chars);
   const attn::options opt{.beta = beta, .mask = mask.span(), .if_all_masked = r.policy()};
-  const int at = 1 + static_cast<int>(r.size_upto(3 * n + 2));  // beyond the calls made: no throw
+  const int at = 1 + static_cast<int>(r.size_upto(3 * n * tq + 2));  // beyond the calls made: no throw
   const std::span<const double> q(Q.data(), d);
   const attn::MatrixView<const double> K(notes.data(), n, d), Qm(Q.data(), tq, d);
 
@@ -295,6 +295,15 @@ void user_part(reader& r) {
   check("align", {tq * n, tq * n, tq * d}, [&](const auto& score, std::vector<guarded<double>>& o) {
     attn::align(Qm, K, score, attn::MatrixView<double>(o[0].data.data(), tq, n),
                 attn::MatrixView<double>(o[1].data.data(), tq, n), attn::MatrixView<double>(o[2].data.data(), tq, d), opt);
+  });
+  check("align_backward", {tq * n, tq * d, n * d, n * d}, [&](const auto& score, std::vector<guarded<double>>& o) {
+    const attn::MatrixView<const double> G(Q.data(), tq, d);  // dL/dY: any numbers of Y's shape
+    attn::align_backward(Qm, K, K, score, G,
+                         attn::align_backward_views<double>{attn::MatrixView<double>(o[0].data.data(), tq, n),
+                                                            attn::MatrixView<double>(o[1].data.data(), tq, d),
+                                                            attn::MatrixView<double>(o[2].data.data(), n, d),
+                                                            attn::MatrixView<double>(o[3].data.data(), n, d)},
+                         opt);
   });
   check("backward", {n, d, n * d}, [&](const auto& score, std::vector<guarded<double>>& o) {
     attn::backward(q, K, score, g,
