@@ -7,9 +7,10 @@
 // 1. fixed-size attend (N notes of D numbers, N and D from a switch) against the dynamic call on
 //    the same numbers: the same exception, else the same scores, weights and context, bit for bit
 //    (NaN as NaN). The fuzz build is baseline x86-64, where nothing is fused (docs/errors.md).
-// 2. jacobian_query and jacobian_note into a view of a larger buffer (a row stride beyond the
-//    row): the returned matrix's numbers, and nothing outside the view written; a view of the
-//    wrong shape is refused with dimension_error and the buffer left as it was.
+// 2. jacobian_query, jacobian_note, jacobian_key and jacobian_value into a view of a larger
+//    buffer (a row stride beyond the row): the returned matrix's numbers, and nothing outside the
+//    view written; a view of the wrong shape is refused with dimension_error and the buffer left
+//    as it was.
 // 3. hand-built partial results: merge_into(a, a) is merge(a, a) to the bit; merge_into, merge
 //    and finish refuse values_mean and context lengths that disagree (dimension_error) and then
 //    write nothing; finish into a buffer of the wrong size likewise.
@@ -141,7 +142,8 @@ void jacobian_part(reader& r) {
   const std::vector<char> mask_chars = r.mask(n);
   const mask_view mask(mask_chars);
   const attn::options opt{.beta = beta, .mask = mask.span(), .if_all_masked = r.policy()};
-  const bool wrong = r.byte() >= 0xE0, note_jacobian = r.flag();
+  const bool wrong = r.byte() >= 0xE0;
+  const int which = r.byte() % 4;  // 0 query, 1 note, 2 key, 3 value
   const std::size_t j = r.size_upto(255) % n;
   const attn::MatrixView<const T> K(notes.data(), n, d);
   const std::size_t rows = d + (wrong ? 1 : 0), stride = d + pad;
@@ -149,13 +151,20 @@ void jacobian_part(reader& r) {
   const attn::MatrixView<T> out(buffer.data.data(), rows, d, stride);
   attn::Matrix<T> returned;
   const int got_r = thrown([&] {
-    returned = note_jacobian ? attn::jacobian_note(q, K, attn::dot, j, opt) : attn::jacobian_query(q, K, attn::dot, opt);
+    switch (which) {
+    case 0: returned = attn::jacobian_query(q, K, attn::dot, opt); break;
+    case 1: returned = attn::jacobian_note(q, K, attn::dot, j, opt); break;
+    case 2: returned = attn::jacobian_key(q, K, K, attn::dot, j, opt); break;
+    default: returned = attn::jacobian_value(q, K, K, attn::dot, j, opt); break;
+    }
   });
   const int got_v = thrown([&] {
-    if (note_jacobian)
-      attn::jacobian_note(q, K, attn::dot, j, out, opt);
-    else
-      attn::jacobian_query(q, K, attn::dot, out, opt);
+    switch (which) {
+    case 0: attn::jacobian_query(q, K, attn::dot, out, opt); break;
+    case 1: attn::jacobian_note(q, K, attn::dot, j, out, opt); break;
+    case 2: attn::jacobian_key(q, K, K, attn::dot, j, out, opt); break;
+    default: attn::jacobian_value(q, K, K, attn::dot, j, out, opt); break;
+    }
   });
   // a view of the wrong shape: dimension_error, unless the call refuses β first (domain_error)
   const bool as_expected = wrong ? got_v == 1 || (got_v == 2 && got_r == 2) : got_v == got_r;
