@@ -17,7 +17,8 @@
 // 4. a user's score that throws at a note the fuzzer picks (double; tests/user_scores.hpp):
 //    attend, align, backward and align_backward into caller buffers either finish with the never-throwing
 //    score's numbers, bit for bit, or let the score's exception through with every output
-//    untouched.
+//    untouched. On notes of length 0, every score is 0 and the kept notes share the weight
+//    exactly (dot, scaled_dot and the user's score).
 
 #include <cstddef>
 #include <cstdint>
@@ -298,6 +299,24 @@ void user_part(reader& r) {
                         thrown_out[b].data[i], plain_out[b].data[i]);
     }
   };
+  // Notes of length 0: every score is 0, so the kept notes share the weight exactly, fl(1/k) each
+  // (docs/attention.md), for dot, scaled_dot (not 0·(1/√0)) and the user's score alike.
+  std::size_t kept = 0;
+  for (std::size_t j = 0; j < n; ++j) kept += mask.kept(j) ? 1 : 0;
+  if (d == 0 && kept != 0 && beta_ok<double>(beta)) {
+    const auto uniform = [&](const char* what, const auto& score) {
+      std::vector<double> s(n), w(n), c;
+      attn::attend(q, K, score, s, w, c, opt);
+      for (std::size_t j = 0; j < n; ++j) {
+        ATTN_FUZZ_CHECK(s[j] == 0, "%s, d = 0: score %zu is %g", what, j, s[j]);
+        ATTN_FUZZ_CHECK(w[j] == (mask.kept(j) ? 1.0 / static_cast<double>(kept) : 0.0),
+                        "%s, d = 0: weight %zu is %.17g with %zu notes kept", what, j, w[j], kept);
+      }
+    };
+    uniform("dot", attn::dot);
+    uniform("scaled_dot", attn::scaled_dot);
+    uniform("user's score", note_by_note_dot{});
+  }
   check("attend", {n, n, d}, [&](const auto& score, std::vector<guarded<double>>& o) {
     attn::attend(q, K, score, o[0].data, o[1].data, o[2].data, opt);
   });
