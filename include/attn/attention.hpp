@@ -85,8 +85,8 @@ constexpr void check_something_kept(const char* where, std::span<const T> q,
         for (std::size_t r = 0; r < nb; ++r) {
           if (!opt.mask.empty() && !opt.mask[j0 + r]) continue;
           // kept unless β·s is −inf because s is ±inf (on the bits: it must hold under fast-math)
-          if (!is_minus_infinity(beta * s[r]) || !(is_minus_infinity(s[r]) || is_minus_infinity(-s[r])))
-            return false;
+          const bool infinite = is_minus_infinity(s[r]) || is_minus_infinity(-s[r]);
+          if (!is_minus_infinity(beta * s[r]) || !infinite) return false;
         }
         return true;
       });

@@ -58,9 +58,12 @@ class mask_view {
     data_.bytes = owned_.data();
     kind_ = element::bytes;
   }
-  /// After o's own entries moved here: o is an empty view (no mask), not one that dangles.
-  static constexpr void forget_moved(mask_view& o, bool moved_owned) noexcept {
-    if (!moved_owned) return;
+  /// Takes o's own copy of the entries, if it holds one, and points at it; o is then an empty
+  /// view (no mask), not one that dangles. A borrowing o is left as it was.
+  constexpr void take_owned(mask_view& o) noexcept {
+    owned_ = std::move(o.owned_);
+    if (owned_.empty()) return;
+    point_at_owned();
     o.data_.bytes = nullptr;
     o.size_ = 0;
     o.kind_ = element::bytes;
@@ -103,10 +106,8 @@ public:
       : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(o.owned_) {
     point_at_owned();
   }
-  constexpr mask_view(mask_view&& o) noexcept
-      : data_(o.data_), size_(o.size_), kind_(o.kind_), owned_(std::move(o.owned_)) {
-    point_at_owned();
-    forget_moved(o, !owned_.empty());
+  constexpr mask_view(mask_view&& o) noexcept : data_(o.data_), size_(o.size_), kind_(o.kind_) {
+    take_owned(o);
   }
   constexpr mask_view& operator=(const mask_view& o) {
     if (this != &o) *this = mask_view(o);
@@ -117,9 +118,7 @@ public:
     data_ = o.data_;
     size_ = o.size_;
     kind_ = o.kind_;
-    owned_ = std::move(o.owned_);
-    point_at_owned();
-    forget_moved(o, !owned_.empty());
+    take_owned(o);
     return *this;
   }
 

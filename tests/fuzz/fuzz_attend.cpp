@@ -221,7 +221,7 @@ void run(reader& r) {
     return;
   }
   for (std::size_t j = 0; j < n; ++j)
-    ATTN_FUZZ_CHECK(std::memcmp(&scores.data[j], &s[j], sizeof(T)) == 0 || (std::isnan(scores.data[j]) && std::isnan(s[j])),
+    ATTN_FUZZ_CHECK(same_or_both_nan(scores.data[j], s[j]),
                     "score %zu is %g, score_all gives %g", j, double(scores.data[j]), double(s[j]));
 
   // Weights against the exact (long double) scores. B adds to softmax's bound twice the scores'

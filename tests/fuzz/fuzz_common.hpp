@@ -157,6 +157,12 @@ struct guarded {
   }
 };
 
+/// The same bits, or both NaN (whose payloads may differ between two paths).
+template <class T>
+bool same_or_both_nan(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
 /// |β| finite as a T: otherwise attn throws domain_error.
 template <class T>
 bool beta_ok(double beta) {

@@ -32,12 +32,6 @@ namespace {
 
 using namespace attn_fuzz;
 
-/// The same bits, or both NaN.
-template <class T>
-bool same(T a, T b) {
-  return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b));
-}
-
 template <class T>
 std::vector<T> numbers(reader& r, std::size_t n) {
   std::vector<T> x(n);
@@ -75,9 +69,9 @@ void additive_part(reader& r) {
   std::vector<T> w(n);
   attn::softmax(std::span<const T>(s), std::span<T>(w), opt);
   for (std::size_t j = 0; j < n; ++j) {
-    ATTN_FUZZ_CHECK(same(scores.data[j], s[j]), "additive: score %zu is %g, score_all's %g", j,
+    ATTN_FUZZ_CHECK(same_or_both_nan(scores.data[j], s[j]), "additive: score %zu is %g, score_all's %g", j,
                     double(scores.data[j]), double(s[j]));
-    ATTN_FUZZ_CHECK(same(weights.data[j], w[j]), "additive: weight %zu is %g, softmax's %g", j,
+    ATTN_FUZZ_CHECK(same_or_both_nan(weights.data[j], w[j]), "additive: weight %zu is %g, softmax's %g", j,
                     double(weights.data[j]), double(w[j]));
   }
 }
@@ -105,13 +99,13 @@ void fixed_against_dynamic(reader& r) {
     ATTN_FUZZ_CHECK(got_f == got_d, "fixed %zux%zu threw %d, dynamic %d", N, D, got_f, got_d);
     if (got_f != 0) return;
     for (std::size_t j = 0; j < N; ++j) {
-      ATTN_FUZZ_CHECK(same(fixed.scores[j], s[j]), "fixed %zux%zu: score %zu %g, dynamic %g", N, D, j,
+      ATTN_FUZZ_CHECK(same_or_both_nan(fixed.scores[j], s[j]), "fixed %zux%zu: score %zu %g, dynamic %g", N, D, j,
                       double(fixed.scores[j]), double(s[j]));
-      ATTN_FUZZ_CHECK(same(fixed.weights[j], w[j]), "fixed %zux%zu: weight %zu %g, dynamic %g", N, D, j,
+      ATTN_FUZZ_CHECK(same_or_both_nan(fixed.weights[j], w[j]), "fixed %zux%zu: weight %zu %g, dynamic %g", N, D, j,
                       double(fixed.weights[j]), double(w[j]));
     }
     for (std::size_t i = 0; i < D; ++i)
-      ATTN_FUZZ_CHECK(same(fixed.context[i], c[i]), "fixed %zux%zu: context %zu %g, dynamic %g", N, D, i,
+      ATTN_FUZZ_CHECK(same_or_both_nan(fixed.context[i], c[i]), "fixed %zux%zu: context %zu %g, dynamic %g", N, D, i,
                       double(fixed.context[i]), double(c[i]));
   };
   if (scaled)
@@ -174,15 +168,14 @@ void jacobian_part(reader& r) {
     ATTN_FUZZ_CHECK(buffer.untouched(), "jacobian: a throw wrote to the view");
     return;
   }
-  std::vector<T> fresh = guarded<T>(rows * stride).data;  // the sentinels, to compare the padding
   for (std::size_t a = 0; a < rows; ++a)
     for (std::size_t b = 0; b < stride; ++b) {
       const T got = buffer.data[a * stride + b];
       if (b < d)
-        ATTN_FUZZ_CHECK(same(got, returned(a, b)), "jacobian (%zu, %zu) is %g in the view, %g returned", a, b,
+        ATTN_FUZZ_CHECK(same_or_both_nan(got, returned(a, b)), "jacobian (%zu, %zu) is %g in the view, %g returned", a, b,
                         double(got), double(returned(a, b)));
       else
-        ATTN_FUZZ_CHECK(std::memcmp(&got, &fresh[a * stride + b], sizeof(T)) == 0,
+        ATTN_FUZZ_CHECK(std::memcmp(&got, buffer.bytes.data() + (a * stride + b) * sizeof(T), sizeof(T)) == 0,
                         "jacobian wrote the padding at (%zu, %zu)", a, b);
     }
 }
@@ -203,13 +196,13 @@ attn::partial_attention<T> partial(reader& r, std::size_t d) {
 
 template <class T>
 bool same_partial(const attn::partial_attention<T>& a, const attn::partial_attention<T>& b) {
-  if (!same(a.max, b.max) || !same(a.sum, b.sum) || a.notes != b.notes || a.has_values_mean != b.has_values_mean ||
+  if (!same_or_both_nan(a.max, b.max) || !same_or_both_nan(a.sum, b.sum) || a.notes != b.notes || a.has_values_mean != b.has_values_mean ||
       a.context.size() != b.context.size() || a.values_mean.size() != b.values_mean.size())
     return false;
   for (std::size_t i = 0; i < a.context.size(); ++i)
-    if (!same(a.context[i], b.context[i])) return false;
+    if (!same_or_both_nan(a.context[i], b.context[i])) return false;
   for (std::size_t i = 0; i < a.values_mean.size(); ++i)
-    if (!same(a.values_mean[i], b.values_mean[i])) return false;
+    if (!same_or_both_nan(a.values_mean[i], b.values_mean[i])) return false;
   return true;
 }
 
@@ -295,7 +288,7 @@ void user_part(reader& r) {
     for (std::size_t b = 0; b < sizes.size(); ++b) {
       if (got != 0) ATTN_FUZZ_CHECK(thrown_out[b].untouched(), "%s: a throw wrote to an output", what);
       for (std::size_t i = 0; i < sizes[b]; ++i)
-        ATTN_FUZZ_CHECK(same(thrown_out[b].data[i], plain_out[b].data[i]), "%s: output %zu[%zu] %g, %g", what, b, i,
+        ATTN_FUZZ_CHECK(same_or_both_nan(thrown_out[b].data[i], plain_out[b].data[i]), "%s: output %zu[%zu] %g, %g", what, b, i,
                         thrown_out[b].data[i], plain_out[b].data[i]);
     }
   };
