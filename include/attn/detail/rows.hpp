@@ -108,9 +108,9 @@ ATTN_ALWAYS_INLINE constexpr void add_weighted_columns(const T* w, const T* V, s
 /// add_weighted_rows for the first NV·L columns with all NV vectors of c in registers, eight
 /// rows at a time (each weight broadcast once per group, not once per column vector): the same
 /// sums as add_weighted_rows' scalar loop for the remaining columns, to the bit. With Prefetch,
-/// the same columns of the same rows of `ahead` are prefetched into L2 as these are read (V
-/// starts a line of its rows' columns, or as far into one as the rows themselves: a multiple
-/// of 8 vectors in).
+/// the same columns of the same rows of `ahead` are prefetched into L2 as these are read, a hint
+/// at each vector k that starts a line counted from V (V inside a line: that line is hinted
+/// again, harmlessly).
 template <std::size_t NV, bool Prefetch, class T>
 [[gnu::always_inline]] inline void
 add_weighted_rows_regs(const T* w, const T* V, std::size_t stride, std::size_t rows, T* c,
@@ -148,19 +148,25 @@ add_weighted_rows_vec(const T* w, const T* V, std::size_t stride, std::size_t ro
   // c in registers, up to 8 vectors of columns at a time, across all rows
   for (; i + 8 * L <= d; i += 8 * L)
     add_weighted_rows_regs<8, Prefetch>(w, V + i, stride, rows, c + i, at(i));
-  const std::size_t last = (d - i) / L;
-  // the last 1 to 7 vectors of columns, in registers as above
-  [&]<std::size_t... K>(std::index_sequence<K...>) {
-    ((last == K + 1 ? add_weighted_rows_regs<K + 1, Prefetch>(w, V + i, stride, rows, c + i, at(i))
-                    : void()),
-     ...);
+  // the last 1 to 7 vectors of columns, in registers as above: 4, 2 and 1 at a time (each
+  // column's sum is its own, so the split changes no number; 3 bodies where one per count took 7)
+  if (d - i >= 4 * L) {
+    add_weighted_rows_regs<4, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    i += 4 * L;
   }
-  (std::make_index_sequence<7>{});
+  if (d - i >= 2 * L) {
+    add_weighted_rows_regs<2, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    i += 2 * L;
+  }
+  if (d - i >= L) {
+    add_weighted_rows_regs<1, Prefetch>(w, V + i, stride, rows, c + i, at(i));
+    i += L;
+  }
   if constexpr (Prefetch) {
     const std::size_t groups = rows / 8 * 8;  // the rows past them were not prefetched above
     prefetch_rows_l2(ahead + groups * stride, stride, rows - groups, d);
   }
-  return i + last * L;
+  return i;
 }
 #endif
 
