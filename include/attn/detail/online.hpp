@@ -120,16 +120,16 @@ template <std::size_t NV, class T>
 /// The softmax half of one block of nb notes whose scores are s: raises m to the block's max of
 /// β·s over kept notes (mask: null, or the block's nb entries), rescaling l if it rose, then adds
 /// e_j = exp(β s_j − m) (into e, nb numbers; 0 where masked) to l. Returns what the context must
-/// be multiplied by before Σ e_j v_j is added to it (online_scale). Blocks of 4 or 8 vectors
-/// without a mask go through registers (online_softmax_in_registers: the same bits).
-template <class T>
+/// be multiplied by before Σ e_j v_j is added to it (online_scale). With Registers, blocks of 4
+/// or 8 vectors without a mask go through registers (online_softmax_in_registers: the same bits).
+template <bool Registers = true, class T>
 ATTN_ALWAYS_INLINE constexpr online_scale<T> online_softmax_step(online_state<T>& st, const T* s,
                                                                  std::size_t nb, T beta,
                                                                  const mask_byte* mask, T* e) {
   constexpr T inf = std::numeric_limits<T>::infinity();
   online_scale<T> out;
 #if ATTN_VECTOR_EXTENSIONS
-  if constexpr (simd_type<T>) {
+  if constexpr (Registers && simd_type<T>) {
     constexpr std::size_t L = simd_lanes<T>;
     if (mask == nullptr && !std::is_constant_evaluated()) {
       if (nb == 4 * L && online_softmax_in_registers<4>(st, s, beta, e, out)) return out;
@@ -172,12 +172,12 @@ ATTN_ALWAYS_INLINE constexpr online_scale<T> online_softmax_step(online_state<T>
 /// With `ahead` (the next block's value rows, null: none) they are prefetched as the block is
 /// added up. Returns false at a kept +inf or NaN score, which it leaves to the caller (the state
 /// is then meaningless). Notes of weight 0 are not skipped: a non-finite value anywhere can make
-/// c non-finite (callers check).
-template <class T>
+/// c non-finite (callers check). Registers: as online_softmax_step.
+template <bool Registers = true, class T>
 ATTN_ALWAYS_INLINE constexpr bool online_step(online_state<T>& st, const T* s, std::size_t nb,
                                               T beta, const mask_byte* mask, T* e, const T* v,
                                               std::size_t vs, const T* ahead) {
-  const online_scale<T> r = online_softmax_step(st, s, nb, beta, mask, e);
+  const online_scale<T> r = online_softmax_step<Registers>(st, s, nb, beta, mask, e);
   if (!r.ok) return false;
   if (!r.kept_any) return true;
   if (r.factor != T(1)) scale(st.c, st.dv, r.factor);
@@ -211,8 +211,10 @@ constexpr bool online_pass(ScoreBlock&& score_block, std::size_t n, std::size_t 
     T* e = exps != nullptr ? exps + j0 : ebuf;
     const bool ahead = prefetch && n - j0 - nb >= nb;  // the next block is a whole one
     score_block(j0, nb, s, ahead, shared ? prefetch_lines::every_other : prefetch_lines::all);
-    if (!online_step(st, s, nb, beta, mask != nullptr ? mask + j0 : nullptr, e, v + j0 * vs, vs,
-                     ahead ? v + (j0 + nb) * vs : nullptr))
+    // (the register schedule measured slower in this loop than the general one, unlike for a
+    // row of one block: docs/performance.md, "Issue 18's reshaping")
+    if (!online_step<false>(st, s, nb, beta, mask != nullptr ? mask + j0 : nullptr, e,
+                            v + j0 * vs, vs, ahead ? v + (j0 + nb) * vs : nullptr))
       return false;
     if (block_max != nullptr) block_max[j0 / B] = st.m;
   }
