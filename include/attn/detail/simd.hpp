@@ -408,8 +408,8 @@ inline void dot_rows_prefetching(const T* q, const T* H, std::size_t stride, std
 }
 
 /// out_a_j = sum_of_products(a, h_j, d) and out_b_j = sum_of_products(b, h_j, d) for the n rows h_j
-/// = H + j·stride: two products from one read of each row, each summed in sum_of_products' order
-/// exactly.
+/// = H + j·stride: two products from one read of each row from memory (four rows at a time, the
+/// second product from L1), each summed in sum_of_products' order exactly.
 template <class T>
 constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride, std::size_t n,
                          std::size_t d, T* out_a, T* out_b) noexcept {
@@ -423,22 +423,25 @@ constexpr void dot_rows2(const T* a, const T* b, const T* H, std::size_t stride,
         const T* h1 = h0 + stride;
         const T* h2 = h1 + stride;
         const T* h3 = h2 + stride;
+        // a's four products, then b's over the same four rows (now in L1): one loop with both
+        // had g++ reload each row and each of a and b for every product
         vec<T, L> a0 = {}, a1 = {}, a2 = {}, a3 = {}, b0 = {}, b1 = {}, b2 = {}, b3 = {};
         std::size_t i = 0;
         for (; i + L <= d; i += L) {
-          const vec<T, L> x = load<T, L>(a + i), y = load<T, L>(b + i);
-          const vec<T, L> g0 = load<T, L>(h0 + i), g1 = load<T, L>(h1 + i);
-          const vec<T, L> g2 = load<T, L>(h2 + i), g3 = load<T, L>(h3 + i);
-          a0 += x * g0;
-          a1 += x * g1;
-          a2 += x * g2;
-          a3 += x * g3;
-          b0 += y * g0;
-          b1 += y * g1;
-          b2 += y * g2;
-          b3 += y * g3;
+          const vec<T, L> x = load<T, L>(a + i);
+          a0 += x * load<T, L>(h0 + i);
+          a1 += x * load<T, L>(h1 + i);
+          a2 += x * load<T, L>(h2 + i);
+          a3 += x * load<T, L>(h3 + i);
         }
         hsum4<T, L>(a0, a1, a2, a3, out_a + j);
+        for (std::size_t k = 0; k + L <= d; k += L) {
+          const vec<T, L> y = load<T, L>(b + k);
+          b0 += y * load<T, L>(h0 + k);
+          b1 += y * load<T, L>(h1 + k);
+          b2 += y * load<T, L>(h2 + k);
+          b3 += y * load<T, L>(h3 + k);
+        }
         hsum4<T, L>(b0, b1, b2, b3, out_b + j);
         if (i < d) {
           for (std::size_t r = 0; r < 4; ++r) {
