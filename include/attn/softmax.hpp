@@ -654,6 +654,9 @@ constexpr row_kind softmax_row_kind(const T* x, std::size_t n, const options& op
 /// accuracy when α_m is close to 1; for every other entry the direct form is already accurate.
 template <class T>
 constexpr std::size_t dominant_weight(const T* alpha, std::size_t n) noexcept {
+  std::size_t above = 0;  // counted without a branch (the loop vectorizes), then found
+  for (std::size_t j = 0; j < n; ++j) above += alpha[j] > T(0.5);
+  if (above == 0) return n;
   for (std::size_t j = 0; j < n; ++j)
     if (alpha[j] > T(0.5)) return j;
   return n;
