@@ -23,7 +23,6 @@
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/softmax_row.hpp"
-#include "attn/detail/threads.hpp"
 #include "attn/detail/tile.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
@@ -606,29 +605,30 @@ void query_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
   rows_one_by_one<T>(where, Q, K, V, score, out, opt, t_begin, t_end);
 }
 
+/// How many_queries_rows_into runs the tiled kernel over query rows [0, tq): rows(tq, fn) calls
+/// fn(t_begin, t_end) over ranges that cover them once. Here one range; sdpa.hpp's
+/// rows_on_threads cuts them into pieces on threads (the threads stay out of this header).
+struct rows_at_once {
+  template <class F>
+  constexpr void operator()(std::size_t tq, F&& fn) const {
+    fn(std::size_t{0}, tq);
+  }
+};
+
 /// The rows of T queries over n keys, sizes checked: the tiled kernel (dot-product scores, keys
-/// up to 256 numbers long, at run time) with the rows it leaves taken exactly, or every row
-/// exactly (attend's paths with the row's mask). threads > 1: the rows cut into pieces
-/// (rows_per_piece), the costliest first, split over that many threads (split_over_threads);
-/// every row's numbers are the one-thread ones, whatever piece and thread it falls to.
-template <real T, class S>
+/// up to 256 numbers long, at run time) over the ranges `rows` gives, with the rows it leaves
+/// taken exactly, or every row exactly (attend's paths with the row's mask). Every row's
+/// numbers are the same in any range, on any thread.
+template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
                                       MatrixView<const T> K, MatrixView<const T> V, const S& score,
                                       const attention_views<T>& out, const options& opt,
-                                      std::size_t threads = 1) {
+                                      const Rows& rows = {}) {
   if constexpr (dot_product_score<S, T>) {
     if (tiled_runs<T, S>(K)) {
-      const std::size_t tq = Q.rows();
-      if (threads <= 1) {
-        tiled_rows<T>(where, Q, K, V, score, out, opt, 0, tq);
-      } else {
-        const std::size_t piece = rows_per_piece<T>(tq, threads);
-        const std::size_t pieces = (tq + piece - 1) / piece;
-        split_over_threads(pieces, threads, [&](std::size_t k) {
-          const std::size_t t0 = (pieces - 1 - k) * piece;  // causal: the last rows cost most
-          tiled_rows<T>(where, Q, K, V, score, out, opt, t0, t0 + piece < tq ? t0 + piece : tq);
-        });
-      }
+      rows(Q.rows(), [&](std::size_t t0, std::size_t t1) {
+        tiled_rows<T>(where, Q, K, V, score, out, opt, t0, t1);
+      });
       return;
     }
   }
@@ -638,34 +638,34 @@ constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
 /// many_queries_rows_into; for a score whose scoring may throw, into scratch copies of the
 /// outputs given, copied into them when every row is done (an exception from the score on any
 /// row leaves every output untouched).
-template <real T, class S>
+template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                  MatrixView<const T> V, const S& score,
                                  const attention_views<T>& out, const options& opt,
-                                 std::size_t threads = 1) {
+                                 const Rows& rows = {}) {
   if constexpr (scoring_may_throw<S, T>()) {
     Matrix<T> y = detached_copy(out.out), w = detached_copy(out.weights),
               s = detached_copy(out.scores);
     std::vector<T> lse(out.logsumexp.size(), T(0));
     many_queries_rows_into<T>(where, Q, K, V, score,
                               attention_views<T>{y.view(), w.view(), s.view(), lse}, opt,
-                              threads);
+                              rows);
     commit_to(y, out.out);
     commit_to(w, out.weights);
     commit_to(s, out.scores);
     copy_numbers(lse.data(), out.logsumexp.data(), lse.size());
   } else {
-    many_queries_rows_into<T>(where, Q, K, V, score, out, opt, threads);
+    many_queries_rows_into<T>(where, Q, K, V, score, out, opt, rows);
   }
 }
 
 /// T queries over n keys on views (scaled_dot_product_attention): every check, then the rows
-/// (on `threads` threads: many_queries_rows).
-template <real T, class S>
+/// (many_queries_rows, over the ranges `rows` gives).
+template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                   MatrixView<const T> V, const S& score,
                                   const attention_views<T>& out, const options& opt,
-                                  std::size_t threads = 1) {
+                                  const Rows& rows = {}) {
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
   check_buffers_apart<T>(
@@ -676,7 +676,7 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
        {"the log-sum-exp", region_of(out.logsumexp)}},
       {{"the queries", region_of(Q)}, {"the keys", region_of(K)}, {"the values", region_of(V)}},
       opt);
-  many_queries_rows<T>(where, Q, K, V, score, out, opt, threads);
+  many_queries_rows<T>(where, Q, K, V, score, out, opt, rows);
 }
 
 /// align into views: every check (overlaps, sizes, masks, the all-masked throw policy of every

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "attn/attention.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
 #include "attn/mask.hpp"
@@ -64,6 +65,31 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
                                 score, out, opt);
 }
 
+namespace detail {
+
+/// many_queries_rows_into's rows on `threads` threads (0 or 1: at once): pieces of
+/// rows_per_piece rows, the last first (under a causal mask they cost most), split over the
+/// threads by split_over_threads.
+template <class T>
+struct rows_on_threads {
+  std::size_t threads = 1;
+  template <class F>
+  void operator()(std::size_t tq, F&& fn) const {
+    if (threads <= 1) {
+      fn(std::size_t{0}, tq);
+      return;
+    }
+    const std::size_t piece = rows_per_piece<T>(tq, threads);
+    const std::size_t pieces = (tq + piece - 1) / piece;
+    split_over_threads(pieces, threads, [&](std::size_t k) {
+      const std::size_t t0 = (pieces - 1 - k) * piece;
+      fn(t0, t0 + piece < tq ? t0 + piece : tq);
+    });
+  }
+};
+
+}  // namespace detail
+
 /// As above, the query rows split over `threads` threads (std::thread, the calling thread one of
 /// them; 0 or 1: none started): pieces of rows, the costliest first (causal), each taken by the
 /// next free thread. The numbers are the one-thread call's, bit for bit. Allocates the thread
@@ -77,7 +103,7 @@ void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V, const S
                                   const options& opt, std::size_t threads) {
   using T = matrix_scalar_of<Qm>;
   detail::many_queries_views<T>("attn::scaled_dot_product_attention", as_view(Q), as_view(K), as_view(V),
-                                score, out, opt, threads);
+                                score, out, opt, detail::rows_on_threads<T>{threads});
 }
 
 /// As above with scale = 1/√d_k (scaled_dot).
