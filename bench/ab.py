@@ -6,6 +6,7 @@
 
   python3 bench/ab.py --a build/bench-old --b build/bench --filter softmax
   python3 bench/ab.py --a /work/ab/a --b /work/ab/b --filter-benchmarks 'attend/f32'
+  python3 bench/ab.py --a /work/ab/a --b /work/ab/b --targets --rounds 7 --min-time 0.1
 
 Runs the benchmark binaries both trees have (BUILD_DIR/bench/bench_*, --filter on their names)
 round by round, A, B, A, B, ...: in each round every binary of A and the same binary of B back
@@ -17,6 +18,8 @@ of the rounds. Then, for each of bench/ratios.py's TARGETS, the target's ratio i
 (the benchmark over its baseline, same binary and round) and B/A, from the median of the rounds'
 ratios and from the fastest times. "!" marks a row whose B/A exceeds --threshold (1.05) in both:
 a loss the noise is unlikely to have made. Two builds of the same commit read within noise.
+--targets runs only the benchmarks the TARGETS name (numerators and baselines): the check that
+a change lost no speed on docs/performance.md's targets table.
 """
 import argparse
 import os
@@ -115,6 +118,8 @@ def main():
     p.add_argument("--b", required=True, metavar="BUILD_DIR_B", help="the build tree to check")
     p.add_argument("--filter", default=None, help="regex on binary names (bench_softmax, ...)")
     p.add_argument("--filter-benchmarks", default=None, help="Google Benchmark --benchmark_filter")
+    p.add_argument("--targets", action="store_true",
+                   help="only the benchmarks bench/ratios.py's TARGETS name (sets the filter)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--min-time", type=float, default=0.05, help="seconds per benchmark and run")
     p.add_argument("--order", choices=("alternate", "ab"), default="alternate",
@@ -125,6 +130,10 @@ def main():
     args = p.parse_args()
     if args.rounds < 1:
         p.error("--rounds must be at least 1")
+    if args.targets:
+        if args.filter_benchmarks:
+            p.error("--targets sets the benchmark filter: give one or the other")
+        args.filter_benchmarks = ratios.targets_filter()
 
     pairs = common_binaries(args.a, args.b, args.filter)
     rounds = run_rounds(pairs, args)
