@@ -557,6 +557,19 @@ template <class T>
   return (rows + MR - 1) / MR * MR;
 }
 
+/// Query rows [begin, end) of a range of T rows.
+struct row_range {
+  std::size_t begin, end;
+};
+
+/// Piece k of `pieces` pieces of `piece` rows (rows_per_piece) over tq rows, the last rows first
+/// (under a causal mask they cost most): [(pieces − 1 − k)·piece, min(that + piece, tq)).
+[[nodiscard]] constexpr row_range piece_rows(std::size_t k, std::size_t piece,
+                                             std::size_t pieces, std::size_t tq) noexcept {
+  const std::size_t t0 = (pieces - 1 - k) * piece;
+  return {t0, t0 + piece < tq ? t0 + piece : tq};
+}
+
 /// Rows [t_begin, t_end) of T queries over n keys by the tiled kernel (a dot-product score at
 /// run time, keys up to 256 numbers long: tiled_runs), the rows it leaves taken exactly;
 /// sizes checked. Each row's numbers do not depend on the range it is computed in.

@@ -263,8 +263,8 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
 }
 
 /// attend_heads on `threads` threads: every head of every sentence cut into pieces of query rows
-/// (rows_per_piece), the last rows first (under causal they cost most), each taken by the next
-/// free thread; every row's numbers are the one-thread ones (query_rows).
+/// (rows_per_piece), the last rows first (piece_rows), each taken by the next free thread;
+/// every row's numbers are the one-thread ones (query_rows).
 template <real T, class S>
 void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                              MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
@@ -279,13 +279,13 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
   const std::size_t pieces = (s.tq + piece - 1) / piece;
   split_over_threads(units * pieces, threads, [&](std::size_t item) {
     const std::size_t unit = item % units, i = unit / s.batch, b = unit % s.batch;
-    const std::size_t t0 = (pieces - 1 - item / units) * piece;
+    const row_range r = piece_rows(item / units, piece, pieces, s.tq);
     attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
                            .logsumexp = lse.row(unit)};
     if (maps.rows() != 0) out.weights = block_of(maps, unit * s.tq, s.tq, 0, s.n);
     query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
                   block_of(K, b * s.n, s.n, i * s.dk, s.dk), block_of(V, b * s.n, s.n, i * s.dv, s.dv),
-                  score, out, sentence_options(opt, s, b), t0, t0 + piece < s.tq ? t0 + piece : s.tq);
+                  score, out, sentence_options(opt, s, b), r.begin, r.end);
   });
 }
 

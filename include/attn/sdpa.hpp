@@ -68,8 +68,8 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
 namespace detail {
 
 /// many_queries_rows_into's rows on `threads` threads (0 or 1: at once): pieces of
-/// rows_per_piece rows, the last first (under a causal mask they cost most), split over the
-/// threads by split_over_threads.
+/// rows_per_piece rows, the last first (piece_rows), split over the threads by
+/// split_over_threads.
 template <class T>
 struct rows_on_threads {
   std::size_t threads = 1;
@@ -82,8 +82,8 @@ struct rows_on_threads {
     const std::size_t piece = rows_per_piece<T>(tq, threads);
     const std::size_t pieces = (tq + piece - 1) / piece;
     split_over_threads(pieces, threads, [&](std::size_t k) {
-      const std::size_t t0 = (pieces - 1 - k) * piece;
-      fn(t0, t0 + piece < tq ? t0 + piece : tq);
+      const row_range r = piece_rows(k, piece, pieces, tq);
+      fn(r.begin, r.end);
     });
   }
 };
