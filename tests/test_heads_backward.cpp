@@ -220,3 +220,85 @@ TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its back
         }
     }
 }
+
+namespace {
+
+// Every gradient of case c under options opt, in one vector per parameter (X, X_kv, W_Q, W_K,
+// W_V, W_O, b_Q, b_K, b_V, b_O).
+template <class T>
+std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::options& opt) {
+  attn::multi_head_cache<T> cache;
+  std::vector<T> y(c.B * c.tq * c.dout);
+  attn::multi_head_attention(c.x(), c.xkv(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache, opt, c.B);
+  std::vector<std::vector<T>> d{std::vector<T>(c.X.size()),  std::vector<T>(c.Xkv.size()),
+                                std::vector<T>(c.WQ.size()), std::vector<T>(c.WK.size()),
+                                std::vector<T>(c.WV.size()), std::vector<T>(c.WO.size()),
+                                std::vector<T>(c.bQ.size()), std::vector<T>(c.bK.size()),
+                                std::vector<T>(c.bV.size()), std::vector<T>(c.bO.size())};
+  attn::multi_head_gradients<T> g{.inputs = {d[0].data(), c.B * c.tq, c.dm},
+                                  .W_Q = {d[2].data(), c.dm, c.h * c.dk},
+                                  .W_K = {d[3].data(), c.dkv, c.h * c.dk},
+                                  .W_V = {d[4].data(), c.dkv, c.h * c.dv},
+                                  .W_O = {d[5].data(), c.h * c.dv, c.dout},
+                                  .b_Q = d[6],
+                                  .b_K = d[7],
+                                  .b_V = d[8],
+                                  .b_O = d[9]};
+  const attn::MatrixView<const T> dY(c.dY.data(), c.B * c.tq, c.dout);
+  if (c.self) {
+    attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B);
+  } else {
+    g.kv_inputs = {d[1].data(), c.B * c.n, c.dkv};
+    attn::multi_head_attention_backward(c.x(), c.xkv(), c.params(), cache, dY, g, opt, c.B);
+  }
+  return d;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention_backward: padding that holds NaN or inf reaches no gradient",
+                   "[heads][derivatives][mask][errors]", float, double, long double) {
+  using T = TestType;
+  std::mt19937_64 rng(2828);
+  for (const T garbage : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                          -std::numeric_limits<T>::infinity()})
+    for (const bool self : {false, true}) {
+      INFO((self ? "self" : "cross") << "-attention, garbage " << static_cast<double>(garbage));
+      // two sentences; sentence 1's last 2 positions are padding: masked as keys and, in
+      // self-attention, as query rows (a row mask of zeros), their dY 0
+      auto clean = make_case<T>(2, self, true, rng);
+      std::fill(clean.keys.begin(), clean.keys.end(), char{1});
+      for (std::size_t j = clean.n - 2; j < clean.n; ++j) clean.keys[clean.n + j] = 0;
+      std::vector<char> rows(clean.B * clean.tq * clean.n, 1);
+      attn::options opt{.beta = 0.8, .mask = clean.keys};
+      std::vector<std::size_t> pad_x;  // the rows of X (self) or X_kv (cross) that are padding
+      for (std::size_t j = clean.n - 2; j < clean.n; ++j) pad_x.push_back(clean.n + j);
+      if (self) {
+        for (const std::size_t t : pad_x) {
+          std::fill_n(rows.begin() + static_cast<std::ptrdiff_t>(t * clean.n), clean.n, char{0});
+          std::fill_n(clean.dY.begin() + static_cast<std::ptrdiff_t>(t * clean.dout), clean.dout, T(0));
+        }
+        opt.row_mask = attn::mask_matrix_view(rows, clean.B * clean.tq, clean.n);
+      }
+      std::vector<T>& padded_clean = self ? clean.X : clean.Xkv;
+      const std::size_t width = self ? clean.dm : clean.dkv;
+      for (const std::size_t t : pad_x) std::fill_n(padded_clean.begin() + static_cast<std::ptrdiff_t>(t * width), width, T(0));
+      auto dirty = clean;
+      std::vector<T>& padded_dirty = self ? dirty.X : dirty.Xkv;
+      for (const std::size_t t : pad_x) std::fill_n(padded_dirty.begin() + static_cast<std::ptrdiff_t>(t * width), width, garbage);
+      const auto want = every_gradient(clean, opt), got = every_gradient(dirty, opt);
+      const char* names[] = {"X", "X_kv", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"};
+      for (std::size_t k = 0; k < want.size(); ++k) {
+        double top = 1, diff = 0;
+        bool finite = true;
+        for (std::size_t i = 0; i < want[k].size(); ++i) {
+          top = std::max(top, std::abs(static_cast<double>(want[k][i])));
+          finite = finite && std::isfinite(static_cast<double>(got[k][i]));
+          diff = std::max(diff, std::abs(static_cast<double>(got[k][i]) - static_cast<double>(want[k][i])));
+        }
+        INFO("dL/d" << names[k] << ": max difference " << diff);
+        CHECK(finite);
+        CHECK(diff <= static_cast<double>(attn::vjp_tolerance<T>()) * top);
+      }
+    }
+}

@@ -199,3 +199,100 @@ TEST_CASE("sdpa backward: sizes that disagree name the buffer and write nothing"
   REQUIRE_THROWS_WITH(attn::jacobian_query(Q, K, V, attn::scaled_dot, 3, J.view()),
                       "attn::jacobian_query: query index 3 is out of range for 3 queries");
 }
+
+namespace {
+
+// Gradients of the problem p from a saved forward, through the tiled backward.
+template <class T>
+attn::attention_gradients_result<T> tiled_gradients(const problem<T>& p) {
+  const auto fw = attn::scaled_dot_product_attention(p.Q, p.K, p.V, p.opt);
+  return attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot,
+                                                     {fw.out.view(), fw.logsumexp}, p.dY, p.opt);
+}
+
+// Whether rows [r0, r1) of a and b are finite and agree within vjp_tolerance of the largest entry
+// of b (two sums of the same nonzero terms in the same or another order: the tiled kernel's
+// rows skip what the clean problem adds as 0, and the garbage problem's forward may take the
+// exact rows, whose L_t rounds otherwise).
+template <class T>
+bool same_rows(const Matrix<T>& a, const Matrix<T>& b, std::size_t r0, std::size_t r1) {
+  double top = 1, diff = 0;
+  for (std::size_t i = 0; i < b.size(); ++i) top = std::max(top, std::abs(static_cast<double>(b.data()[i])));
+  for (std::size_t r = r0; r < r1; ++r)
+    for (std::size_t c = 0; c < a.cols(); ++c) {
+      if (!std::isfinite(static_cast<double>(a(r, c)))) return false;
+      diff = std::max(diff, std::abs(static_cast<double>(a(r, c)) - static_cast<double>(b(r, c))));
+    }
+  return diff <= static_cast<double>(attn::vjp_tolerance<T>()) * top;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("sdpa backward: a masked position's contents reach no gradient, whatever they hold",
+                   "[sdpa][derivatives][mask][errors]", float, double, long double) {
+  using T = TestType;
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN(), inf = std::numeric_limits<T>::infinity();
+  std::mt19937_64 rng(28);
+  for (const T garbage : {nan, inf, -inf}) {
+    for (const auto& [tq, n] : {std::pair<std::size_t, std::size_t>{13, 20}, {70, 140}, {200, 9}}) {
+      INFO("T = " << tq << ", n = " << n << ", garbage " << static_cast<double>(garbage));
+      // 1. padding keys: K_j and V_j of key-masked keys hold garbage; the gradients are the clean
+      // problem's (those keys' rows of dL/dK and dL/dV exactly 0)
+      auto clean = make_problem<T>(tq, n, 8, 5, 1, rng);
+      for (std::size_t j = 0; j < n; j += 3) clean.keys[j] = 0;
+      clean.opt.mask = clean.keys;
+      auto dirty = clean;
+      dirty.opt.mask = dirty.keys;
+      for (std::size_t j = 0; j < n; ++j)
+        if (!dirty.keys[j]) {
+          for (std::size_t i = 0; i < 8; ++i) dirty.K(j, i) = garbage;
+          for (std::size_t i = 0; i < 5; ++i) dirty.V(j, i) = garbage;
+        }
+      const auto want = tiled_gradients(clean), got = tiled_gradients(dirty);
+      CHECK(same_rows(got.queries, want.queries, 0, tq));
+      CHECK(same_rows(got.keys, want.keys, 0, n));
+      CHECK(same_rows(got.values, want.values, 0, n));
+      for (std::size_t j = 0; j < n; ++j)
+        if (!dirty.keys[j]) {
+          CHECK(got.keys(j, 0) == T(0));
+          CHECK(got.values(j, 0) == T(0));
+        }
+      // 2. rows that see no key (a row mask of zeros) hold garbage in Q and dY
+      auto clean2 = make_problem<T>(tq, n, 8, 5, 2, rng);
+      for (std::size_t t = 0; t < tq; t += 4)
+        for (std::size_t j = 0; j < n; ++j) clean2.rows[t * n + j] = 0;
+      clean2.opt.row_mask = attn::mask_matrix_view(clean2.rows, tq, n);
+      auto dirty2 = clean2;
+      dirty2.opt.row_mask = attn::mask_matrix_view(dirty2.rows, tq, n);
+      for (std::size_t t = 0; t < tq; t += 4) {
+        for (std::size_t i = 0; i < 8; ++i) dirty2.Q(t, i) = garbage;
+        for (std::size_t i = 0; i < 5; ++i) dirty2.dY(t, i) = garbage;
+      }
+      const auto want2 = tiled_gradients(clean2), got2 = tiled_gradients(dirty2);
+      CHECK(same_rows(got2.keys, want2.keys, 0, n));
+      CHECK(same_rows(got2.values, want2.values, 0, n));
+      CHECK(same_rows(got2.queries, want2.queries, 0, tq));
+    }
+    // 3. causal, T = n: a key past row t's causal limit in t's tile holds garbage (the rows from
+    // j on see it, and are NaN or +inf rows by the rules): the rows before j keep their dL/dQ.
+    // One row's dY holds garbage: the keys after row u (which u does not see) keep their dL/dK
+    // and dL/dV, and every other row its dL/dQ.
+    const std::size_t T_ = 40, j = 30, u = 10;
+    const auto clean3 = make_problem<T>(T_, T_, 8, 5, 4, rng);
+    auto dirty3 = clean3;
+    for (std::size_t i = 0; i < 8; ++i) dirty3.K(j, i) = garbage;
+    const auto want3 = tiled_gradients(clean3), got3 = tiled_gradients(dirty3);
+    INFO("causal, garbage " << static_cast<double>(garbage));
+    CHECK(same_rows(got3.queries, want3.queries, 0, j));
+    auto clean4 = clean3, dirty4 = clean3;
+    for (std::size_t i = 0; i < 5; ++i) {
+      clean4.dY(u, i) = 0;
+      dirty4.dY(u, i) = garbage;
+    }
+    const auto want4 = tiled_gradients(clean4), got4 = tiled_gradients(dirty4);
+    CHECK(same_rows(got4.keys, want4.keys, u + 1, T_));
+    CHECK(same_rows(got4.values, want4.values, u + 1, T_));
+    CHECK(same_rows(got4.queries, want4.queries, 0, u));
+    CHECK(same_rows(got4.queries, want4.queries, u + 1, T_));
+  }
+}

@@ -47,8 +47,18 @@ constexpr void multiply_transposed(const tile_matrix<const T>& A, const tile_mat
   }
 }
 
+/// true when every x_i is 0.
+template <class T>
+[[nodiscard]] constexpr bool all_zero(const T* x, std::size_t n) noexcept {
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < n; ++i) nonzero += x[i] != T(0) ? 1u : 0u;
+  return nonzero == 0;
+}
+
 /// C (m × p) = Aᵀ B for A (r × m) and B (r × p), or C += Aᵀ B: column i of A, 256 rows at a
-/// time, weighs the rows of B into row i of C.
+/// time, weighs the rows of B into row i of C. A row of B that is all 0 contributes nothing,
+/// whatever A's row holds (∂L/∂W = Xᵀ dP: a masked key's or a masked-out row's dP_t is 0, and
+/// its input row may hold NaN or inf); a finite A_ti costs one compare.
 template <class T>
 constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
                                          const tile_matrix<const T>& B, const tile_matrix<T>& C,
@@ -60,7 +70,10 @@ constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
     if (!accumulate) fill(c, C.cols, T(0));
     for (std::size_t t0 = 0; t0 < A.rows; t0 += chunk) {
       const std::size_t nb = A.rows - t0 < chunk ? A.rows - t0 : chunk;
-      for (std::size_t r = 0; r < nb; ++r) column[r] = A.row(t0 + r)[i];
+      for (std::size_t r = 0; r < nb; ++r) {
+        const T a = A.row(t0 + r)[i];
+        column[r] = a - a == T(0) || !all_zero(B.row(t0 + r), B.cols) ? a : T(0);
+      }
       add_weighted_rows(column, B.row(t0), B.stride, nb, B.cols, c);
     }
   }

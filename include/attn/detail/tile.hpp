@@ -365,6 +365,22 @@ constexpr const mask_byte* block_mask(const tile_masks& masks, std::size_t t, st
   return out;
 }
 
+/// fn(begin, length) for each run of consecutive i < n with keep[i] (every i, one run, when
+/// all_kept): the sums of the tiled backward skip what they must not touch, in their order.
+template <class F>
+ATTN_ALWAYS_INLINE void for_each_run(std::size_t n, bool all_kept, const bool* keep, F&& fn) {
+  if (all_kept) {
+    fn(std::size_t{0}, n);
+    return;
+  }
+  for (std::size_t i = 0; i < n;) {
+    while (i < n && !keep[i]) ++i;
+    const std::size_t begin = i;
+    while (i < n && keep[i]) ++i;
+    if (i > begin) fn(begin, i - begin);
+  }
+}
+
 /// The gradients the tiled backward adds to (each with rows, or null data: left out).
 template <class T>
 struct tile_gradients {
@@ -382,7 +398,11 @@ struct tile_gradients {
 /// (weighted_rows_tile); then the block's ∂L/∂V and ∂L/∂K rows, MR keys at a time over the
 /// MB rows (weighted_rows_tile again). dY_t·Y_t is formed by score_micro_tile too, so that a
 /// row whose one kept key has weight 1 (Y_t = V_j) gets dS = 0 exactly. Rows whose L_t is not
-/// finite (nothing kept, a kept ±inf or NaN) are passed to leave(t) and get nothing here.
+/// finite (nothing kept, a kept ±inf or NaN), and rows whose Q_t or dY_t is not finite, are
+/// passed to leave(t) and get nothing here. A masked key's K_j and V_j, and the Q_t and dY_t of a
+/// row left, reach no gradient whatever they hold: their factors are 0 (P_tj = dS_tj = 0), and a
+/// key whose K_j is not finite (it has dS_tj = 0 in every row kept: a kept score of it would be
+/// ±inf or NaN) and a row left are skipped in the sums instead of adding 0·inf = NaN.
 template <class T, class Leave>
 void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                     const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
@@ -403,7 +423,8 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
   alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
   mask_byte mbuf[NBmax];
   T dy_y[SB];
-  bool live[SB];
+  bool live[SB];             // the row's gradients come from here (else leave(t))
+  bool key_finite[NBmax];    // K_j of the block is finite
   for (std::size_t s0 = t_begin; s0 < t_end; s0 += SB) {
     const std::size_t srows = t_end - s0 < SB ? t_end - s0 : SB;
     for (std::size_t i0 = 0; i0 < srows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
@@ -414,18 +435,27 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
       for (std::size_t r = 0; r < mr; ++r) dy_y[i0 + r] = D[r * ND + r];
     }
     for (std::size_t i = 0; i < srows; ++i) {
-      live[i] = lse[s0 + i] - lse[s0 + i] == T(0);
-      if (!live[i]) leave(s0 + i);
+      const std::size_t t = s0 + i;
+      live[i] = lse[t] - lse[t] == T(0) && all_finite(Q.row(t), dk) && all_finite(dY.row(t), dv);
+      if (!live[i]) leave(t);
     }
     const std::size_t key_end = masks.limit(s0 + srows - 1);
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
-      pack_keys(K, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, kp);
-      pack_keys(V, j0, key_end - j0 < NB ? key_end - j0 : NB, NB, vp);
+      const std::size_t nbk = key_end - j0 < NB ? key_end - j0 : NB;
+      pack_keys(K, j0, nbk, NB, kp);
+      pack_keys(V, j0, nbk, NB, vp);
+      bool keys_finite = true;
+      for (std::size_t c = 0; c < nbk; ++c) {
+        key_finite[c] = all_finite(K.row(j0 + c), dk);
+        keys_finite = keys_finite && key_finite[c];
+      }
       for (std::size_t b0 = 0; b0 < srows; b0 += MB) {  // a block of MB rows over these keys
         const std::size_t rows = srows - b0 < MB ? srows - b0 : MB, t0 = s0 + b0;
         const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
         if (last <= j0) continue;
         const std::size_t nb = last - j0 < NB ? last - j0 : NB;
+        bool rows_live = true;
+        for (std::size_t i = 0; i < rows; ++i) rows_live = rows_live && live[b0 + i];
         for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
           const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
           T* p0 = P + i0 * NB;
@@ -449,18 +479,25 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
             for (std::size_t c = 0; c < nb; ++c)
               ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
           }
-          if (any && g.queries.data != nullptr)
-            weighted_rows_tile(tile_weights<T>{ds0, NB, 1}, mr, nb, K.row(j0), K.stride, dk,
-                               g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
+          if (any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
+            for_each_run(nb, keys_finite, key_finite, [&](std::size_t c, std::size_t len) {
+              weighted_rows_tile(tile_weights<T>{ds0 + c, NB, 1}, mr, len, K.row(j0 + c), K.stride,
+                                 dk, g.queries.row(t0 + i0), g.queries.stride,
+                                 static_cast<const T*>(nullptr));
+            });
         }
         for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
           const std::size_t mr = nb - c < MR ? nb - c : MR;
-          if (g.values.data != nullptr)
-            weighted_rows_tile(tile_weights<T>{P + c, 1, NB}, mr, rows, dY.row(t0), dY.stride, dv,
-                               g.values.row(j0 + c), g.values.stride, static_cast<const T*>(nullptr));
-          if (g.keys.data != nullptr)
-            weighted_rows_tile(tile_weights<T>{dS + c, 1, NB}, mr, rows, Q.row(t0), Q.stride, dk,
-                               g.keys.row(j0 + c), g.keys.stride, static_cast<const T*>(nullptr));
+          for_each_run(rows, rows_live, live + b0, [&](std::size_t a, std::size_t len) {
+            if (g.values.data != nullptr)
+              weighted_rows_tile(tile_weights<T>{P + a * NB + c, 1, NB}, mr, len, dY.row(t0 + a),
+                                 dY.stride, dv, g.values.row(j0 + c), g.values.stride,
+                                 static_cast<const T*>(nullptr));
+            if (g.keys.data != nullptr)
+              weighted_rows_tile(tile_weights<T>{dS + a * NB + c, 1, NB}, mr, len, Q.row(t0 + a),
+                                 Q.stride, dk, g.keys.row(j0 + c), g.keys.stride,
+                                 static_cast<const T*>(nullptr));
+          });
         }
       }
     }
