@@ -240,7 +240,9 @@ void require_threads_give_one_threads_bits() {
             return y;
           };
           const std::vector<T> one = run(1);
-          for (const std::size_t threads : {2u, 3u, 8u}) {
+          // (any count is valid: SIZE_MAX and 2^61 once divided by zero as their pieces wrapped)
+          for (const std::size_t threads : {std::size_t{2}, std::size_t{3}, std::size_t{8}, std::size_t{1} << 61,
+                                            std::numeric_limits<std::size_t>::max()}) {
             const std::vector<T> many = run(threads);
             INFO("T = " << tq << ", n = " << n << ", masks " << masks << ", map " << map << ", threads " << threads);
             REQUIRE(same_numbers(many, one));
@@ -365,7 +367,9 @@ void require_heads_on_threads_give_one_threads_bits() {
             return all;
           };
           const std::vector<T> one = run(1);
-          for (const std::size_t threads : {0u, 2u, 3u, 8u}) {
+          // (any count is valid: 2^62 once returned with Y unwritten, SIZE_MAX threw length_error)
+          for (const std::size_t threads : {std::size_t{0}, std::size_t{2}, std::size_t{3}, std::size_t{8},
+                                            std::size_t{1} << 62, std::numeric_limits<std::size_t>::max()}) {
             INFO("T = " << sh.tq << ", n = " << sh.n << ", h = " << sh.heads << ", d_k = " << sh.dk
                         << ", B = " << B << ", cross " << sh.cross << ", projected " << projected
                         << ", masks " << masks << ", map " << map << ", threads " << threads);

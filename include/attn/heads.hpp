@@ -339,6 +339,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
                          const multi_head_parameters<T>& p, const multi_head_views<T>& out,
                          multi_head_cache<T>& cache, const options& opt, std::size_t batch,
                          std::size_t threads = 1) {
+  threads = usable_threads(threads);  // (any count: at most the machine's)
   const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)

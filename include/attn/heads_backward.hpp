@@ -227,6 +227,7 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
                             multi_head_cache<T>& cache, MatrixView<const T> dY,
                             const multi_head_gradients<T>& g, const options& opt,
                             std::size_t batch, std::size_t threads = 1) {
+  threads = usable_threads(threads);  // (any count: at most the machine's)
   const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
   check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
   check_head_gradients<T>(where, s, p, g, self);

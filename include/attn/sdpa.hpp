@@ -75,13 +75,14 @@ struct rows_on_threads {
   std::size_t threads = 1;
   template <class F>
   void operator()(std::size_t tq, F&& fn) const {
-    if (threads <= 1) {
+    const std::size_t used = usable_threads(threads);
+    if (used <= 1) {
       fn(std::size_t{0}, tq);
       return;
     }
-    const std::size_t piece = rows_per_piece<T>(tq, threads);
+    const std::size_t piece = rows_per_piece<T>(tq, used);
     const std::size_t pieces = (tq + piece - 1) / piece;
-    split_over_threads(pieces, threads, [&](std::size_t k) {
+    split_over_threads(pieces, used, [&](std::size_t k) {
       const row_range r = piece_rows(k, piece, pieces, tq);
       fn(r.begin, r.end);
     });

@@ -16,6 +16,16 @@
 
 namespace attn::detail {
 
+/// The threads worth starting for a call asked to use `threads`: at most as many as the machine
+/// runs at once (std::thread::hardware_concurrency; 256 when it does not say), at least 1. Any
+/// count is valid (SIZE_MAX: as many as there are), and the pieces of work counted from it
+/// cannot overflow.
+[[nodiscard]] inline std::size_t usable_threads(std::size_t threads) noexcept {
+  const unsigned hardware = std::thread::hardware_concurrency();
+  const std::size_t most = hardware != 0 ? hardware : 256;
+  return threads < 1 ? 1 : (threads < most ? threads : most);
+}
+
 /// fn(k) for every k < count, on `threads` threads at most (the calling thread one of them; 0
 /// and 1: the calling thread alone), each taking the next item as it finishes one, so that items
 /// of unequal cost even out. Allocates the thread objects and nothing else. A thread that cannot
@@ -24,6 +34,7 @@ namespace attn::detail {
 /// exceptions, an error aborts (detail::raise), and so does a thread that cannot be started.
 template <class F>
 void split_over_threads(std::size_t count, std::size_t threads, F&& fn) {
+  threads = usable_threads(threads);
   if (threads > count) threads = count;
   if (threads <= 1) {
     for (std::size_t k = 0; k < count; ++k) fn(k);
