@@ -148,7 +148,7 @@ TEST_CASE("multi_head_attention_backward: accumulate adds, left-out gradients st
   REQUIRE(dX[0] == 5.0);  // not asked for: untouched
   attn::multi_head_cache<double> empty;
   REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(c.x(), c.params(), empty, dY, {}, c.opts()),
-                      "attn::multi_head_attention_backward: the cache does not hold a forward of these shapes (run "
+                      "attn::multi_head_attention_backward: the cache holds no forward (run "
                       "multi_head_attention with it first)");
   std::vector<double> kv(c.X.size());
   REQUIRE_THROWS_AS(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
@@ -301,4 +301,70 @@ TEMPLATE_TEST_CASE("multi_head_attention_backward: padding that holds NaN or inf
         CHECK(diff <= static_cast<double>(attn::vjp_tolerance<T>()) * top);
       }
     }
+}
+
+TEST_CASE("multi_head_attention_backward: a forward it does not match is refused, naming what differs",
+          "[heads][derivatives][errors]") {
+  std::mt19937_64 rng(7);
+  auto c = make_case<double>(2, true, true, rng);  // two sentences, a key mask
+  const attn::options opt = c.opts();
+  attn::multi_head_cache<double> cache;
+  std::vector<double> y(c.B * c.tq * c.dout);
+  attn::multi_head_attention(c.x(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache, opt, c.B);
+  const attn::MatrixView<const double> dY(c.dY.data(), c.B * c.tq, c.dout);
+  std::vector<double> dWQ(c.WQ.size(), 3.0);
+  const attn::multi_head_gradients<double> g{.W_Q = {dWQ.data(), c.dm, c.h * c.dk}};
+  const std::string where = "attn::multi_head_attention_backward: ";
+  const std::string why = " (the backward must be given its forward's inputs, parameters and options)";
+  const auto refused = [&](const std::string& what, auto&& call) {
+    INFO(what);
+    REQUIRE_THROWS_MATCHES(call(), attn::forward_mismatch_error, Catch::Matchers::Message(where + what + why));
+    REQUIRE(std::all_of(dWQ.begin(), dWQ.end(), [](double v) { return v == 3.0; }));
+  };
+  // the options: causal or the key mask forgotten, another beta, policy or scale
+  attn::options other = opt;
+  other.causal = false;
+  refused("causal is off but the forward's was on",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
+  other = opt;
+  other.mask = {};
+  refused("the key mask is not the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
+  std::vector<char> keys = c.keys;  // the same entries in another buffer: accepted
+  other.mask = keys;
+  attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
+                                      {.W_Q = {std::vector<double>(c.WQ.size()).data(), c.dm, c.h * c.dk}}, other, c.B);
+  keys[0] = 0;
+  refused("the key mask is not the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
+  other = opt;
+  other.beta = 2;
+  refused("beta is 2.000000 but the forward's was 0.800000",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
+  other = opt;
+  other.if_all_masked = attn::all_masked_policy::uniform;
+  refused("the all-masked policy is not the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
+  auto scaled = c.params();
+  scaled.scale = 0.5;
+  refused("the scale is not the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), scaled, cache, dY, g, opt, c.B); });
+  // another X of the same shape; a weight changed in place between the forward and the backward
+  std::vector<double> X2 = c.X;
+  X2[3] += 0.25;
+  refused("X holds other numbers than the forward's", [&] {
+    attn::multi_head_attention_backward(attn::MatrixView<const double>(X2.data(), c.B * c.tq, c.dm), c.params(),
+                                        cache, dY, g, opt, c.B);
+  });
+  c.WQ[1] *= 2;
+  refused("W_Q holds other numbers than the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B); });
+  c.WQ[1] /= 2;
+  // another batch: a dimension_error naming both
+  REQUIRE_THROWS_MATCHES(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, attn::options{}, 1),
+                         attn::dimension_error,
+                         Catch::Matchers::Message(where + "the batch is 1 sentences but the forward's was 2"));
+  // and the forward's own arguments still pass
+  attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B);
+  REQUIRE(dWQ[0] != 3.0);
 }

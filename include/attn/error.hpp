@@ -39,6 +39,14 @@ public:
   using std::invalid_argument::invalid_argument;
 };
 
+/// Thrown when a backward is given inputs, parameters or options other than those of the
+/// forward whose cache it reads (docs/errors.md); `what()` names the function and what differs:
+/// "attn::multi_head_attention_backward: W_Q holds other numbers than the forward's".
+class forward_mismatch_error : public std::invalid_argument {
+public:
+  using std::invalid_argument::invalid_argument;
+};
+
 namespace detail {
 
 /// Prints `message` and a newline to stderr and aborts: every error of a build without

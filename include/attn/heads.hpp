@@ -15,16 +15,18 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <array>
 #include <cmath>
 #include <concepts>
-#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "attn/attention.hpp"
+#include "attn/detail/fingerprint.hpp"
 #include "attn/detail/products.hpp"
 #include "attn/detail/threads.hpp"
 #include "attn/error.hpp"
@@ -53,11 +55,28 @@ struct multi_head_parameters {
   std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=)
 };
 
+/// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
+/// options and a 64-bit fingerprint (detail/fingerprint.hpp) of the numbers of X, X_kv, every
+/// parameter and every mask. Numbers changed in place between the forward and the backward
+/// change a fingerprint too: they are refused like another buffer.
+struct multi_head_record {
+  bool valid = false;    ///< a forward has filled it
+  std::size_t batch = 0;
+  double beta = 1;
+  bool causal = false;
+  all_masked_policy policy = all_masked_policy::zeros;
+  bool has_scale = false;
+  double scale = 0;
+  std::uint64_t key_mask = 0, row_mask = 0;
+  std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
+};
+
 /// What the forward keeps (and the backward reads), sized by the forward and reused: calls with
 /// the same shapes allocate nothing. Q, K, V and Z are the projections and the heads' outputs
 /// side by side (head i in its columns); logsumexp row (i·B + b) holds head i's L of sentence b.
 template <real T>
 struct multi_head_cache {
+  multi_head_record forward;  ///< what the forward was given (the backward checks it)
   Matrix<T> queries;    ///< Q = X W_Q + b_Q (B·T × h·d_k)
   Matrix<T> keys;       ///< K = X_kv W_K + b_K (B·n × h·d_k)
   Matrix<T> values;     ///< V = X_kv W_V + b_V (B·n × h·d_v)
@@ -331,6 +350,33 @@ constexpr void add_forward_cache(named_regions<T, Capacity>& list, multi_head_ca
     list.add("the cache", region_of(m->view()));
 }
 
+/// The record of a call: its batch, options and the fingerprints of its inputs and masks.
+template <real T>
+multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
+                            const multi_head_parameters<T>& p, const options& opt, std::size_t batch) {
+  multi_head_record r;
+  r.valid = true;
+  r.batch = batch;
+  r.beta = opt.beta;
+  r.causal = opt.causal;
+  r.policy = opt.if_all_masked;
+  r.has_scale = p.scale.has_value();
+  r.scale = p.scale.value_or(0);
+  r.key_mask = fingerprint_bytes(opt.mask.bytes(), 1, opt.mask.size(), opt.mask.size());
+  r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
+                                    : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
+                                                        opt.row_mask.cols(), opt.row_mask.row_stride());
+  const auto of = [](MatrixView<const T> m) {
+    return fingerprint(m.data(), m.rows(), m.cols(), m.row_stride());
+  };
+  const auto of_span = [](std::span<const T> b) { return fingerprint(b.data(), 1, b.size(), b.size()); };
+  const std::uint64_t values[10] = {of(X),  of(X_kv), of(p.W_Q), of(p.W_K), of(p.W_V),
+                                    of(p.W_O), of_span(p.b_Q), of_span(p.b_K), of_span(p.b_V),
+                                    of_span(p.b_O)};
+  for (std::size_t i = 0; i < 10; ++i) r.inputs[i] = values[i];
+  return r;
+}
+
 /// multi_head_attention on views: checks (every one, before anything is written), sizes the
 /// cache, projects, attends head by head, projects the output; each step split over `threads`
 /// threads when there are more than one.
@@ -356,6 +402,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);
   ensure_shape(cache.heads_out, s.rows, s.heads * s.dv);
   ensure_shape(cache.logsumexp, s.heads * s.batch, s.tq);
+  cache.forward = record_of<T>(X, X_kv, p, opt, batch);
   if (threads <= 1) {
     project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
     with_head_score(p, [&](const auto& score) {

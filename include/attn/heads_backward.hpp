@@ -221,6 +221,46 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
   if (!g.b_V.empty()) sum_rows(tile_of_const(cdV), g.b_V.data(), acc);
 }
 
+/// Refuses a cache that holds no forward, or a forward of another batch (dimension_error).
+inline void check_forward_batch(const char* where, const multi_head_record& forward, std::size_t batch) {
+  const std::string w(where);
+  if (!forward.valid)
+    attn::detail::raise<forward_mismatch_error>(
+        w + ": the cache holds no forward (run multi_head_attention with it first)");
+  if (forward.batch != batch)
+    attn::detail::raise<dimension_error>(w + ": the batch is " + std::to_string(batch) +
+                                         " sentences but the forward's was " +
+                                         std::to_string(forward.batch));
+}
+
+/// Refuses a backward whose options, inputs or parameters are not those of the forward the cache
+/// holds (forward_mismatch_error naming the first that differs).
+template <real T>
+void check_same_forward(const char* where, const multi_head_record& forward, MatrixView<const T> X,
+                        MatrixView<const T> X_kv, const multi_head_parameters<T>& p,
+                        const options& opt, std::size_t batch) {
+  const std::string w(where);
+  const multi_head_record now = record_of<T>(X, X_kv, p, opt, batch);
+  const auto differs = [&](const std::string& what) {
+    attn::detail::raise<forward_mismatch_error>(w + ": " + what + " (the backward must be given its forward's inputs, parameters and options)");
+  };
+  const auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
+  if (now.causal != forward.causal)
+    differs("causal is " + on_off(now.causal) + " but the forward's was " + on_off(forward.causal));
+  if (now.key_mask != forward.key_mask) differs("the key mask is not the forward's");
+  if (now.row_mask != forward.row_mask) differs("the row mask is not the forward's");
+  if (now.beta != forward.beta)
+    differs("beta is " + std::to_string(now.beta) + " but the forward's was " + std::to_string(forward.beta));
+  if (now.policy != forward.policy) differs("the all-masked policy is not the forward's");
+  if (now.has_scale != forward.has_scale || now.scale != forward.scale)
+    differs("the scale is not the forward's");
+  static constexpr const char* names[10] = {"X", "X_kv", "W_Q", "W_K", "W_V",
+                                            "W_O", "b_Q", "b_K", "b_V", "b_O"};
+  for (std::size_t i = 0; i < 10; ++i)
+    if (now.inputs[i] != forward.inputs[i])
+      differs(std::string(names[i]) + " holds other numbers than the forward's");
+}
+
 template <real T>
 void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                             bool self, const multi_head_parameters<T>& p,
@@ -231,6 +271,7 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
   check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
   check_head_gradients<T>(where, s, p, g, self);
+  check_forward_batch(where, cache.forward, batch);
   const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
     return m.rows() == r && m.cols() == c;
   };
@@ -241,6 +282,7 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
     attn::detail::raise<dimension_error>(std::string(where) +
                                          ": the cache does not hold a forward of these shapes (run "
                                          "multi_head_attention with it first)");
+  check_same_forward<T>(where, cache.forward, X, X_kv, p, opt, batch);
   named_regions<T, 16> inputs;
   add_head_inputs(inputs, X, X_kv, p);
   inputs.add("dL/dY", region_of(dY));
