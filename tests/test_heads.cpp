@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -287,4 +288,51 @@ TEST_CASE("self_attention on fixed sizes runs in constant evaluation: W3 and W7"
     }
   for (std::size_t i = 0; i < 6; ++i)
     for (std::size_t j = 0; j < 3; ++j) CHECK(two.maps(i, j) == two_now.maps(i, j));
+}
+
+TEMPLATE_TEST_CASE("grouped-query attention is multi-head attention with each key/value head repeated",
+                   "[heads][gqa]", float, double, long double) {
+  using T = TestType;
+  std::mt19937_64 rng(31);
+  std::normal_distribution<double> normal(0, 0.7);
+  const auto random = [&](std::size_t r, std::size_t c) {
+    attn::Matrix<T> m(r, c);
+    for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
+    return m;
+  };
+  const std::size_t B = 2, tq = 9, d_model = 6, dk = 3, dv = 2, d_out = 5;
+  for (const auto& [h, kvh] : {std::pair<std::size_t, std::size_t>{4, 2}, {4, 1}, {3, 1}, {6, 3}}) {
+    INFO("h = " << h << ", h_kv = " << kvh);
+    const std::size_t group = h / kvh;
+    const attn::Matrix<T> X = random(B * tq, d_model), WQ = random(d_model, h * dk), WK = random(d_model, kvh * dk),
+                          WV = random(d_model, kvh * dv), WO = random(h * dv, d_out), bK = random(1, kvh * dk),
+                          bV = random(1, kvh * dv);
+    // the same weights with key/value head g's columns repeated for its h / h_kv query heads
+    attn::Matrix<T> WKr(d_model, h * dk), WVr(d_model, h * dv), bKr(1, h * dk), bVr(1, h * dv);
+    for (std::size_t i = 0; i < h; ++i) {
+      const std::size_t g = i / group;
+      for (std::size_t r = 0; r < d_model; ++r) {
+        for (std::size_t c = 0; c < dk; ++c) WKr(r, i * dk + c) = WK(r, g * dk + c);
+        for (std::size_t c = 0; c < dv; ++c) WVr(r, i * dv + c) = WV(r, g * dv + c);
+      }
+      for (std::size_t c = 0; c < dk; ++c) bKr(0, i * dk + c) = bK(0, g * dk + c);
+      for (std::size_t c = 0; c < dv; ++c) bVr(0, i * dv + c) = bV(0, g * dv + c);
+    }
+    const attn::multi_head_parameters<T> gqa{.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO,
+                                             .b_K = bK.row(0), .b_V = bV.row(0), .heads = h, .kv_heads = kvh};
+    const attn::multi_head_parameters<T> mha{.W_Q = WQ, .W_K = WKr, .W_V = WVr, .W_O = WO,
+                                             .b_K = bKr.row(0), .b_V = bVr.row(0), .heads = h};
+    const attn::options opt{.beta = 1.2, .causal = true};
+    const auto a = attn::multi_head_attention(X, gqa, opt, B);
+    const auto b = attn::multi_head_attention(X, mha, opt, B);
+    REQUIRE(a.cache.keys.cols() == kvh * dk);  // the cache holds h_kv heads' keys and values only
+    REQUIRE(a.cache.values.cols() == kvh * dv);
+    for (std::size_t i = 0; i < a.out.size(); ++i) REQUIRE(a.out.data()[i] == b.out.data()[i]);
+  }
+  // h_kv must divide h
+  const attn::Matrix<T> X(4, 6), W(6, 6), WK(6, 4);
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, {.W_Q = W, .W_K = WK, .W_V = WK, .heads = 3, .kv_heads = 2}),
+                      "attn::multi_head_attention: 2 key/value heads do not divide the 3 heads");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, {.W_Q = W, .W_K = W, .W_V = WK, .heads = 6, .kv_heads = 2}),
+                      "attn::multi_head_attention: columns of W_K is 6 but key/value heads x a head's key size is 2");
 }

@@ -33,17 +33,20 @@ struct case_data {
   std::vector<T> X, Xkv, WQ, WK, WV, WO, bQ, bK, bV, bO, dY;
   std::vector<char> keys;
   bool causal;
+  std::size_t kvh = 0;  // key/value heads (grouped-query attention), 0: h
 
+  std::size_t kv() const { return kvh != 0 ? kvh : h; }
   attn::multi_head_parameters<T> params() const {
     return {.W_Q = {WQ.data(), dm, h * dk},
-            .W_K = {WK.data(), dkv, h * dk},
-            .W_V = {WV.data(), dkv, h * dv},
+            .W_K = {WK.data(), dkv, kv() * dk},
+            .W_V = {WV.data(), dkv, kv() * dv},
             .W_O = {WO.data(), h * dv, dout},
             .b_Q = bQ,
             .b_K = bK,
             .b_V = bV,
             .b_O = bO,
-            .heads = h};
+            .heads = h,
+            .kv_heads = kvh};
   }
   attn::options opts() const { return {.beta = 0.8, .mask = keys, .causal = causal}; }
   attn::MatrixView<const T> x() const { return {X.data(), B * tq, dm}; }
@@ -79,8 +82,8 @@ void check_case(case_data<T>& c) {
       dWO(c.WO.size()), dbQ(c.bQ.size()), dbK(c.bK.size()), dbV(c.bV.size()), dbO(c.bO.size());
   attn::multi_head_gradients<T> g{.inputs = {dX.data(), c.B * c.tq, c.dm},
                                   .W_Q = {dWQ.data(), c.dm, c.h * c.dk},
-                                  .W_K = {dWK.data(), c.dkv, c.h * c.dk},
-                                  .W_V = {dWV.data(), c.dkv, c.h * c.dv},
+                                  .W_K = {dWK.data(), c.dkv, c.kv() * c.dk},
+                                  .W_V = {dWV.data(), c.dkv, c.kv() * c.dv},
                                   .W_O = {dWO.data(), c.h * c.dv, c.dout},
                                   .b_Q = dbQ,
                                   .b_K = dbK,
@@ -119,6 +122,20 @@ void check_case(case_data<T>& c) {
 }
 
 }  // namespace
+
+// A case of grouped-query attention: h query heads over kvh key/value heads.
+template <class T>
+case_data<T> make_gqa_case(std::size_t h, std::size_t kvh, bool self, bool masked, std::mt19937_64& rng) {
+  case_data<T> c = make_case<T>(h, self, masked, rng);
+  c.kvh = kvh;
+  c.WK.resize(c.dkv * kvh * c.dk);
+  c.WV.resize(c.dkv * kvh * c.dv);
+  c.bK.resize(kvh * c.dk);
+  c.bV.resize(kvh * c.dv);
+  for (auto* v : {&c.WV, &c.bK, &c.bV}) fill_random<T>(*v, rng);
+  fill_random<T>(c.WK, rng, 0.6);
+  return c;
+}
 
 TEMPLATE_TEST_CASE("multi_head_attention_backward agrees with finite differences for every parameter",
                    "[heads][derivatives]", float, double, long double) {
@@ -237,8 +254,8 @@ std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::op
                                 std::vector<T>(c.bV.size()), std::vector<T>(c.bO.size())};
   attn::multi_head_gradients<T> g{.inputs = {d[0].data(), c.B * c.tq, c.dm},
                                   .W_Q = {d[2].data(), c.dm, c.h * c.dk},
-                                  .W_K = {d[3].data(), c.dkv, c.h * c.dk},
-                                  .W_V = {d[4].data(), c.dkv, c.h * c.dv},
+                                  .W_K = {d[3].data(), c.dkv, c.kv() * c.dk},
+                                  .W_V = {d[4].data(), c.dkv, c.kv() * c.dv},
                                   .W_O = {d[5].data(), c.h * c.dv, c.dout},
                                   .b_Q = d[6],
                                   .b_K = d[7],
@@ -367,4 +384,15 @@ TEST_CASE("multi_head_attention_backward: a forward it does not match is refused
   // and the forward's own arguments still pass
   attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B);
   REQUIRE(dWQ[0] != 3.0);
+}
+
+TEMPLATE_TEST_CASE("grouped-query attention: the backward agrees with finite differences for every parameter",
+                   "[heads][derivatives][gqa]", float, double, long double) {
+  std::mt19937_64 rng(2929);
+  for (const auto& [h, kvh] : {std::pair<std::size_t, std::size_t>{2, 1}, {4, 2}, {4, 1}, {3, 1}, {6, 3}})
+    for (int k = 0; k < 4; ++k) {
+      INFO("h = " << h << ", h_kv = " << kvh << ", self " << (k & 1) << ", masks and batch " << (k >> 1));
+      auto c = make_gqa_case<TestType>(h, kvh, k & 1, k >> 1, rng);
+      check_case(c);
+    }
 }

@@ -298,28 +298,31 @@ void require_heads_on_threads_give_one_threads_bits() {
   struct shape {
     std::size_t tq, n, heads, dk, dv, batch;
     bool cross;
+    std::size_t kv_heads = 0;  // grouped-query attention when below heads
   };
   for (const shape sh : {shape{1, 1, 1, 4, 3, 1, false}, shape{7, 7, 2, 4, 3, 3, false},
                          shape{50, 50, 8, 4, 3, 1, false}, shape{33, 70, 8, 5, 2, 3, true},
                          shape{130, 130, 1, 6, 6, 1, false}, shape{9, 12, 2, 4, 3, 3, true},
-                         shape{20, 20, 1, 260, 3, 1, false}}) {
+                         shape{20, 20, 1, 260, 3, 1, false}, shape{40, 40, 8, 4, 3, 2, false, 2},
+                         shape{17, 30, 4, 3, 5, 1, true, 1}}) {
     const std::size_t d_model = 12, d_kv = 10, d_out = 7, B = sh.batch;
     const std::size_t dkv = sh.cross ? d_kv : d_model;
+    const std::size_t kvh = sh.kv_heads != 0 ? sh.kv_heads : sh.heads;
     const attn::Matrix<T> X = random(B * sh.tq, d_model), X_kv = random(B * sh.n, dkv);
-    const attn::Matrix<T> WQ = random(d_model, sh.heads * sh.dk), WK = random(dkv, sh.heads * sh.dk),
-                          WV = random(dkv, sh.heads * sh.dv), WO = random(sh.heads * sh.dv, d_out),
+    const attn::Matrix<T> WQ = random(d_model, sh.heads * sh.dk), WK = random(dkv, kvh * sh.dk),
+                          WV = random(dkv, kvh * sh.dv), WO = random(sh.heads * sh.dv, d_out),
                           biases = random(4, sh.heads * std::max(sh.dk, sh.dv) + d_out);
     const attn::Matrix<T> dY = random(B * sh.tq, std::max(d_out, sh.heads * sh.dv));
     std::vector<char> keys(B * sh.n, 1), rows(B * sh.tq * sh.n, 1);
     for (std::size_t j = 0; j < keys.size(); j += 3) keys[j] = 0;
     for (std::size_t i = 1; i < rows.size(); i += 4) rows[i] = 0;
     for (const bool projected : {false, true}) {
-      attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = sh.heads};
+      attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = sh.heads, .kv_heads = sh.kv_heads};
       if (projected) {
         p.W_O = WO;
         p.b_Q = std::span<const T>(biases.row(0).data(), sh.heads * sh.dk);
-        p.b_K = std::span<const T>(biases.row(1).data(), sh.heads * sh.dk);
-        p.b_V = std::span<const T>(biases.row(2).data(), sh.heads * sh.dv);
+        p.b_K = std::span<const T>(biases.row(1).data(), kvh * sh.dk);
+        p.b_V = std::span<const T>(biases.row(2).data(), kvh * sh.dv);
         p.b_O = std::span<const T>(biases.row(3).data(), d_out);
       }
       const std::size_t cols = projected ? d_out : sh.heads * sh.dv;
@@ -349,8 +352,8 @@ void require_heads_on_threads_give_one_threads_bits() {
                                             .accumulate = masks % 2 == 1};
             if (projected) {
               g.b_Q = std::span<T>(db.row(0).data(), sh.heads * sh.dk);
-              g.b_K = std::span<T>(db.row(1).data(), sh.heads * sh.dk);
-              g.b_V = std::span<T>(db.row(2).data(), sh.heads * sh.dv);
+              g.b_K = std::span<T>(db.row(1).data(), kvh * sh.dk);
+              g.b_V = std::span<T>(db.row(2).data(), kvh * sh.dv);
               g.b_O = std::span<T>(db.row(3).data(), d_out);
             }
             const attn::MatrixView<const T> dYv(dY.data(), B * sh.tq, cols, dY.cols());
@@ -370,7 +373,7 @@ void require_heads_on_threads_give_one_threads_bits() {
           // (any count is valid: 2^62 once returned with Y unwritten, SIZE_MAX threw length_error)
           for (const std::size_t threads : {std::size_t{0}, std::size_t{2}, std::size_t{3}, std::size_t{8},
                                             std::size_t{1} << 62, std::numeric_limits<std::size_t>::max()}) {
-            INFO("T = " << sh.tq << ", n = " << sh.n << ", h = " << sh.heads << ", d_k = " << sh.dk
+            INFO("T = " << sh.tq << ", n = " << sh.n << ", h = " << sh.heads << ", h_kv = " << kvh << ", d_k = " << sh.dk
                         << ", B = " << B << ", cross " << sh.cross << ", projected " << projected
                         << ", masks " << masks << ", map " << map << ", threads " << threads);
             REQUIRE(same_numbers(run(threads), one));

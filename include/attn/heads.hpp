@@ -51,7 +51,11 @@ struct multi_head_parameters {
   std::span<const T> b_K{};      ///< h·d_k, or none
   std::span<const T> b_V{};      ///< h·d_v, or none
   std::span<const T> b_O{};      ///< d_out, or none
-  std::size_t heads = 1;         ///< h ≥ 1, dividing the columns of W_Q, W_K and W_V
+  std::size_t heads = 1;         ///< h ≥ 1, dividing the columns of W_Q
+  /// h_kv, the key and value heads (grouped-query attention; 1: multi-query), dividing h; 0: h.
+  /// Query head i reads key/value head i / (h / h_kv); W_K and W_V have h_kv·d_k and h_kv·d_v
+  /// columns, W_O h·d_v rows.
+  std::size_t kv_heads = 0;
   std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=)
 };
 
@@ -78,8 +82,8 @@ template <real T>
 struct multi_head_cache {
   multi_head_record forward;  ///< what the forward was given (the backward checks it)
   Matrix<T> queries;    ///< Q = X W_Q + b_Q (B·T × h·d_k)
-  Matrix<T> keys;       ///< K = X_kv W_K + b_K (B·n × h·d_k)
-  Matrix<T> values;     ///< V = X_kv W_V + b_V (B·n × h·d_v)
+  Matrix<T> keys;       ///< K = X_kv W_K + b_K (B·n × h_kv·d_k)
+  Matrix<T> values;     ///< V = X_kv W_V + b_V (B·n × h_kv·d_v)
   Matrix<T> heads_out;  ///< Z = [Z_1 … Z_h] (B·T × h·d_v)
   Matrix<T> logsumexp;  ///< h·B × T
   Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;  ///< the backward's, likewise
@@ -98,6 +102,9 @@ namespace detail {
 /// The sizes of one call, read off the inputs and the parameters.
 struct head_sizes {
   std::size_t rows, kv_rows, batch, tq, n, d_model, d_kv, heads, dk, dv, d_out;
+  std::size_t kv_heads = 1, group = 1;  ///< h_kv, and h / h_kv query heads per key/value head
+  /// The key/value head that query head i reads.
+  [[nodiscard]] constexpr std::size_t kv_head_of(std::size_t i) const noexcept { return i / group; }
 };
 
 /// Resizes m to r × c unless it has that shape (a Matrix of the same shape is reused).
@@ -141,26 +148,45 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   s.d_model = X.cols();
   s.d_kv = X_kv.cols();
   s.heads = p.heads;
+  s.kv_heads = p.kv_heads != 0 ? p.kv_heads : p.heads;
+  if (s.heads % s.kv_heads != 0)
+    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(s.kv_heads) +
+                                         " key/value heads do not divide the " +
+                                         std::to_string(s.heads) + " heads");
+  s.group = s.heads / s.kv_heads;
   check_equal(where, "rows of W_Q", p.W_Q.rows(), "columns of X", s.d_model);
   check_equal(where, "rows of W_K", p.W_K.rows(), "columns of X_kv", s.d_kv);
   check_equal(where, "rows of W_V", p.W_V.rows(), "columns of X_kv", s.d_kv);
-  check_equal(where, "columns of W_K", p.W_K.cols(), "columns of W_Q", p.W_Q.cols());
-  if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % p.heads != 0)
-    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(p.heads) +
-                                         " heads do not divide the " +
-                                         std::to_string(p.W_Q.cols()) + " columns of W_Q and the " +
-                                         std::to_string(p.W_V.cols()) + " columns of W_V");
+  if (s.group == 1) {
+    check_equal(where, "columns of W_K", p.W_K.cols(), "columns of W_Q", p.W_Q.cols());
+    if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % p.heads != 0)
+      attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(p.heads) +
+                                           " heads do not divide the " +
+                                           std::to_string(p.W_Q.cols()) + " columns of W_Q and the " +
+                                           std::to_string(p.W_V.cols()) + " columns of W_V");
+  } else {
+    if (p.W_Q.cols() % p.heads != 0 || p.W_V.cols() % s.kv_heads != 0)
+      attn::detail::raise<dimension_error>(
+          std::string(where) + ": " + std::to_string(p.heads) + " heads do not divide the " +
+          std::to_string(p.W_Q.cols()) + " columns of W_Q, or " + std::to_string(s.kv_heads) +
+          " key/value heads the " + std::to_string(p.W_V.cols()) + " columns of W_V");
+    check_equal(where, "columns of W_K", p.W_K.cols(), "key/value heads x a head's key size",
+                s.kv_heads * (p.W_Q.cols() / p.heads));
+  }
   s.dk = p.W_Q.cols() / p.heads;
-  s.dv = p.W_V.cols() / p.heads;
+  s.dv = p.W_V.cols() / s.kv_heads;
   check_nonempty(where, "a head's query and key size (columns of W_Q / heads)", s.dk);
   if (!p.b_Q.empty()) check_equal(where, "size of b_Q", p.b_Q.size(), "columns of W_Q", p.W_Q.cols());
   if (!p.b_K.empty()) check_equal(where, "size of b_K", p.b_K.size(), "columns of W_K", p.W_K.cols());
   if (!p.b_V.empty()) check_equal(where, "size of b_V", p.b_V.size(), "columns of W_V", p.W_V.cols());
   if (p.W_O.rows() != 0) {
-    check_equal(where, "rows of W_O", p.W_O.rows(), "columns of W_V", p.W_V.cols());
+    if (s.group == 1)
+      check_equal(where, "rows of W_O", p.W_O.rows(), "columns of W_V", p.W_V.cols());
+    else
+      check_equal(where, "rows of W_O", p.W_O.rows(), "heads x a head's value size", s.heads * s.dv);
     s.d_out = p.W_O.cols();
   } else {
-    s.d_out = p.W_V.cols();
+    s.d_out = s.heads * s.dv;
   }
   if (!p.b_O.empty()) check_equal(where, "size of b_O", p.b_O.size(), "columns of Y", s.d_out);
   if (!opt.mask.empty() && opt.mask.size() != s.n)
@@ -173,6 +199,15 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   if (p.scale && !(*p.scale - *p.scale == 0))
     attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite");
   return s;
+}
+
+/// The columns of the heads' outputs side by side, h·d_v (h·d_v = W_V's columns · h / h_kv);
+/// W_V's columns when the heads do not divide (check_heads then says why).
+template <real T>
+[[nodiscard]] constexpr std::size_t concat_columns(const multi_head_parameters<T>& p) noexcept {
+  const std::size_t kv = p.kv_heads != 0 ? p.kv_heads : p.heads;
+  if (kv == 0 || p.heads % kv != 0) return p.W_V.cols();
+  return p.W_V.cols() / kv * p.heads;
 }
 
 /// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask.
@@ -250,14 +285,16 @@ void output_projection_on_threads(MatrixView<const T> Z, const multi_head_parame
   });
 }
 
-/// Calls f(q, k, v, i, b) with head i of sentence b's queries, keys and values.
+/// Calls f(q, k, v, i, b) with head i of sentence b's queries, keys and values (those of its
+/// key/value head).
 template <real T, class F>
 constexpr void for_each_head(MatrixView<const T> Q, MatrixView<const T> K, MatrixView<const T> V,
                              const head_sizes& s, F&& f) {
   for (std::size_t i = 0; i < s.heads; ++i)
     for (std::size_t b = 0; b < s.batch; ++b)
-      f(block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk), block_of(K, b * s.n, s.n, i * s.dk, s.dk),
-        block_of(V, b * s.n, s.n, i * s.dv, s.dv), i, b);
+      f(block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
+        block_of(K, b * s.n, s.n, s.kv_head_of(i) * s.dk, s.dk),
+        block_of(V, b * s.n, s.n, s.kv_head_of(i) * s.dv, s.dv), i, b);
 }
 
 /// Every head of every sentence: Z_i = attention(Q_i, K_i, V_i) of its rows, into Z's columns,
@@ -303,8 +340,9 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
                            .logsumexp = lse.row(unit)};
     if (maps.rows() != 0) out.weights = block_of(maps, unit * s.tq, s.tq, 0, s.n);
     query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
-                  block_of(K, b * s.n, s.n, i * s.dk, s.dk), block_of(V, b * s.n, s.n, i * s.dv, s.dv),
-                  score, out, sentence_options(opt, s, b), r.begin, r.end);
+                  block_of(K, b * s.n, s.n, s.kv_head_of(i) * s.dk, s.dk),
+                  block_of(V, b * s.n, s.n, s.kv_head_of(i) * s.dv, s.dv), score, out,
+                  sentence_options(opt, s, b), r.begin, r.end);
   });
 }
 
@@ -398,8 +436,8 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   add_forward_cache(outputs, cache);
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.queries, s.rows, s.heads * s.dk);
-  ensure_shape(cache.keys, s.kv_rows, s.heads * s.dk);
-  ensure_shape(cache.values, s.kv_rows, s.heads * s.dv);
+  ensure_shape(cache.keys, s.kv_rows, s.kv_heads * s.dk);
+  ensure_shape(cache.values, s.kv_rows, s.kv_heads * s.dv);
   ensure_shape(cache.heads_out, s.rows, s.heads * s.dv);
   ensure_shape(cache.logsumexp, s.heads * s.batch, s.tq);
   cache.forward = record_of<T>(X, X_kv, p, opt, batch);
@@ -487,7 +525,7 @@ template <matrix_like Xm, matrix_like Xkv>
     const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
     const options& opt = {}, std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
-  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : params.W_V.cols();
+  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : detail::concat_columns(params);
   multi_head_result<T> r{Matrix<T>(as_view(X).rows(), d_out), {}};
   multi_head_attention(X, X_kv, params, multi_head_views<T>{.out = r.out.view()}, r.cache, opt,
                        batch, threads);

@@ -103,6 +103,33 @@ void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<con
   }
 }
 
+/// Unit g·B + b of the heads' backward: the query heads that read key/value head g, in order,
+/// on sentence b, into the cache's ∂L/∂Q, ∂L/∂K and ∂L/∂V (added to: multi_head_backward_of
+/// zeroes them; a key/value head's gradients sum over its query heads). Units write disjoint
+/// gradients, so they may run on any thread.
+template <real T, class S>
+void heads_backward_unit(const char* where, std::size_t unit, MatrixView<const T> Z,
+                         MatrixView<const T> dZ, multi_head_cache<T>& cache, const head_sizes& s,
+                         const S& score, const options& opt) {
+  const std::size_t g = unit / s.batch, b = unit % s.batch;
+  const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
+  const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
+                      dV = cache.grad_values.view();
+  const options sentence = sentence_options(opt, s, b);
+  for (std::size_t i = g * s.group; i < (g + 1) * s.group; ++i) {
+    const saved_attention<T> saved{block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
+                                   std::span<const T>(cache.logsumexp.row(i * s.batch + b))};
+    sdpa_backward_views<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
+                           block_of(K, b * s.n, s.n, g * s.dk, s.dk),
+                           block_of(V, b * s.n, s.n, g * s.dv, s.dv), score, saved,
+                           block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
+                           attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
+                                                  block_of(dK, b * s.n, s.n, g * s.dk, s.dk),
+                                                  block_of(dV, b * s.n, s.n, g * s.dv, s.dv), true},
+                           sentence);
+  }
+}
+
 /// The backward's steps on one thread, sizes checked and the cache's gradients shaped: the output
 /// projection, every head's attention backward, the input projections.
 template <real T>
@@ -123,19 +150,11 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
   }
   if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // every head's attention backward, into the cache's ∂L/∂Q, ∂L/∂K, ∂L/∂V
-  const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
   const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
                       dV = cache.grad_values.view();
   with_head_score(p, [&](const auto& score) {
-    for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t i, std::size_t b) {
-      const saved_attention<T> saved{block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
-                                     std::span<const T>(cache.logsumexp.row(i * s.batch + b))};
-      sdpa_backward_views<T>(where, q, k, v, score, saved, block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
-                             attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
-                                                    block_of(dK, b * s.n, s.n, i * s.dk, s.dk),
-                                                    block_of(dV, b * s.n, s.n, i * s.dv, s.dv)},
-                             sentence_options(opt, s, b));
-    });
+    for (std::size_t unit = 0; unit < s.kv_heads * s.batch; ++unit)
+      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
   });
   // the input projections
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
@@ -175,22 +194,11 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
     dZ = cache.grad_heads_out.view();
   }
   if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
-  const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
   const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
                       dV = cache.grad_values.view();
   with_head_score(p, [&](const auto& score) {
-    split_over_threads(s.heads * s.batch, threads, [&](std::size_t unit) {
-      const std::size_t i = unit / s.batch, b = unit % s.batch;
-      const saved_attention<T> saved{block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
-                                     std::span<const T>(cache.logsumexp.row(unit))};
-      sdpa_backward_views<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
-                             block_of(K, b * s.n, s.n, i * s.dk, s.dk),
-                             block_of(V, b * s.n, s.n, i * s.dv, s.dv), score, saved,
-                             block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
-                             attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
-                                                    block_of(dK, b * s.n, s.n, i * s.dk, s.dk),
-                                                    block_of(dV, b * s.n, s.n, i * s.dv, s.dv)},
-                             sentence_options(opt, s, b));
+    split_over_threads(s.kv_heads * s.batch, threads, [&](std::size_t unit) {
+      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
     });
   });
   const MatrixView<const T> cdQ = dQ, cdK = dK, cdV = dV;
@@ -275,8 +283,8 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
     return m.rows() == r && m.cols() == c;
   };
-  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.heads * s.dk) ||
-      !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
+  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.kv_heads * s.dk) ||
+      !cached(cache.values, s.kv_rows, s.kv_heads * s.dv) ||
       !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
       !cached(cache.logsumexp, s.heads * s.batch, s.tq))
     attn::detail::raise<dimension_error>(std::string(where) +
@@ -297,9 +305,12 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
     outputs.add("the cache", region_of(m->view()));
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
-  ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
-  ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
+  ensure_shape(cache.grad_keys, s.kv_rows, s.kv_heads * s.dk);
+  ensure_shape(cache.grad_values, s.kv_rows, s.kv_heads * s.dv);
   ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+  // the heads add their gradients (a key/value head's sum over its query heads): from 0
+  for (Matrix<T>* m : {&cache.grad_queries, &cache.grad_keys, &cache.grad_values})
+    fill_rows(m->data(), m->rows(), m->cols(), m->cols(), T(0));
   if (threads <= 1) {
     multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, opt, s);
     return;
@@ -388,11 +399,12 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
     const auto col = [&](MatrixView<const T> W, std::size_t c0, std::size_t width) {
       return MatrixView<const T>(W.data() + c0, W.rows(), width, W.row_stride());
     };
-    const MatrixView<const T> WQi = col(params.W_Q, i * hs.dk, hs.dk), WKi = col(params.W_K, i * hs.dk, hs.dk),
-                              WVi = col(params.W_V, i * hs.dv, hs.dv);
+    const std::size_t g = hs.kv_head_of(i);  // the key/value head query head i reads
+    const MatrixView<const T> WQi = col(params.W_Q, i * hs.dk, hs.dk), WKi = col(params.W_K, g * hs.dk, hs.dk),
+                              WVi = col(params.W_V, g * hs.dv, hs.dv);
     for (std::size_t j = 0; j < hs.n; ++j)
       scores[j] = static_cast<T>(scale) *
-                  detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + i * hs.dk, hs.dk);
+                  detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + g * hs.dk, hs.dk);
     detail::row_options ro(opt, hs.tq, hs.n);
     const bool flows = detail::weights_move(detail::softmax_row_kind(scores.data(), hs.n, ro(t)));
     for (std::size_t a = 0; a < hs.dv; ++a)  // α_its W_V,iᵀ
@@ -406,10 +418,10 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
       if (t == s)
         for (std::size_t j = 0; j < hs.n; ++j)
           if (alpha[j] != T(0))
-            add_outer(c * alpha[j], cache.values.row(j).data() + i * hs.dv, z_t.data(), WQi,
-                      cache.keys.row(j).data() + i * hs.dk);
+            add_outer(c * alpha[j], cache.values.row(j).data() + g * hs.dv, z_t.data(), WQi,
+                      cache.keys.row(j).data() + g * hs.dk);
       if (alpha[s] != T(0))
-        add_outer(c * alpha[s], cache.values.row(s).data() + i * hs.dv, z_t.data(), WKi, q_t.data());
+        add_outer(c * alpha[s], cache.values.row(s).data() + g * hs.dv, z_t.data(), WKi, q_t.data());
     }
     if (params.W_O.rows() != 0) {  // J += W_O,iᵀ J_i
       for (std::size_t o = 0; o < hs.d_out; ++o)
