@@ -231,12 +231,11 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
 
 /// Refuses a cache that holds no forward, or a forward of another batch (dimension_error).
 inline void check_forward_batch(const char* where, const multi_head_record& forward, std::size_t batch) {
-  const std::string w(where);
   if (!forward.valid)
     attn::detail::raise<forward_mismatch_error>(
-        w + ": the cache holds no forward (run multi_head_attention with it first)");
+        std::string(where) + ": the cache holds no forward (run multi_head_attention with it first)");
   if (forward.batch != batch)
-    attn::detail::raise<dimension_error>(w + ": the batch is " + std::to_string(batch) +
+    attn::detail::raise<dimension_error>(std::string(where) + ": the batch is " + std::to_string(batch) +
                                          " sentences but the forward's was " +
                                          std::to_string(forward.batch));
 }
@@ -247,10 +246,11 @@ template <real T>
 void check_same_forward(const char* where, const multi_head_record& forward, MatrixView<const T> X,
                         MatrixView<const T> X_kv, const multi_head_parameters<T>& p,
                         const options& opt, std::size_t batch) {
-  const std::string w(where);
   const multi_head_record now = record_of<T>(X, X_kv, p, opt, batch);
   const auto differs = [&](const std::string& what) {
-    attn::detail::raise<forward_mismatch_error>(w + ": " + what + " (the backward must be given its forward's inputs, parameters and options)");
+    attn::detail::raise<forward_mismatch_error>(
+        std::string(where) + ": " + what +
+        " (the backward must be given its forward's inputs, parameters and options)");
   };
   const auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
   if (now.causal != forward.causal)
