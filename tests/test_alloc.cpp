@@ -308,6 +308,20 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
   });
   CHECK(backward_on_two > 0);
   CHECK(backward_on_two <= 3 * 2);
+  // decoding with a cache: the constructor allocates; the steps of one row, once one was seen,
+  // nothing (grouped-query attention, two sequences of different lengths)
+  const attn::multi_head_parameters<float> gqa{.W_Q = WQ.view(), .W_K = attn::MatrixView<const float>(WK.data(), dm, 8),
+                                               .W_V = attn::MatrixView<const float>(WV.data(), dm, 8),
+                                               .W_O = WO.view(), .heads = h, .kv_heads = 1};
+  attn::kv_cache<float> kv(2, 256, 1, 8, 8);
+  attn::Matrix<float> x2(2, dm, 0.3f), y2(2, dm);
+  attn::multi_head_attention_cached(X, gqa, kv, 0, Yh.view());  // sequence 0's prompt: T rows
+  attn::multi_head_attention_cached(x2, gqa, kv, y2.view());     // one row of each
+  CHECK(count_allocations([&] {
+          for (int step = 0; step < 5; ++step) attn::multi_head_attention_cached(x2, gqa, kv, y2.view());
+        }) == 0);
+  CHECK(kv.length(0) == T + 6);
+  CHECK(kv.length(1) == 6);
   // fixed sizes: the unit's small cases live inline
   const attn::Matrix<double, 3, 3> X3{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   const attn::Matrix<double, 3, 2> W3{{1, 0}, {0, 2}, {1, 1}};

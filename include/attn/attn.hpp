@@ -12,6 +12,7 @@
 #include "attn/gradcheck.hpp"  // IWYU pragma: export
 #include "attn/heads.hpp"      // IWYU pragma: export
 #include "attn/heads_backward.hpp"  // IWYU pragma: export
+#include "attn/kv_cache.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
