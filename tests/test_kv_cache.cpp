@@ -131,9 +131,15 @@ TEST_CASE("multi_head_attention_cached: a full cache, masks and shapes that disa
   // one more row each fits; then clear(b) empties a sequence for a new one
   attn::multi_head_attention_cached(rows_of(X3, 0, 2), p, cache, attn::MatrixView<double>(Y2.data(), 2, 5));
   REQUIRE(cache.length(0) == 4);
+  cache.truncate(0, 3);  // steps taken back: the next rows go to rows 3 and 2 again
+  cache.truncate(1, 2);
+  REQUIRE(cache.length(1) == 2);
+  REQUIRE_THROWS_WITH(cache.truncate(1, 3), "attn::kv_cache::truncate: sequence 1 holds 2 rows, not 3");
+  attn::multi_head_attention_cached(rows_of(X3, 0, 2), p, cache, attn::MatrixView<double>(Y2.data(), 2, 5));
+  REQUIRE(cache.length(1) == 3);
   cache.clear(0);
   REQUIRE(cache.length(0) == 0);
-  REQUIRE(cache.length(1) == 4);
+  REQUIRE(cache.length(1) == 3);
   REQUIRE_THROWS_WITH(attn::kv_cache<float>(2, 0, 1, 1, 1), "attn::kv_cache: the capacity is empty");
 }
 

@@ -88,6 +88,16 @@ public:
     detail::check_sequence("attn::kv_cache::values", b, batch_);
     return detail::block_of(values_.view(), b * capacity_, lengths_[b], 0, values_.cols());
   }
+  /// Keeps the first `length` rows of sequence b and forgets the rest (a rejected draft, a beam
+  /// cut back); dimension_error when b is not a sequence or it holds fewer rows.
+  void truncate(std::size_t b, std::size_t length) {
+    detail::check_sequence("attn::kv_cache::truncate", b, batch_);
+    if (length > lengths_[b])
+      detail::raise<dimension_error>("attn::kv_cache::truncate: sequence " + std::to_string(b) +
+                                     " holds " + std::to_string(lengths_[b]) + " rows, not " +
+                                     std::to_string(length));
+    lengths_[b] = length;
+  }
   /// Empties every sequence (the storage is kept).
   void clear() noexcept { lengths_.assign(lengths_.size(), 0); }
   /// Empties sequence b (a finished sequence whose slot a new one takes).
