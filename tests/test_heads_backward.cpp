@@ -396,3 +396,21 @@ TEMPLATE_TEST_CASE("grouped-query attention: the backward agrees with finite dif
       check_case(c);
     }
 }
+
+TEST_CASE("multi_head_attention_backward: the cache's dL/dZ is written without W_O too", "[heads][derivatives]") {
+  std::mt19937_64 rng(12);
+  auto c = make_case<double>(2, true, false, rng);
+  auto p = c.params();
+  p.W_O = {};
+  p.b_O = {};
+  const std::size_t cols = c.h * c.dv;
+  attn::multi_head_cache<double> cache;
+  std::vector<double> y(c.tq * cols), dy(c.tq * cols), dWQ(c.WQ.size());
+  fill_random<double>(dy, rng);
+  attn::multi_head_attention(c.x(), p, {.out = {y.data(), c.tq, cols}}, cache, c.opts());
+  cache.grad_heads_out = attn::Matrix<double>(c.tq, cols, 9.0);  // what an earlier call left
+  attn::multi_head_attention_backward(c.x(), p, cache, attn::MatrixView<const double>(dy.data(), c.tq, cols),
+                                      {.W_Q = {dWQ.data(), c.dm, c.h * c.dk}}, c.opts());
+  for (std::size_t t = 0; t < c.tq; ++t)
+    for (std::size_t i = 0; i < cols; ++i) REQUIRE(cache.grad_heads_out(t, i) == dy[t * cols + i]);
+}

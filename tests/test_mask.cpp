@@ -120,3 +120,33 @@ TEST_CASE("A mask of the wrong length names the mask and the notes", "[mask][err
                       "attn::attend: mask size is 3 but number of notes is 2");
   REQUIRE_THROWS_WITH(attn::softmax(q, {.mask = three}), "attn::softmax: mask size is 3 but input size is 2");
 }
+
+TEST_CASE("row_mask_of: row t's keys are the key mask, its row-mask row and causal, together", "[mask]") {
+  // T = 3 queries over n = 5 keys: causal lets row t see keys 0 … t + 2
+  const std::vector<char> keys{1, 1, 0, 1, 1};
+  const std::vector<char> rows{1, 1, 1, 1, 1,  //
+                               0, 1, 1, 1, 1,  //
+                               1, 1, 1, 0, 1};
+  const attn::options opt{.mask = keys, .row_mask = attn::mask_matrix_view(rows, 3, 5), .causal = true};
+  std::vector<bool> seen(5);
+  attn::row_mask_of(opt, 3, 5, 0, seen);
+  REQUIRE(seen == std::vector<bool>{true, true, false, false, false});
+  attn::row_mask_of(opt, 3, 5, 1, seen);
+  REQUIRE(seen == std::vector<bool>{false, true, false, true, false});
+  std::array<char, 5> as_chars{};
+  attn::row_mask_of(opt, 3, 5, 2, as_chars);
+  REQUIRE(as_chars == std::array<char, 5>{1, 1, 0, 0, 1});
+  // each row as the many-query functions apply it: the weights of a masked key are exactly 0
+  attn::Matrix<double> Q(3, 2, 0.5), K(5, 2, 0.25), V(5, 2, 1.0), A(3, 5);
+  attn::scaled_dot_product_attention(Q, K, V, attn::scaled_dot, {.out = attn::Matrix<double>(3, 2).view(), .weights = A.view()},
+                                     opt);
+  for (std::size_t t = 0; t < 3; ++t) {
+    attn::row_mask_of(opt, 3, 5, t, seen);
+    for (std::size_t j = 0; j < 5; ++j) REQUIRE((A(t, j) != 0.0) == seen[j]);
+  }
+  REQUIRE_THROWS_WITH(attn::row_mask_of(opt, 3, 5, 3, seen), "attn::row_mask_of: row 3 is out of range for 3 queries");
+  std::vector<char> four(4, 7);
+  REQUIRE_THROWS_WITH(attn::row_mask_of(opt, 3, 5, 0, four), "attn::row_mask_of: size of the output is 4 but number of keys is 5");
+  REQUIRE(four[0] == 7);
+  REQUIRE_THROWS_WITH(attn::row_mask_of(opt, 3, 4, 0, four), "attn::row_mask_of: mask size is 5 but number of notes is 4");
+}

@@ -216,3 +216,19 @@ TEST_CASE("Strided views: shapes are checked, and they are inputs only", "[types
     return r.weights[2] > r.weights[1] && r.weights[1] > r.weights[0];
   }());
 }
+
+TEST_CASE("subcols: a block of columns (a head) of a view, checked", "[matrix]") {
+  attn::Matrix<double> m(3, 6);
+  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<double>(i);
+  const auto head1 = m.subcols(2, 2);  // head 1 of d = 2
+  REQUIRE(head1.rows() == 3);
+  REQUIRE(head1.cols() == 2);
+  REQUIRE(head1.row_stride() == 6);
+  REQUIRE(head1(2, 1) == m(2, 3));
+  const attn::Matrix<double>& cm = m;
+  REQUIRE(cm.subcols(4, 2)(1, 0) == m(1, 4));
+  REQUIRE(m.view().subcols(6, 0).cols() == 0);
+  REQUIRE_THROWS_WITH(m.subcols(5, 2), "attn::MatrixView::subcols: columns 5 to 7 (exclusive) are not within the 6 columns");
+  REQUIRE_THROWS_WITH(m.subcols(1, static_cast<std::size_t>(-1)),
+                      "attn::MatrixView::subcols: columns 1 to beyond SIZE_MAX (exclusive) are not within the 6 columns");
+}

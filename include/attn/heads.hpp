@@ -86,7 +86,9 @@ struct multi_head_cache {
   Matrix<T> values;     ///< V = X_kv W_V + b_V (B·n × h_kv·d_v)
   Matrix<T> heads_out;  ///< Z = [Z_1 … Z_h] (B·T × h·d_v)
   Matrix<T> logsumexp;  ///< h·B × T
-  Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;  ///< the backward's, likewise
+  /// The backward's: ∂L/∂Q, ∂L/∂K, ∂L/∂V (shaped as Q, K, V) and ∂L/∂Z (dY itself without W_O),
+  /// each written by every backward.
+  Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;
 };
 
 /// Where multi_head_attention writes: Y, and (when it has rows) every head's map, head i's of

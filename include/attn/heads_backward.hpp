@@ -308,6 +308,9 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   ensure_shape(cache.grad_keys, s.kv_rows, s.kv_heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.kv_heads * s.dv);
   ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+  if (p.W_O.rows() == 0)  // ∂L/∂Z is dY itself: the cache's ∂L/∂Z is never left stale
+    for (std::size_t t = 0; t < s.rows; ++t)
+      copy_numbers(dY.row(t).data(), cache.grad_heads_out.row(t).data(), dY.cols());
   // the heads add their gradients (a key/value head's sum over its query heads): from 0
   for (Matrix<T>* m : {&cache.grad_queries, &cache.grad_keys, &cache.grad_values})
     fill_rows(m->data(), m->rows(), m->cols(), m->cols(), T(0));

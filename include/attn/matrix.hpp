@@ -159,6 +159,21 @@ public:
     return MatrixView<T, dynamic, C>(count == 0 ? data_ : data_ + first * stride_, count, cols(),
                                      stride_);
   }
+
+  /// Columns [first, first + count) as a view of the same numbers, with this view's row stride
+  /// (Eigen's middleCols): head i of Q, K or V is `subcols(i·d_k, d_k)` (docs/heads.md). Throws
+  /// dimension_error, naming the columns, when they do not all lie within this view's.
+  [[nodiscard]] constexpr MatrixView<T, R, dynamic> subcols(std::size_t first,
+                                                            std::size_t count) const {
+    if (first > cols() || count > cols() - first)
+      detail::raise<dimension_error>(
+          "attn::MatrixView::subcols: columns " + std::to_string(first) + " to " +
+          (count > std::numeric_limits<std::size_t>::max() - first
+               ? std::string("beyond SIZE_MAX")
+               : std::to_string(first + count)) +
+          " (exclusive) are not within the " + std::to_string(cols()) + " columns");
+    return MatrixView<T, R, dynamic>(rows() == 0 ? data_ : data_ + first, rows(), count, stride_);
+  }
 };
 
 /// A borrowed R×C matrix of any layout: element (i, j) is `data[i * row_stride + j * col_stride]`
@@ -363,6 +378,14 @@ public:
   /// Rows [first, first + count) as a view (MatrixView::subrows; dimension_error outside).
   [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first, std::size_t count) {
     return view().subrows(first, count);
+  }
+  /// Columns [first, first + count) as a view (MatrixView::subcols; dimension_error outside).
+  [[nodiscard]] constexpr MatrixView<T, R, dynamic> subcols(std::size_t first, std::size_t count) {
+    return view().subcols(first, count);
+  }
+  [[nodiscard]] constexpr MatrixView<const T, R, dynamic> subcols(std::size_t first,
+                                                                  std::size_t count) const {
+    return view().subcols(first, count);
   }
   [[nodiscard]] constexpr MatrixView<const T, dynamic, C> subrows(std::size_t first,
                                                                   std::size_t count) const {

@@ -810,4 +810,29 @@ template <vector_like In, vector_like G>
   return out;
 }
 
+/// Which keys row t of T queries over n keys may attend to under opt: out_j = true where every
+/// mask given allows key j (the key mask, row t of the row mask, and under causal j < t + n − T
+/// + 1; the unit's "key ∧ row ∧ causal"), else false, for j < n. What the many-query functions
+/// apply to row t. dimension_error when a mask or `out` does not fit T × n, or t ≥ T; nothing is
+/// written then.
+template <class Out>
+  requires requires(Out& o, std::size_t j) {
+    o[j] = true;
+    std::size(o);
+  }
+constexpr void row_mask_of(const options& opt, std::size_t tq, std::size_t n, std::size_t t,
+                           Out&& out) {
+  const char* where = "attn::row_mask_of";
+  detail::check_masks(where, opt, tq, n);
+  detail::check_equal(where, "size of the output", static_cast<std::size_t>(std::size(out)),
+                      "number of keys", n);
+  if (t >= tq)
+    detail::raise<dimension_error>(std::string(where) + ": row " + std::to_string(t) +
+                                   " is out of range for " + std::to_string(tq) + " queries");
+  const std::size_t limit = opt.causal ? detail::causal_keys(t, tq, n) : n;
+  for (std::size_t j = 0; j < n; ++j)
+    out[j] = j < limit && (opt.mask.empty() || opt.mask[j]) &&
+             (opt.row_mask.empty() || opt.row_mask(t, j));
+}
+
 }  // namespace attn
