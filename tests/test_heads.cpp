@@ -8,6 +8,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -335,4 +336,21 @@ TEMPLATE_TEST_CASE("grouped-query attention is multi-head attention with each ke
                       "attn::multi_head_attention: 2 key/value heads do not divide the 3 heads");
   REQUIRE_THROWS_WITH(attn::multi_head_attention(X, {.W_Q = W, .W_K = W, .W_V = WK, .heads = 6, .kv_heads = 2}),
                       "attn::multi_head_attention: columns of W_K is 6 but key/value heads x a head's key size is 2");
+}
+
+TEST_CASE("cross_attention<H> with W_O: every step, the numbers of multi_head_attention", "[heads]") {
+  // 2 decoder words over 3 encoder notes, h = 2 heads of d_k = d_v = 1, W_O 2 × 2; fixed sizes
+  const attn::Matrix<double, 2, 2> X{{1, 0}, {0.5, -1}};
+  const attn::Matrix<double, 3, 3> X_kv{{1, 0, 0}, {0, 1, 0}, {0.5, 0.5, 1}};
+  const attn::Matrix<double, 2, 2> W_Q{{1, 0.5}, {-0.5, 1}};
+  const attn::Matrix<double, 3, 2> W_K{{1, 0}, {0, 1}, {1, 1}}, W_V{{0.5, 1}, {1, 0}, {0, 2}};
+  const attn::Matrix<double, 2, 2> W_O{{1, 2}, {0, 1}};
+  const auto r = attn::cross_attention<2>(X, X_kv, W_Q, W_K, W_V, W_O);
+  static_assert(std::is_same_v<decltype(r.maps), attn::Matrix<double, 4, 3>>);  // head i's in rows [2i, 2i + 2)
+  const auto m = attn::multi_head_attention(X, X_kv, {.W_Q = W_Q.view(), .W_K = W_K.view(), .W_V = W_V.view(),
+                                                      .W_O = W_O.view(), .heads = 2});
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t i = 0; i < 2; ++i) REQUIRE(r.out(t, i) == m.out(t, i));
+  // head 1 of word 0 by hand: q = 0.5, keys X_kv·(0, 1, 1) = (0, 1, 1.5), scale 1/√1
+  REQUIRE_THAT(r.maps(2, 0), Catch::Matchers::WithinRel(1 / (1 + std::exp(0.5) + std::exp(0.75)), 1e-15));
 }

@@ -644,4 +644,22 @@ template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matri
       "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score);
 }
 
+/// H heads of cross-attention and the output projection, every step returned (the unit's W11
+/// with heads): queries from X, keys and values from X_kv, head i on columns [i·d_k, (i+1)·d_k)
+/// of Q and K and [i·d_v, (i+1)·d_v) of V, Y = Z W_O. Fixed sizes that disagree do not compile;
+/// fixed sizes allocate nothing and are usable in constant expressions.
+template <std::size_t H, matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV,
+          matrix_like WO, class S = scaled_dot_score>
+  requires(H >= 1) && detail::input_matrix<Xkv, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::input_matrix<WO, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> && compatible_extents<cols_of<WV>, rows_of<WO>> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const WO& W_O, const options& opt = {},
+                                             const S& score = S{}) {
+  return detail::projected_attention_of<H, Xm, Xkv, WQ, WK, WV, WO>("attn::cross_attention", X, X_kv, W_Q,
+                                                                   W_K, W_V, &W_O, opt, score);
+}
+
 }  // namespace attn
