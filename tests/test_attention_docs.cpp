@@ -99,7 +99,7 @@ TEST_CASE("docs/self-attention.md: scaled_dot_product_attention, its scale and L
   const attn::Matrix<double, 1, 3> Q{{0, 0.5, 2}};                      // E1's query, one row
   const attn::Matrix<double, 3, 3> K{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};  // "I drink tea"
   const attn::Matrix<double, 3, 2> V{{1, 0}, {1, 1}, {0, 1}};           // W2's values
-  const auto r = attn::scaled_dot_product_attention(Q, K, V, {}, attn::dot);  // scale 1: E1's scores
+  const auto r = attn::scaled_dot_product_attention(Q, K, V, attn::dot);  // scale 1: E1's scores
   REQUIRE_THAT(r.out(0, 0), Catch::Matchers::WithinAbs(0.264, 5e-4));  // W2's context (0.264, 0.900)
   REQUIRE_THAT(r.out(0, 1), Catch::Matchers::WithinAbs(0.900, 5e-4));
   REQUIRE_THAT(r.logsumexp[0], Catch::Matchers::WithinRel(std::log(1 + std::exp(0.5) + std::exp(2.0)), 1e-14));

@@ -294,3 +294,22 @@ TEST_CASE("scaled_dot_product_attention with fixed sizes is a constant expressio
   static_assert(r.out(0, 0) > 0.2635 && r.out(0, 0) < 0.2645 && r.out(0, 1) > 0.8995 && r.out(0, 1) < 0.9005);
   REQUIRE_THAT(r.out(0, 1), Catch::Matchers::WithinAbs(0.900, 5e-4));
 }
+
+TEST_CASE("scaled_dot_product_attention returns with the score before the options, as its other forms take it",
+          "[sdpa]") {
+  const attn::Matrix<double, 2, 3> Q{{1, 0, 0.5}, {0, 1, -1}};
+  const attn::Matrix<double, 4, 3> K{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 1}};
+  const attn::Matrix<double, 4, 2> V{{1, 0}, {0, 1}, {1, 1}, {2, -1}};
+  const attn::options opt{.beta = 1.5, .causal = true};
+  const auto a = attn::scaled_dot_product_attention(Q, K, V, attn::dot, opt);
+  const auto b = attn::scaled_dot_product_attention(Q, K, V, opt, attn::dot);
+  attn::Matrix<double> Y(2, 2);
+  attn::scaled_dot_product_attention(Q, K, V, attn::dot, {.out = Y.view()}, opt);
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t i = 0; i < 2; ++i) {
+      REQUIRE(a.out(t, i) == b.out(t, i));
+      REQUIRE(a.out(t, i) == Y(t, i));
+    }
+  const auto d = attn::scaled_dot_product_attention(Q, K, V, attn::scaled_dot);  // options defaulted
+  REQUIRE(d.out(0, 0) != a.out(0, 0));
+}

@@ -117,8 +117,19 @@ constexpr void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& 
   scaled_dot_product_attention(Q, K, V, scaled_dot, out, opt);
 }
 
-/// Returns Y = softmax(β·Q Kᵀ·scale, masks) V and the log-sum-exp of each row (fixed sizes:
-/// inline, no allocation, usable in constant expressions).
+/// Returns Y = softmax(β·Q Kᵀ·scale, masks) V and the log-sum-exp of each row, `score` before
+/// the options as in every other form (fixed sizes: inline, no allocation, usable in constant
+/// expressions).
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
+[[nodiscard]] constexpr auto scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V,
+                                                          const S& score, const options& opt = {}) {
+  return scaled_dot_product_attention(Q, K, V, opt, score);
+}
+
+/// As above, the options first and the score last (scaled_dot unless given): the form attn
+/// had first, kept for the code that calls it.
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S = scaled_dot_score>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
       Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
