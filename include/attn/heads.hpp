@@ -313,13 +313,15 @@ constexpr void add_weights(named_regions<T, Capacity>& list, const P& p,
   list.add(names[7], region_of(p.b_O));
 }
 
-/// The inputs of attention with projections, named: X, X_kv (when it is not X) and every
-/// parameter given.
+/// The inputs of attention with projections, named: X, X_kv and every parameter given. X_kv is
+/// listed even when it starts where X does (self-attention: the same numbers, so an output over
+/// it is named after X, listed first): a cross-attention X_kv that holds X and more rows, or
+/// lies inside X, would otherwise let an output over the rows of one that the other lacks pass.
 template <real T, std::size_t Capacity>
 constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const T> X,
                                MatrixView<const T> X_kv, const multi_head_parameters<T>& p) {
   in.add("X", region_of(X));
-  if (X_kv.data() != X.data()) in.add("X_kv", region_of(X_kv));
+  in.add("X_kv", region_of(X_kv));
   add_weights(in, p, {"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"});
 }
 
