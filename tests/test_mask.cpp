@@ -120,3 +120,18 @@ TEST_CASE("A mask of the wrong length names the mask and the notes", "[mask][err
                       "attn::attend: mask size is 3 but number of notes is 2");
   REQUIRE_THROWS_WITH(attn::softmax(q, {.mask = three}), "attn::softmax: mask size is 3 but input size is 2");
 }
+
+TEST_CASE("mask_matrix_view: rows whose entries one array cannot hold are refused, also when rows x columns wraps",
+          "[mask][errors]") {
+  // 2^32 × 2^32 entries: rows·cols wraps std::size_t to 0, which an empty range's size equals
+  const std::vector<char> none;
+  const std::size_t big = std::size_t{1} << 32;
+  REQUIRE_THROWS_WITH((void)attn::mask_matrix_view(none, big, big),
+                      "attn::mask_matrix_view: rows 4294967296, row stride 4294967296 and columns 4294967296 "
+                      "span more entries than one array can hold");
+  const char entries[4] = {1, 0, 1, 1};
+  REQUIRE_THROWS_AS((void)attn::mask_matrix_view(entries, 3, 2, std::size_t{1} << 63), attn::dimension_error);
+  // within one array: as before
+  REQUIRE(attn::mask_matrix_view(entries, 2, 2).rows() == 2);
+  REQUIRE(attn::mask_matrix_view(none.data(), 0, big, big).empty());
+}
