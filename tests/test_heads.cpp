@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -329,4 +330,37 @@ TEST_CASE("multi_head_attention: an output over the rows X_kv has past X (same p
                           rows01, rows0123, p, cache, dY, {.W_V = attn::MatrixView<double>(B.data() + 4, 2, 2)}),
                       "attn::multi_head_attention_backward: dL/dW_V overlaps X_kv");
   REQUIRE(unchanged());
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention: a scale that is not finite as a T is refused, forward and backward",
+                   "[heads][errors]", float, double, long double) {
+  using T = TestType;
+  const Matrix<T> X(3, 2, T(0.5)), W(2, 2, T(0.25));
+  attn::multi_head_parameters<T> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view()};
+  attn::multi_head_cache<T> cache;
+  Matrix<T> Y(3, 2, T(7));
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache);  // a cache of these shapes
+  Matrix<T> dX(3, 2, T(7));
+  const Matrix<T> dY(3, 2, T(1));
+  const std::string as_float = std::is_same_v<T, float> ? " as a float" : "";
+  std::vector<double> bad{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity()};
+  if (std::is_same_v<T, float>) bad.push_back(1e39);  // finite as a double, inf as a float
+  for (const double scale : bad) {
+    INFO("scale " << scale);
+    p.scale = scale;
+    std::fill(Y.data(), Y.data() + Y.size(), T(7));
+    REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view()}, cache),
+                        "attn::multi_head_attention: the scale must be finite" + as_float);
+    REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX.view()}),
+                        "attn::multi_head_attention_backward: the scale must be finite" + as_float);
+    REQUIRE(Y(2, 1) == T(7));
+    REQUIRE(dX(2, 1) == T(7));
+  }
+  // beyond float's range, a double and a long double take it: the rows are the rules' (finite)
+  if (!std::is_same_v<T, float>) {
+    p.scale = 1e39;
+    attn::multi_head_attention(X, p, {.out = Y.view()}, cache);
+    REQUIRE(Y(2, 1) == Y(2, 1));
+  }
 }

@@ -98,7 +98,7 @@ template <real T, class S>
 constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
                             MatrixView<const T> values, const S& score, std::size_t scores_n,
                             std::size_t weights_n, std::size_t context_n, const options& opt) {
-  check_score(where, score, q.size(), keys.cols());
+  check_score<T>(where, score, q.size(), keys.cols());
   check_nonempty(where, "the notes matrix", keys.rows());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
@@ -317,7 +317,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
   if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N ||
       keys.cols() != DK || values.rows() != N || values.cols() != DV || q.size() != DK ||
       (!opt.mask.empty() && opt.mask.size() != N) || !opt.row_mask.empty() ||
-      !beta_fits<T>(opt.beta)) {
+      !beta_fits<T>(opt.beta) || !score_scale_fits<T>(score)) {
     // the general path checks everything and throws what there is to throw
     attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
                      std::span<T>(c, DV), opt);
@@ -347,7 +347,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
       return;
     }
   } else {
-    check_score(where, score, q.size(), keys.cols());
+    check_score<T>(where, score, q.size(), keys.cols());
     score_all(score, q, keys, std::span<T>(s, N));
   }
   const T beta = static_cast<T>(opt.beta);
@@ -438,7 +438,7 @@ constexpr void check_many_queries(const char* where, MatrixView<const T> Q, Matr
                                   MatrixView<const T> V, const S& score, const options& opt) {
   const std::size_t tq = Q.rows(), n = K.rows();
   check_nonempty(where, "the queries matrix", tq);
-  check_score(where, score, Q.cols(), K.cols());
+  check_score<T>(where, score, Q.cols(), K.cols());
   check_nonempty(where, "the keys matrix", n);
   check_equal(where, "rows of values", V.rows(), "rows of keys", n);
   check_masks(where, opt, tq, n);

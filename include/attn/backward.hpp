@@ -642,7 +642,7 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
     check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
     check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
   } else {
-    check_score(where, score, dq, dk);
+    check_score<T>(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);
     check_equal(where, "rows of values", values.rows(), "rows of keys", n);
     check_equal(where, "weights size", saved->weights.size(), "number of notes", n);

@@ -50,7 +50,8 @@ struct multi_head_parameters {
   std::span<const T> b_V{};      ///< h·d_v, or none
   std::span<const T> b_O{};      ///< d_out, or none
   std::size_t heads = 1;         ///< h ≥ 1, dividing the columns of W_Q, W_K and W_V
-  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=)
+  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=);
+                                 ///< finite as a T (1e39 is not, for float), else domain_error
 };
 
 /// What the forward keeps (and the backward reads), sized by the forward and reused: calls with
@@ -99,8 +100,8 @@ template <class T>
   return MatrixView<T>(m.data() + r0 * m.row_stride() + c0, rows, cols, m.row_stride());
 }
 
-/// Checks every shape of one call (dimension_error naming the buffer), before anything is
-/// written; returns the sizes.
+/// Checks every shape of one call (dimension_error naming the buffer), β and the scale (finite
+/// as a T: domain_error), before anything is written; returns the sizes.
 template <real T>
 constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                        const multi_head_parameters<T>& p, std::size_t batch, const options& opt) {
@@ -151,8 +152,9 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
     check_equal(where, "columns of the row mask", opt.row_mask.cols(), "keys per sentence", s.n);
   }
   check_beta<T>(where, opt);
-  if (p.scale && !(*p.scale - *p.scale == 0))
-    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite");
+  if (p.scale && !finite_as<T>(*p.scale))  // on the bits: also under -ffast-math
+    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite" +
+                                      (narrower_than_double<T> ? " as a float" : ""));
   return s;
 }
 

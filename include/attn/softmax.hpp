@@ -62,23 +62,10 @@ struct options {
 
 namespace detail {
 
-/// The largest |β| that is finite both as a double (where options keeps it) and as a T.
-template <class T>
-inline constexpr double
-    beta_limit = static_cast<long double>(std::numeric_limits<T>::max()) <
-                         static_cast<long double>(std::numeric_limits<double>::max())
-                     ? static_cast<double>(std::numeric_limits<T>::max())
-                     : std::numeric_limits<double>::max();
-
-/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN). On the bits (|β|'s as an
-/// integer, which orders like |β| and puts NaN past inf): -ffinite-math-only lets a compiler fold
-/// a NaN's compares to true, and clang does.
+/// Whether β is finite as a T (detail::finite_as, on the bits: it holds under -ffast-math).
 template <class T>
 [[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
-  static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
-  constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
-  return (std::bit_cast<std::uint64_t>(beta) & magnitude) <=
-         std::bit_cast<std::uint64_t>(beta_limit<T>);
+  return finite_as<T>(beta);
 }
 
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
@@ -100,7 +87,7 @@ template <class T>
 template <class T = double>
 constexpr void check_beta(const char* where, const options& opt) {
   if (!beta_fits<T>(opt.beta))
-    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+    throw_beta_not_finite(where, narrower_than_double<T>);
 }
 
 /// How a row's checks name its buffers: softmax's input and output, or attend's notes and weights.
