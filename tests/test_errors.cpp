@@ -1121,7 +1121,7 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
   };
   P none = p;
   none.heads = 0;
-  CHECK(message_of([&] { forward(none, {}); }) == "attn::multi_head_attention: the number of heads is empty");
+  CHECK(message_of([&] { forward(none, {}); }) == "attn::multi_head_attention: heads must be at least 1 (it is 0)");
   CHECK(message_of([&] { forward(p, {.mask = five}); }) ==
         "attn::multi_head_attention: mask size is 5 but number of keys of the batch is 6");
   CHECK(message_of([&] { forward(p, {.row_mask = attn::mask_matrix_view(eight, 2, 4)}); }) ==
@@ -1156,8 +1156,12 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
   CHECK(message_of([&] { backward(p, cache, {.inputs = dx.view(6, 2), .W_Q = dwq.view(4, 2)}); }) ==
         "attn::multi_head_attention_backward: dL/dW_Q is 4x2 but should be 2x4");
   CHECK(message_of([&] { backward(p, empty, {.inputs = dx.view(6, 2)}); }) ==
-        "attn::multi_head_attention_backward: the cache does not hold a forward of these shapes (run "
-        "multi_head_attention with it first)");
+        "attn::multi_head_attention_backward: the cache's queries is 0x0 but should be 6x4 (it does not "
+        "hold a forward of these shapes: run multi_head_attention with it first)");
+  // a cache of another batch: the one matrix whose shape differs, against the shape expected
+  CHECK(message_of([&] { attn::multi_head_attention_backward(X, p, cache, dY6, {.inputs = dx.view(6, 2)}, {}, 1); }) ==
+        "attn::multi_head_attention_backward: the cache's logsumexp is 4x3 but should be 2x6 (it does not "
+        "hold a forward of these shapes: run multi_head_attention with it first)");
   REQUIRE((dx.untouched() && dwq.untouched() && dwo.untouched()));
 
   // jacobian_input: rows of X and the Jacobian's shape

@@ -148,8 +148,9 @@ TEST_CASE("multi_head_attention_backward: accumulate adds, left-out gradients st
   REQUIRE(dX[0] == 5.0);  // not asked for: untouched
   attn::multi_head_cache<double> empty;
   REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(c.x(), c.params(), empty, dY, {}, c.opts()),
-                      "attn::multi_head_attention_backward: the cache does not hold a forward of these shapes (run "
-                      "multi_head_attention with it first)");
+                      "attn::multi_head_attention_backward: the cache's queries is 0x0 but should be " +
+                          std::to_string(c.tq) + "x" + std::to_string(c.h * c.dk) +
+                          " (it does not hold a forward of these shapes: run multi_head_attention with it first)");
   std::vector<double> kv(c.X.size());
   REQUIRE_THROWS_AS(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY,
                                                         {.kv_inputs = {kv.data(), c.tq, c.dm}}, c.opts()),

@@ -105,7 +105,8 @@ template <class T>
 template <real T>
 constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                        const multi_head_parameters<T>& p, std::size_t batch, const options& opt) {
-  check_nonempty(where, "the number of heads", p.heads);
+  if (p.heads == 0)
+    attn::detail::raise<dimension_error>(std::string(where) + ": heads must be at least 1 (it is 0)");
   check_nonempty(where, "the batch", batch);
   check_nonempty(where, "the inputs", X.rows());
   check_nonempty(where, "the keys' inputs", X_kv.rows());

@@ -221,6 +221,19 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
   if (!g.b_V.empty()) sum_rows(tile_of_const(cdV), g.b_V.data(), acc);
 }
 
+/// Throws dimension_error "<where>: the cache's <name> is RxC but should be R'xC' (…)" unless
+/// the cache's matrix m has the shape the forward of these inputs gives it.
+template <real T>
+void check_cached(const char* where, const char* name, const Matrix<T>& m, std::size_t rows,
+                  std::size_t cols) {
+  if (m.rows() != rows || m.cols() != cols)
+    attn::detail::raise<dimension_error>(
+        std::string(where) + ": the cache's " + name + " is " + std::to_string(m.rows()) + "x" +
+        std::to_string(m.cols()) + " but should be " + std::to_string(rows) + "x" +
+        std::to_string(cols) + " (it does not hold a forward of these shapes: run "
+        "multi_head_attention with it first)");
+}
+
 template <real T>
 void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                             bool self, const multi_head_parameters<T>& p,
@@ -230,16 +243,11 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   const head_sizes s = check_heads<T>(where, X, X_kv, p, batch, opt);
   check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
   check_head_gradients<T>(where, s, p, g, self);
-  const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
-    return m.rows() == r && m.cols() == c;
-  };
-  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.heads * s.dk) ||
-      !cached(cache.values, s.kv_rows, s.heads * s.dv) ||
-      !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
-      !cached(cache.logsumexp, s.heads * s.batch, s.tq))
-    attn::detail::raise<dimension_error>(std::string(where) +
-                                         ": the cache does not hold a forward of these shapes (run "
-                                         "multi_head_attention with it first)");
+  check_cached(where, "queries", cache.queries, s.rows, s.heads * s.dk);
+  check_cached(where, "keys", cache.keys, s.kv_rows, s.heads * s.dk);
+  check_cached(where, "values", cache.values, s.kv_rows, s.heads * s.dv);
+  check_cached(where, "heads_out", cache.heads_out, s.rows, s.heads * s.dv);
+  check_cached(where, "logsumexp", cache.logsumexp, s.heads * s.batch, s.tq);
   named_regions<T, 16> inputs;
   add_head_inputs(inputs, X, X_kv, p);
   inputs.add("dL/dY", region_of(dY));
