@@ -4,6 +4,9 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <span>
 #include <new>
 #include <stdexcept>
 #include <vector>
@@ -404,4 +407,49 @@ TEST_CASE("A user's score that throws: every allocation attn made is freed", "[a
                       attn::MatrixView<double>(out.data(), 2, count), attn::MatrixView<double>(out.data() + 2 * count, 2, count),
                       attn::MatrixView<double>(small.data(), 2, d));
         }) == 0);
+}
+
+TEST_CASE("Steady state: a std::vector<bool> key mask and the throw_error policy allocate nothing per call",
+          "[alloc]") {
+  // a mask given as std::vector<bool> is copied once into the options (it holds bits); the calls
+  // copied the options per sentence and per row, each copy a copy of the bytes: 4 allocations
+  // per multi-head forward and backward. Under throw_error, sdpa allocated once, its backward twice.
+  const std::size_t T = 40, n = 40, d = 16, dv = 8;
+  attn::Matrix<float> Q(T, d, 0.01f), K(n, d, 0.02f), V(n, dv, 0.5f), Y(T, dv), dY(T, dv, 1.0f);
+  attn::Matrix<float> dQ(T, d), dK(n, d), dV(n, dv);
+  std::vector<float> lse(T);
+  for (std::size_t i = 0; i < Q.size(); ++i) Q.data()[i] = static_cast<float>(i % 7) * 0.01f;
+  std::vector<bool> bits(n, true);
+  bits[3] = bits[17] = false;
+  const attn::options masked{.mask = bits}, masked_causal{.mask = bits, .causal = true},
+      throwing{.if_all_masked = attn::all_masked_policy::throw_error},
+      throwing_masked{.mask = bits, .if_all_masked = attn::all_masked_policy::throw_error, .causal = true};
+  for (const attn::options* opt : {&masked, &masked_causal, &throwing, &throwing_masked}) {
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention(Q, K, V, {.out = Y.view(), .logsumexp = lse}, *opt);
+          }) == 0);
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {Y.view(), lse}, dY,
+                                                        {dQ.view(), dK.view(), dV.view()}, *opt);
+          }) == 0);
+  }
+  // heads, a batch of 2 sentences, a key mask for each (B·n entries) or for all (n)
+  const std::size_t dm = 8, h = 2;
+  attn::Matrix<float> X(2 * T, dm, 0.1f), WQ(dm, h * 4, 0.05f), WK(dm, h * 4, 0.04f), WV(dm, h * 4, 0.3f),
+      WO(h * 4, dm, 0.2f);
+  for (std::size_t i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(i % 5) * 0.1f;
+  attn::Matrix<float> Yh(2 * T, dm), dYh(2 * T, dm, 1.0f), dX(2 * T, dm), dWQ(dm, h * 4);
+  const attn::multi_head_parameters<float> p{.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = WO.view(), .heads = h};
+  std::vector<bool> both(2 * n, true);
+  both[0] = both[n + 5] = false;
+  const attn::options per_sentence{.mask = both}, per_sentence_throwing{.mask = both, .if_all_masked = attn::all_masked_policy::throw_error};
+  attn::multi_head_cache<float> cache;
+  for (const attn::options* opt : {&masked, &masked_causal, &per_sentence, &per_sentence_throwing, &throwing_masked}) {
+    attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, *opt, 2);
+    attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, *opt, 2);
+    CHECK(count_allocations([&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, *opt, 2); }) == 0);
+    CHECK(count_allocations([&] {
+            attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, *opt, 2);
+          }) == 0);
+  }
 }

@@ -159,9 +159,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   return s;
 }
 
-/// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask.
+/// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask
+/// (borrowed from opt, never copied: no allocation).
 constexpr options sentence_options(const options& opt, const head_sizes& s, std::size_t b) {
-  options o = opt;
+  options o = borrowing(opt);
   if (!opt.mask.empty() && opt.mask.size() != s.n) o.mask = opt.mask.subview(b * s.n, s.n);
   if (!opt.row_mask.empty()) o.row_mask = opt.row_mask.subrows(b * s.tq, s.tq);
   return o;

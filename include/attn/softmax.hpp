@@ -62,6 +62,19 @@ struct options {
 
 namespace detail {
 
+/// opt with its key mask borrowed, not copied: a mask made from a std::vector<bool> owns its
+/// bytes, and a copy of the options would copy them (an allocation on every call that makes
+/// one). Valid while opt is. What the calls that adjust the options use (a sentence's, a row's).
+constexpr options borrowing(const options& opt) {
+  options o;
+  o.beta = opt.beta;
+  o.mask = opt.mask.subview(0, opt.mask.size());
+  o.if_all_masked = opt.if_all_masked;
+  o.row_mask = opt.row_mask;
+  o.causal = opt.causal;
+  return o;
+}
+
 /// Whether β is finite as a T (detail::finite_as, on the bits: it holds under -ffast-math).
 template <class T>
 [[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
@@ -161,7 +174,7 @@ public:
         buffer_(combine_ ? n : 0) {
     row_.beta = opt.beta;
     row_.if_all_masked = opt.if_all_masked;
-    if (!combine_) row_.mask = opt.mask;
+    if (!combine_) row_.mask = opt.mask.subview(0, opt.mask.size());  // borrowed: no copy
   }
   row_options(const row_options&) = delete;
   row_options& operator=(const row_options&) = delete;
