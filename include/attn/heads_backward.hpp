@@ -261,15 +261,29 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
        {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
     outputs.add("the cache", region_of(m->view()));
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
+  // under throw_error every head of every sentence is checked before anything is written (a
+  // head's backward checks only its own, after ∂L/∂W_O and the heads before it were done); the
+  // heads' backward then meets no row to throw for, and the zeros policy gives the same numbers
+  // without checking again
+  options heads_opt = borrowing(opt);
+  if (opt.if_all_masked == all_masked_policy::throw_error) {
+    with_head_score(p, [&](const auto& score) {
+      for_each_head<T>(cache.queries.view(), cache.keys.view(), cache.values.view(), s,
+                       [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
+                         check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
+                       });
+    });
+    heads_opt.if_all_masked = all_masked_policy::zeros;
+  }
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.grad_keys, s.kv_rows, s.heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.heads * s.dv);
   ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
   if (threads <= 1) {
-    multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, opt, s);
+    multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, heads_opt, s);
     return;
   }
-  multi_head_backward_on_threads<T>(where, X, X_kv, self, p, cache, dY, g, opt, s, threads);
+  multi_head_backward_on_threads<T>(where, X, X_kv, self, p, cache, dY, g, heads_opt, s, threads);
 }
 
 }  // namespace detail
