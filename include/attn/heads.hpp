@@ -399,12 +399,16 @@ concept projections_fit =
 /// B sentences of T rows and X_kv B of n; opt.mask has n entries (every sentence) or B·n (one
 /// row per sentence), opt.row_mask B·T × n. Every shape is checked before anything is written
 /// (dimension_error naming the buffer), and under throw_error every head before any output;
-/// nothing is allocated once the cache has these shapes (the cache is scratch on a throw).
+/// nothing is allocated once the cache has these shapes (the cache is scratch on a throw), nor
+/// for a row the tiled kernel leaves (a kept ±inf or NaN score) with up to 1024 keys per
+/// sentence; with more, that row allocates as scaled_dot_product_attention's does, and a
+/// std::bad_alloc there leaves the maps of the heads before it written (Y is written last).
 /// On `threads` threads (std::thread, the calling thread one of them; 0 or 1: none started): the
 /// projections' rows in pieces, then every head of every sentence in pieces of query rows (the
 /// costliest first under causal), each taken by the next free thread, then Y's rows; the numbers
-/// are the one-thread call's, bit for bit; the thread objects are allocated, and a thread that
-/// cannot be started leaves its share to the others.
+/// are the one-thread call's, bit for bit; the thread objects are allocated (each step its own:
+/// a std::bad_alloc for Y's leaves the maps written), and a thread that cannot be started leaves
+/// its share to the others.
 template <matrix_like Xm, matrix_like Xkv>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
 void multi_head_attention(const Xm& X, const Xkv& X_kv,

@@ -103,25 +103,24 @@ void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<con
   }
 }
 
-/// The backward's steps on one thread, sizes checked and the cache's gradients shaped: the output
-/// projection, every head's attention backward, the input projections.
+/// The backward's steps on one thread, sizes checked and the cache's gradients shaped: ∂L/∂Z
+/// (into the cache), every head's attention backward (into the cache), then the caller's
+/// gradients: ∂L/∂W_O, ∂L/∂b_O, the input projections. Whatever may throw or allocate (a row
+/// that takes the exact path) comes before the first of the caller's numbers is written.
 template <real T>
 void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                                bool self, const multi_head_parameters<T>& p,
                                multi_head_cache<T>& cache, MatrixView<const T> dY,
                                const multi_head_gradients<T>& g, const options& opt,
                                const head_sizes& s) {
-  // the output projection
+  // ∂L/∂Z = dY W_Oᵀ, into the cache
   const MatrixView<const T> Z = cache.heads_out.view();
   MatrixView<const T> dZ = dY;
   if (p.W_O.rows() != 0) {
     multiply_transposed(tile_of_const(dY), tile_of_const(p.W_O), tile_of(cache.grad_heads_out.view()),
                         false);
     dZ = cache.grad_heads_out.view();
-    if (g.W_O.rows() != 0)
-      multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
   }
-  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // every head's attention backward, into the cache's ∂L/∂Q, ∂L/∂K, ∂L/∂V
   const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
   const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
@@ -137,6 +136,10 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
                              sentence_options(opt, s, b));
     });
   });
+  // the output projection's gradients
+  if (p.W_O.rows() != 0 && g.W_O.rows() != 0)
+    multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
+  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // the input projections
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
   projection_backward<T>(X, p.W_Q, dQ, g.W_Q, g.b_Q, g.inputs, g.accumulate, g.accumulate);
@@ -290,8 +293,13 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
 
 /// From dY = ∂L/∂Y of multi_head_attention(X, X_kv, params, …, cache, opt, batch), writes every
 /// gradient `grads` asks for (see multi_head_gradients). The cache must hold that forward; it also
-/// holds the backward's working storage (nothing is allocated once it has these shapes). Shapes
-/// are checked before anything is written.
+/// holds the backward's working storage (nothing is allocated once it has these shapes). Every
+/// check — shapes, overlaps, under throw_error every head of every sentence — comes before
+/// anything is written; on one thread so does every allocation (the heads' backward runs into
+/// the cache, then ∂L/∂W_O, ∂L/∂b_O and the input projections' gradients are written), so a
+/// throw leaves every gradient as it was. On `threads` threads each of the three steps
+/// allocates its thread objects, and the first writes ∂L/∂W_O: a std::bad_alloc in a later
+/// step (its thread objects, a head's exact rows) leaves ∂L/∂W_O written.
 template <matrix_like Xm, matrix_like Xkv, matrix_like Gm>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<Gm, matrix_scalar_of<Xm>>
 void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,

@@ -145,7 +145,10 @@ constexpr void check_masks(const char* where, const options& opt, std::size_t tq
 /// Row t's combined mask entries (key mask, row mask, causal), in storage of its own: inline up
 /// to 1024 entries, else on the heap.
 class row_mask_buffer {
+public:
   static constexpr std::size_t inline_entries = 1024;
+
+private:
   std::array<mask_byte, inline_entries> inline_{};
   heap_array<mask_byte> heap_{};
 
