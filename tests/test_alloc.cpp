@@ -4,8 +4,12 @@
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <span>
 #include <new>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -418,4 +422,160 @@ TEST_CASE("A user's score that throws: every allocation attn made is freed", "[a
                       attn::MatrixView<double>(out.data(), 2, count), attn::MatrixView<double>(out.data() + 2 * count, 2, count),
                       attn::MatrixView<double>(small.data(), 2, d));
         }) == 0);
+}
+
+TEST_CASE("Steady state: a std::vector<bool> key mask and the throw_error policy allocate nothing per call",
+          "[alloc]") {
+  // a mask given as std::vector<bool> is copied once into the options (it holds bits); the calls
+  // copied the options per sentence and per row, each copy a copy of the bytes: 4 allocations
+  // per multi-head forward and backward. Under throw_error, sdpa allocated once, its backward twice.
+  const std::size_t T = 40, n = 40, d = 16, dv = 8;
+  attn::Matrix<float> Q(T, d, 0.01f), K(n, d, 0.02f), V(n, dv, 0.5f), Y(T, dv), dY(T, dv, 1.0f);
+  attn::Matrix<float> dQ(T, d), dK(n, d), dV(n, dv);
+  std::vector<float> lse(T);
+  for (std::size_t i = 0; i < Q.size(); ++i) Q.data()[i] = static_cast<float>(i % 7) * 0.01f;
+  std::vector<bool> bits(n, true);
+  bits[3] = bits[17] = false;
+  const attn::options masked{.mask = bits}, masked_causal{.mask = bits, .causal = true},
+      throwing{.if_all_masked = attn::all_masked_policy::throw_error},
+      throwing_masked{.mask = bits, .if_all_masked = attn::all_masked_policy::throw_error, .causal = true};
+  for (const attn::options* opt : {&masked, &masked_causal, &throwing, &throwing_masked}) {
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention(Q, K, V, {.out = Y.view(), .logsumexp = lse}, *opt);
+          }) == 0);
+    CHECK(count_allocations([&] {
+            attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {Y.view(), lse}, dY,
+                                                        {dQ.view(), dK.view(), dV.view()}, *opt);
+          }) == 0);
+  }
+  // heads, a batch of 2 sentences, a key mask for each (B·n entries) or for all (n)
+  const std::size_t dm = 8, h = 2;
+  attn::Matrix<float> X(2 * T, dm, 0.1f), WQ(dm, h * 4, 0.05f), WK(dm, h * 4, 0.04f), WV(dm, h * 4, 0.3f),
+      WO(h * 4, dm, 0.2f);
+  for (std::size_t i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(i % 5) * 0.1f;
+  attn::Matrix<float> Yh(2 * T, dm), dYh(2 * T, dm, 1.0f), dX(2 * T, dm), dWQ(dm, h * 4);
+  const attn::multi_head_parameters<float> p{.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = WO.view(), .heads = h};
+  std::vector<bool> both(2 * n, true);
+  both[0] = both[n + 5] = false;
+  const attn::options per_sentence{.mask = both}, per_sentence_throwing{.mask = both, .if_all_masked = attn::all_masked_policy::throw_error};
+  attn::multi_head_cache<float> cache;
+  for (const attn::options* opt : {&masked, &masked_causal, &per_sentence, &per_sentence_throwing, &throwing_masked}) {
+    attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, *opt, 2);
+    attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, *opt, 2);
+    CHECK(count_allocations([&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, *opt, 2); }) == 0);
+    CHECK(count_allocations([&] {
+            attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, *opt, 2);
+          }) == 0);
+  }
+}
+
+namespace {
+// Whether every float of m is `sentinel`'s bits.
+bool all_bits(const attn::Matrix<float>& m, float sentinel) {
+  for (std::size_t i = 0; i < m.size(); ++i)
+    if (std::memcmp(m.data() + i, &sentinel, sizeof(float)) != 0) return false;
+  return true;
+}
+}  // namespace
+
+TEST_CASE("Rows the tiled kernels leave: no allocation after an output is written, forward and backward",
+          "[alloc][errors]") {
+  // One query row holding a NaN: its scores are NaN, so the tiled kernels leave it to attend's
+  // exact path, after (forward) the rows before it were written or (backward) the gradients were
+  // zeroed. That path allocated its scratch there: an allocation that failed left half-written
+  // outputs. Now the forward's scratch is on the stack (up to 1024 keys: no allocation at all)
+  // and the backward's is made before the first write (only when a row will be left: its L_t).
+  // (n past the 128 numbers of backward's inline scratch: the exact row's u_j lent by the caller)
+  const std::size_t T = 30, n = 200, d = 8, dv = 4;
+  attn::Matrix<float> Q(T, d), K(n, d), V(n, dv), dY(T, dv, 1.0f);
+  for (std::size_t i = 0; i < Q.size(); ++i) Q.data()[i] = static_cast<float>(i % 7) * 0.1f;
+  for (std::size_t i = 0; i < K.size(); ++i) K.data()[i] = static_cast<float>(i % 5) * 0.1f;
+  for (std::size_t i = 0; i < V.size(); ++i) V.data()[i] = static_cast<float>(i % 3) - 1.0f;
+  Q(20, 3) = std::numeric_limits<float>::quiet_NaN();
+  attn::Matrix<float> Y(T, dv), Yref(T, dv);
+  std::vector<float> lse(T), lse_ref(T);
+  attn::scaled_dot_product_attention(Q, K, V, {.out = Yref.view(), .logsumexp = lse_ref});
+  REQUIRE(Yref(20, 0) != Yref(20, 0));  // the row is NaN, as one query's rules say
+  REQUIRE(Yref(19, 0) == Yref(19, 0));
+  refuse = true;  // every allocation fails: the forward needs none
+  bool threw = false;
+  try {
+    attn::scaled_dot_product_attention(Q, K, V, {.out = Y.view(), .logsumexp = lse});
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  refuse = false;
+  CHECK(!threw);
+  CHECK(std::memcmp(Y.data(), Yref.data(), Y.size() * sizeof(float)) == 0);
+  // the backward: the k-th allocation fails, for every k; the gradients keep every bit
+  const float sentinel = 7.0f;
+  attn::Matrix<float> dQ(T, d, sentinel), dK(n, d, sentinel), dV(n, dv, sentinel);
+  const auto call = [&](bool with_dq, bool with_dk) {
+    attn::scaled_dot_product_attention_backward(Q, K, V, attn::scaled_dot, {Yref.view(), lse_ref}, dY,
+                                                {with_dq ? dQ.view() : attn::MatrixView<float>{},
+                                                 with_dk ? dK.view() : attn::MatrixView<float>{}, dV.view()});
+  };
+  for (const auto& given : {std::pair{true, true}, std::pair{false, true}, std::pair{true, false}}) {
+    const bool with_dq = given.first, with_dk = given.second;  // (clang 14 captures no structured binding)
+    INFO("dL/dQ " << (with_dq ? "given" : "left out") << ", dL/dK " << (with_dk ? "given" : "left out"));
+    const long made = count_allocations([&] { call(with_dq, with_dk); });
+    REQUIRE(made >= 1);
+    for (long k = 1; k <= made; ++k) {
+      INFO("allocation " << k << " of " << made << " fails");
+      for (attn::Matrix<float>* m : {&dQ, &dK, &dV}) std::fill(m->data(), m->data() + m->size(), sentinel);
+      threw = false;
+      countdown = k;
+      try {
+        call(with_dq, with_dk);
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      countdown = 0;
+      CHECK(threw);
+      CHECK((all_bits(dQ, sentinel) && all_bits(dK, sentinel) && all_bits(dV, sentinel)));
+    }
+  }
+  // heads: a NaN in X makes a row of every head NaN; the forward needs no allocation once the
+  // cache has its shapes, the backward's come before ∂L/∂W_O, ∂L/∂b_O and ∂L/∂X
+  const std::size_t dm = 6, h = 2;
+  attn::Matrix<float> X(T, dm), WQ(dm, h * 4, 0.05f), WK(dm, h * 4, 0.04f), WV(dm, h * 4, 0.3f), WO(h * 4, dm, 0.2f);
+  for (std::size_t i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(i % 5) * 0.1f;
+  X(12, 2) = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> bO(dm, 0.5f);
+  const attn::multi_head_parameters<float> p{.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = WO.view(), .b_O = bO, .heads = h};
+  attn::multi_head_cache<float> cache;
+  attn::Matrix<float> Yh(T, dm), Yh_ref(T, dm), dYh(T, dm, 1.0f);
+  attn::multi_head_attention(X, p, {.out = Yh_ref.view()}, cache);
+  refuse = true;
+  threw = false;
+  try {
+    attn::multi_head_attention(X, p, {.out = Yh.view()}, cache);
+  } catch (const std::bad_alloc&) {
+    threw = true;
+  }
+  refuse = false;
+  CHECK(!threw);
+  CHECK(std::memcmp(Yh.data(), Yh_ref.data(), Yh.size() * sizeof(float)) == 0);
+  attn::Matrix<float> dX(T, dm, sentinel), dWO(h * 4, dm, sentinel), dbO_m(1, dm, sentinel);
+  const auto backward = [&] {
+    attn::multi_head_attention_backward(X, p, cache, dYh,
+                                        {.inputs = dX.view(), .W_O = dWO.view(), .b_O = std::span<float>(dbO_m.data(), dm)});
+  };
+  backward();  // the cache's gradients get their shapes
+  const long made = count_allocations(backward);
+  REQUIRE(made >= 1);
+  for (long k = 1; k <= made; ++k) {
+    INFO("heads backward: allocation " << k << " of " << made << " fails");
+    for (attn::Matrix<float>* m : {&dX, &dWO, &dbO_m}) std::fill(m->data(), m->data() + m->size(), sentinel);
+    threw = false;
+    countdown = k;
+    try {
+      backward();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    countdown = 0;
+    CHECK(threw);
+    CHECK((all_bits(dX, sentinel) && all_bits(dWO, sentinel) && all_bits(dbO_m, sentinel)));
+  }
 }

@@ -1121,7 +1121,7 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
   };
   P none = p;
   none.heads = 0;
-  CHECK(message_of([&] { forward(none, {}); }) == "attn::multi_head_attention: the number of heads is empty");
+  CHECK(message_of([&] { forward(none, {}); }) == "attn::multi_head_attention: heads must be at least 1 (it is 0)");
   CHECK(message_of([&] { forward(p, {.mask = five}); }) ==
         "attn::multi_head_attention: mask size is 5 but number of keys of the batch is 6");
   CHECK(message_of([&] { forward(p, {.row_mask = attn::mask_matrix_view(eight, 2, 4)}); }) ==
@@ -1157,6 +1157,15 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
         "attn::multi_head_attention_backward: dL/dW_Q is 4x2 but should be 2x4");
   CHECK(message_of([&] { backward(p, empty, {.inputs = dx.view(6, 2)}); }) ==
         "attn::multi_head_attention_backward: the cache holds no forward (run multi_head_attention with it first)");
+  // a cache of another batch: refused before its shapes are read
+  CHECK(message_of([&] { attn::multi_head_attention_backward(X, p, cache, dY6, {.inputs = dx.view(6, 2)}, {}, 1); }) ==
+        "attn::multi_head_attention_backward: the batch is 1 sentences but the forward's was 2");
+  // a cache of other shapes (a forward of 2 heads, a backward of 1): the one matrix that differs
+  P one_head = p;
+  one_head.heads = 1;
+  CHECK(message_of([&] { backward(one_head, cache, {.inputs = dx.view(6, 2)}); }) ==
+        "attn::multi_head_attention_backward: the cache's logsumexp is 4x3 but should be 2x3 (it does not "
+        "hold a forward of these shapes: run multi_head_attention with it first)");
   REQUIRE((dx.untouched() && dwq.untouched() && dwo.untouched()));
 
   // jacobian_input: rows of X and the Jacobian's shape

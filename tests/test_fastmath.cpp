@@ -76,3 +76,32 @@ TEST_CASE("fast-math: the throw_error policy throws before anything is written",
                     attn::domain_error);
   REQUIRE((untouched(Y.data(), 4) && untouched(A.data(), 4)));
 }
+
+TEST_CASE("fast-math: a scale that is not finite is refused, found from its bits", "[fastmath][scale]") {
+  // a NaN or ±inf scale (multi_head_parameters::scale, dot_scaled_by) was accepted here: the
+  // check was `s - s == 0`, which the compiler may fold to true; it reads the bits now
+  const attn::Matrix<double> X{{1, 0}, {0, 1}, {1, 1}}, W{{1, 0.5}, {-0.5, 1}};
+  const attn::Matrix<double> queries{{1, 0}, {2, 0.5}};
+  attn::multi_head_cache<double> cache;
+  for (const double scale : non_finite_betas()) {
+    attn::Matrix<double> Y(3, 2, 7.0), Ys(2, 2, 7.0);
+    std::vector<double> s(3, 7.0), w(3, 7.0), c(2, 7.0);
+    attn::multi_head_parameters<double> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view()};
+    p.scale = scale;
+    REQUIRE_THROWS_AS(attn::multi_head_attention(X, p, {.out = Y.view()}, cache), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::attend(std::vector<double>{1, 0}, X, attn::dot_scaled_by{scale}, s, w, c),
+                      attn::domain_error);
+    REQUIRE_THROWS_AS(attn::scaled_dot_product_attention(queries, X, X, attn::dot_scaled_by{scale}, {.out = Ys.view()}),
+                      attn::domain_error);
+    for (const double x : {Y(2, 1), Ys(1, 1), s[2], w[2], c[1]})
+      REQUIRE(std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(7.0));
+  }
+  // finite as a double, not as a float
+  const attn::Matrix<float> Xf(3, 2, 0.5f), Wf(2, 2, 0.25f);
+  attn::Matrix<float> Yf(3, 2, 7.0f);
+  attn::multi_head_cache<float> cache_f;
+  attn::multi_head_parameters<float> pf{.W_Q = Wf.view(), .W_K = Wf.view(), .W_V = Wf.view()};
+  pf.scale = 1e39;
+  REQUIRE_THROWS_AS(attn::multi_head_attention(Xf, pf, {.out = Yf.view()}, cache_f), attn::domain_error);
+  REQUIRE(Yf(2, 1) == 7.0f);
+}

@@ -2,6 +2,7 @@
 // NEXT_SECTIONS.md written out here in long double (Q = X W_Q + b_Q, …, head i on its columns,
 // the concatenation, W_O, b_O), for h = 1, 2, 3, 4, 8, self and cross, with and without biases
 // and W_O, key, row and causal masks, a batch of sentences, float, double and long double.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -353,4 +354,78 @@ TEST_CASE("cross_attention<H> with W_O: every step, the numbers of multi_head_at
     for (std::size_t i = 0; i < 2; ++i) REQUIRE(r.out(t, i) == m.out(t, i));
   // head 1 of word 0 by hand: q = 0.5, keys X_kv·(0, 1, 1) = (0, 1, 1.5), scale 1/√1
   REQUIRE_THAT(r.maps(2, 0), Catch::Matchers::WithinRel(1 / (1 + std::exp(0.5) + std::exp(0.75)), 1e-15));
+}
+
+TEST_CASE("multi_head_attention: an output over the rows X_kv has past X (same pointer) is refused",
+          "[heads][errors][overlap]") {
+  // one buffer B of 4 rows: cross-attention with X its first 2 rows and X_kv all 4 (the same data
+  // pointer, more rows); Y over B's last 2 rows lies over X_kv only. X_kv was left out of the
+  // check when it started where X does, so Y was accepted and overwrote the keys it read.
+  Matrix<double> B{{0.5, -1}, {1, 0.25}, {-0.5, 2}, {1.5, 1}};
+  const Matrix<double> before = B;
+  const Matrix<double> W{{1, 0.5}, {-0.25, 1}};
+  const attn::multi_head_parameters<double> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view()};
+  const attn::MatrixView<const double> rows01(B.data(), 2, 2), rows0123(B.data(), 4, 2);
+  attn::multi_head_cache<double> cache;
+  const auto unchanged = [&] { return std::equal(B.data(), B.data() + 8, before.data()); };
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(rows01, rows0123, p,
+                                                 {.out = attn::MatrixView<double>(B.data() + 4, 2, 2)}, cache),
+                      "attn::multi_head_attention: Y overlaps X_kv");
+  REQUIRE(unchanged());
+  // the other order: X_kv the first row, X the first 2; Y over X's row past X_kv is X's
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(attn::MatrixView<const double>(B.data(), 2, 2),
+                                                 attn::MatrixView<const double>(B.data(), 1, 2), p,
+                                                 {.out = attn::MatrixView<double>(B.data() + 2, 2, 2)}, cache),
+                      "attn::multi_head_attention: Y overlaps X");
+  REQUIRE(unchanged());
+  // the backward: ∂L/∂X_kv and ∂L/∂X over X_kv's rows past X
+  Matrix<double> Y(2, 2);
+  attn::multi_head_attention(rows01, rows0123, p, {.out = Y.view()}, cache);
+  const Matrix<double> dY(2, 2, 1.0);
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(
+                          rows01, rows0123, p, cache, dY,
+                          {.kv_inputs = attn::MatrixView<double>(B.data(), 4, 2)}),
+                      "attn::multi_head_attention_backward: dL/dX_kv overlaps X");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(
+                          rows01, rows0123, p, cache, dY, {.inputs = attn::MatrixView<double>(B.data() + 4, 2, 2)}),
+                      "attn::multi_head_attention_backward: dL/dX overlaps X_kv");
+  REQUIRE(unchanged());
+  // X_kv in a buffer of its own, ∂L/∂X_kv over X_kv's rows past X: named after X_kv
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(
+                          rows01, rows0123, p, cache, dY, {.W_V = attn::MatrixView<double>(B.data() + 4, 2, 2)}),
+                      "attn::multi_head_attention_backward: dL/dW_V overlaps X_kv");
+  REQUIRE(unchanged());
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention: a scale that is not finite as a T is refused, forward and backward",
+                   "[heads][errors]", float, double, long double) {
+  using T = TestType;
+  const Matrix<T> X(3, 2, T(0.5)), W(2, 2, T(0.25));
+  attn::multi_head_parameters<T> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view()};
+  attn::multi_head_cache<T> cache;
+  Matrix<T> Y(3, 2, T(7));
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache);  // a cache of these shapes
+  Matrix<T> dX(3, 2, T(7));
+  const Matrix<T> dY(3, 2, T(1));
+  const std::string as_float = std::is_same_v<T, float> ? " as a float" : "";
+  std::vector<double> bad{std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                          -std::numeric_limits<double>::infinity()};
+  if (std::is_same_v<T, float>) bad.push_back(1e39);  // finite as a double, inf as a float
+  for (const double scale : bad) {
+    INFO("scale " << scale);
+    p.scale = scale;
+    std::fill(Y.data(), Y.data() + Y.size(), T(7));
+    REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view()}, cache),
+                        "attn::multi_head_attention: the scale must be finite" + as_float);
+    REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX.view()}),
+                        "attn::multi_head_attention_backward: the scale must be finite" + as_float);
+    REQUIRE(Y(2, 1) == T(7));
+    REQUIRE(dX(2, 1) == T(7));
+  }
+  // beyond float's range, a double and a long double take it: the rows are the rules' (finite)
+  if (!std::is_same_v<T, float>) {
+    p.scale = 1e39;
+    attn::multi_head_attention(X, p, {.out = Y.view()}, cache);
+    REQUIRE(Y(2, 1) == Y(2, 1));
+  }
 }

@@ -414,3 +414,46 @@ TEST_CASE("multi_head_attention_backward: the cache's dL/dZ is written without W
   for (std::size_t t = 0; t < c.tq; ++t)
     for (std::size_t i = 0; i < cols; ++i) REQUIRE(cache.grad_heads_out(t, i) == dy[t * cols + i]);
 }
+
+TEST_CASE("multi_head_attention_backward under throw_error: a sentence of padding throws before any gradient is written",
+          "[heads][derivatives][errors]") {
+  // two sentences of 3 words, the second all padding (its key mask all 0). The forward runs
+  // under zeros; the backward under throw_error wrote ∂L/∂W_O and ∂L/∂b_O, then threw at the
+  // second sentence's head. Every head is checked first now.
+  const attn::Matrix<double> X{{1, 0}, {0, 1}, {1, 1}, {0.5, -1}, {2, 0}, {-1, 1}};
+  const attn::Matrix<double> W{{1, 0.5, -0.5, 0.25}, {0.25, 1, 1, -1}}, WO{{1, 0}, {0, 1}, {1, 1}, {0.5, 2}};
+  const std::vector<double> bO{0.1, -0.2};
+  const attn::multi_head_parameters<double> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view(), .W_O = WO.view(),
+                                              .b_O = bO, .heads = 2};
+  const std::vector<char> padding{1, 1, 0, 0, 0, 0};
+  attn::multi_head_cache<double> cache;
+  attn::Matrix<double> Y(6, 2);
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache, {.mask = padding}, 2);
+  const attn::Matrix<double> dY(6, 2, 1.0);
+  attn::Matrix<double> dX(6, 2, 7.0), dWQ(2, 4, 7.0), dWO(4, 2, 7.0);
+  std::vector<double> dbO(2, 7.0);
+  const attn::multi_head_gradients<double> g{.inputs = dX.view(), .W_Q = dWQ.view(), .W_O = dWO.view(), .b_O = dbO};
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(X, p, cache, dY, g,
+                                                        {.mask = padding, .if_all_masked = attn::all_masked_policy::throw_error}, 2),
+                    attn::domain_error);
+  const auto sevens = [](const double* q, std::size_t count) {
+    return std::all_of(q, q + count, [](double x) { return x == 7.0; });
+  };
+  CHECK(sevens(dX.data(), 12));
+  CHECK(sevens(dWQ.data(), 8));
+  CHECK(sevens(dWO.data(), 8));
+  CHECK(sevens(dbO.data(), 2));
+  // on threads too
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(X, p, cache, dY, g,
+                                                        {.mask = padding, .if_all_masked = attn::all_masked_policy::throw_error}, 2, 2),
+                    attn::domain_error);
+  CHECK((sevens(dX.data(), 12) && sevens(dWO.data(), 8) && sevens(dbO.data(), 2)));
+  // a mask that leaves every sentence a key: throw_error gives the zeros policy's numbers
+  const std::vector<char> some{1, 1, 0, 0, 1, 0};
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache, {.mask = some}, 2);
+  attn::Matrix<double> dX0(6, 2), dX1(6, 2);
+  attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX0.view()}, {.mask = some}, 2);
+  attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX1.view()},
+                                      {.mask = some, .if_all_masked = attn::all_masked_policy::throw_error}, 2);
+  CHECK(std::equal(dX0.data(), dX0.data() + 12, dX1.data()));
+}

@@ -150,3 +150,18 @@ TEST_CASE("row_mask_of: row t's keys are the key mask, its row-mask row and caus
   REQUIRE(four[0] == 7);
   REQUIRE_THROWS_WITH(attn::row_mask_of(opt, 3, 4, 0, four), "attn::row_mask_of: mask size is 5 but number of notes is 4");
 }
+
+TEST_CASE("mask_matrix_view: rows whose entries one array cannot hold are refused, also when rows x columns wraps",
+          "[mask][errors]") {
+  // 2^32 × 2^32 entries: rows·cols wraps std::size_t to 0, which an empty range's size equals
+  const std::vector<char> none;
+  const std::size_t big = std::size_t{1} << 32;
+  REQUIRE_THROWS_WITH((void)attn::mask_matrix_view(none, big, big),
+                      "attn::mask_matrix_view: rows 4294967296, row stride 4294967296 and columns 4294967296 "
+                      "span more entries than one array can hold");
+  const char entries[4] = {1, 0, 1, 1};
+  REQUIRE_THROWS_AS((void)attn::mask_matrix_view(entries, 3, 2, std::size_t{1} << 63), attn::dimension_error);
+  // within one array: as before
+  REQUIRE(attn::mask_matrix_view(entries, 2, 2).rows() == 2);
+  REQUIRE(attn::mask_matrix_view(none.data(), 0, big, big).empty());
+}

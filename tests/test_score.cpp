@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -331,4 +332,41 @@ TEMPLATE_TEST_CASE("A user's dot-product score gives attn::dot's bits without a 
       REQUIRE_THAT(static_cast<double>(plain.weights[j]),
                    WithinRel(static_cast<double>(fast.weights[j]), 48 * u + 2 * ds));
   }
+}
+
+TEMPLATE_TEST_CASE("dot_scaled_by: a scale that is not finite as a T is refused before anything is written",
+                   "[score][errors]", float, double, long double) {
+  using T = TestType;
+  const attn::Matrix<T> notes{{1, 0}, {0, 1}, {1, 1}};
+  const attn::Matrix<T, 3, 2> fixed_notes{{1, 0}, {0, 1}, {1, 1}};
+  const std::vector<T> q{T(0.5), T(-1)};
+  const attn::Matrix<T> Q{{T(0.5), T(-1)}, {1, 2}};
+  const std::string as_float = std::is_same_v<T, float> ? " as a float" : "";
+  std::vector<double> bad{std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::quiet_NaN(),
+                          std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  if (std::is_same_v<T, float>) bad.push_back(-1e39);  // finite as a double, -inf as a float
+  for (const double factor : bad) {
+    INFO("factor " << factor);
+    const attn::dot_scaled_by score{factor};
+    std::vector<T> s(3, T(7)), w(3, T(7)), c(2, T(7));
+    attn::Matrix<T> Y(2, 2, T(7)), dQ(2, 2, T(7));
+    const std::string msg = "the scale of attn::dot_scaled_by must be finite" + as_float;
+    REQUIRE_THROWS_WITH(attn::attend(q, notes, score, s, w, c), "attn::attend: " + msg);
+    REQUIRE_THROWS_WITH((void)attn::attend(q, fixed_notes, score), "attn::attend: " + msg);
+    REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention(Q, notes, notes, score, {.out = Y.view()}),
+                        "attn::scaled_dot_product_attention: " + msg);
+    REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(Q, notes, notes, score, {}, Q, {.queries = dQ.view()}),
+                        "attn::scaled_dot_product_attention_backward: " + msg);
+    REQUIRE_THROWS_WITH(attn::backward(q, notes, score, c, attn::notes_backward_views<T>{.scores = s}),
+                        "attn::backward: " + msg);
+    for (const T x : s) REQUIRE(x == T(7));
+    for (const T x : w) REQUIRE(x == T(7));
+    for (const T x : c) REQUIRE(x == T(7));
+    REQUIRE(Y(1, 1) == T(7));
+    REQUIRE(dQ(1, 1) == T(7));
+  }
+  // a finite factor: the scores are factor·q·h (1e39 in double and long double)
+  const auto r = attn::attend(q, notes, attn::dot_scaled_by{0.5});
+  REQUIRE(r.scores[1] == T(-0.5));
+  if (!std::is_same_v<T, float>) REQUIRE(attn::attend(q, notes, attn::dot_scaled_by{1e39}).scores[0] == T(0.5) * static_cast<T>(1e39));
 }

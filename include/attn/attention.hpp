@@ -98,7 +98,7 @@ template <real T, class S>
 constexpr void check_attend(const char* where, std::span<const T> q, MatrixView<const T> keys,
                             MatrixView<const T> values, const S& score, std::size_t scores_n,
                             std::size_t weights_n, std::size_t context_n, const options& opt) {
-  check_score(where, score, q.size(), keys.cols());
+  check_score<T>(where, score, q.size(), keys.cols());
   check_nonempty(where, "the notes matrix", keys.rows());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   check_equal(where, "scores size", scores_n, "number of notes", keys.rows());
@@ -317,7 +317,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
   if (opt.if_all_masked == all_masked_policy::throw_error || keys.rows() != N ||
       keys.cols() != DK || values.rows() != N || values.cols() != DV || q.size() != DK ||
       (!opt.mask.empty() && opt.mask.size() != N) || !opt.row_mask.empty() ||
-      !beta_fits<T>(opt.beta)) {
+      !beta_fits<T>(opt.beta) || !score_scale_fits<T>(score)) {
     // the general path checks everything and throws what there is to throw
     attend_called<T>(where, q, keys, values, score, std::span<T>(s, N), std::span<T>(w, N),
                      std::span<T>(c, DV), opt);
@@ -347,7 +347,7 @@ ATTN_ALWAYS_INLINE void attend_small(const char* where, std::span<const T> q,
       return;
     }
   } else {
-    check_score(where, score, q.size(), keys.cols());
+    check_score<T>(where, score, q.size(), keys.cols());
     score_all(score, q, keys, std::span<T>(s, N));
   }
   const T beta = static_cast<T>(opt.beta);
@@ -438,7 +438,7 @@ constexpr void check_many_queries(const char* where, MatrixView<const T> Q, Matr
                                   MatrixView<const T> V, const S& score, const options& opt) {
   const std::size_t tq = Q.rows(), n = K.rows();
   check_nonempty(where, "the queries matrix", tq);
-  check_score(where, score, Q.cols(), K.cols());
+  check_score<T>(where, score, Q.cols(), K.cols());
   check_nonempty(where, "the keys matrix", n);
   check_equal(where, "rows of values", V.rows(), "rows of keys", n);
   check_masks(where, opt, tq, n);
@@ -462,17 +462,22 @@ constexpr void check_attention_outputs(const char* where, const attention_views<
     check_equal(where, "size of the log-sum-exp", out.logsumexp.size(), "number of queries", tq);
 }
 
+/// Whether exact_row needs scratch: for the scores or the weights when they are not asked for.
+template <class T>
+[[nodiscard]] constexpr bool exact_row_needs_scratch(const attention_views<T>& out) noexcept {
+  return out.scores.rows() == 0 || out.weights.rows() == 0;
+}
+
 /// Row t by the exact rules of one query (attend's paths with row t's mask): its output, weights,
-/// scores and log-sum-exp. Scratch for the scores and weights not asked for.
+/// scores and log-sum-exp. `scratch` (2n numbers, when exact_row_needs_scratch; else unread)
+/// holds the scores and weights not asked for. Allocates nothing.
 template <real T, class S>
 constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
                     MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                    const options& row, heap_array<T>& scratch) {
+                    const options& row, T* scratch) {
   const std::size_t n = K.rows();
-  if (scratch.size() < 2 * n) scratch = heap_array<T>(2 * n);
-  const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch.data(), n);
-  const std::span<T> w =
-      out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch.data() + n, n);
+  const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch, n);
+  const std::span<T> w = out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch + n, n);
   attend_views<T>(where, Q.row(t), K, V, score, s, w, out.out.row(t), row);
   if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(s), row);
 }
@@ -513,16 +518,42 @@ void masked_out_row(std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
 }
 
 /// Rows [t_begin, t_end) (every row unless given) by exact_row (constant evaluation, and scores
-/// that are not the dot family).
+/// that are not the dot family). The row options and the scratch are made before the first row
+/// is written, so that an allocation that fails leaves every row as it was.
 template <real T, class S>
 constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, const S& score, const attention_views<T>& out,
                             const options& opt, std::size_t t_begin = 0,
                             std::size_t t_end = static_cast<std::size_t>(-1)) {
   row_options row_opt(opt, Q.rows(), K.rows());
-  heap_array<T> scratch;
+  const heap_array<T> scratch(exact_row_needs_scratch(out) ? 2 * K.rows() : 0);
   for (std::size_t t = t_begin; t < (t_end < Q.rows() ? t_end : Q.rows()); ++t)
-    exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch);
+    exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch.data());
+}
+
+/// The most keys whose row the tiled kernel leaves is taken on the stack (its scratch and its
+/// combined mask, row_mask_buffer's inline entries): with more, the first such row allocates.
+inline constexpr std::size_t left_row_inline_keys = row_mask_buffer::inline_entries;
+
+/// A row the tiled kernel leaves (tiled_rows), by exact_row: its scratch on this function's
+/// stack for at most left_row_inline_keys keys, so that a row met after other rows were
+/// written allocates nothing (an allocation that failed there would leave those rows written);
+/// with more keys in `heap`, allocated at the first such row. Out of line: its stack is taken
+/// only when a row is left.
+template <real T, class S>
+ATTN_NOINLINE void left_row(const char* where, std::size_t t, MatrixView<const T> Q,
+                            MatrixView<const T> K, MatrixView<const T> V, const S& score,
+                            const attention_views<T>& out, const options& row, heap_array<T>& heap) {
+  const std::size_t n = K.rows();
+  if (!exact_row_needs_scratch(out)) {
+    exact_row<T>(where, t, Q, K, V, score, out, row, nullptr);
+  } else if (n <= left_row_inline_keys) {
+    T scratch[2 * left_row_inline_keys];
+    exact_row<T>(where, t, Q, K, V, score, out, row, scratch);
+  } else {
+    if (heap.size() < 2 * n) heap = heap_array<T>(2 * n);
+    exact_row<T>(where, t, Q, K, V, score, out, row, heap.data());
+  }
 }
 
 template <class T>
@@ -581,7 +612,8 @@ void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
   const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
                           out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
   const tile_masks masks = tile_masks_of(opt, tq, n);
-  std::optional<row_options> row_opt;  // (made, and its scratch, only if a row is left)
+  // made only if a row is left, on the stack for at most left_row_inline_keys keys
+  std::optional<row_options> row_opt;
   heap_array<T> scratch;
   tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
                    static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
@@ -590,7 +622,7 @@ void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                        return;
                      }
                      if (!row_opt) row_opt.emplace(opt, tq, n);
-                     exact_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
+                     left_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
                    });
 }
 

@@ -610,12 +610,15 @@ constexpr void check_gradients_apart(const char* where, const S& score, named_re
 
 /// backward of one query into the caller's views: checks every size, makes every scratch, then
 /// takes the path for what the forward saved (nothing: saved is null) and for the score.
+/// `lent`: n numbers of the caller's for the dot path's u_j (sdpa's exact rows lend them, made
+/// before anything was written), else scratch of its own (on the heap past 128 numbers).
 template <real T, std::size_t N, std::size_t DQ, std::size_t DK, class S, class P,
           bool Committed = false>
 void backward_views_of(const char* where, const S& score, std::span<const T> q,
                        MatrixView<const T> keys, MatrixView<const T> values,
                        const saved_forward<T>* saved, std::span<const T> gc,
-                       const gradient_sink<T, P>& out, const options& opt) {
+                       const gradient_sink<T, P>& out, const options& opt,
+                       std::span<T> lent = {}) {
   if constexpr (!Committed && gradients_may_throw<S, T, P>()) {
     // a score that may throw: each gradient into a copy of its own (what it holds included, for
     // accumulate), copied into the views when the call is done. ∂L/∂θ only the score's own
@@ -642,7 +645,7 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
     check_equal(where, "size of dL/dc", gc.size(), "columns of values", dv);
     check_attend<T>(where, q, keys, values, score, n, n, dv, opt);  // (n, n, d_v: the inputs')
   } else {
-    check_score(where, score, dq, dk);
+    check_score<T>(where, score, dq, dk);
     check_nonempty(where, "the notes matrix", n);
     check_equal(where, "rows of values", values.rows(), "rows of keys", n);
     check_equal(where, "weights size", saved->weights.size(), "number of notes", n);
@@ -678,7 +681,8 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
   scratch<T, N> gs_scratch(out.scores.empty() ? n : 0);
   const std::span<T> gs = out.scores.empty() ? gs_scratch.span() : out.scores;
   const bool u_in_values = !out.accumulate && out.values.rows() != 0 && dv != 0;  // u_j in gv(j, 0)
-  scratch<T, N> u_scratch(dot_path && saved == nullptr && !u_in_values ? n : 0);
+  const bool u_lent = lent.size() >= n;
+  scratch<T, N> u_scratch(dot_path && saved == nullptr && !u_in_values && !u_lent ? n : 0);
   const bool any_path =
       !(dot_path && (saved == nullptr ? dv != 0 : mask_keeps_a_note(opt) && dv != 0));
   scratch<T, DQ> gq_scratch(out.query.empty() ? dq : 0);
@@ -710,7 +714,7 @@ void backward_views_of(const char* where, const S& score, std::span<const T> q,
         return;
       }
     } else if (dv != 0) {
-      T* ust = u_in_values ? out.values.data() : u_scratch.data();
+      T* ust = u_in_values ? out.values.data() : u_lent ? lent.data() : u_scratch.data();
       const std::size_t us = u_in_values ? out.values.row_stride() : 1;
       if (out.accumulate ? dot_product_backward<true, T, S>(where, score, q, keys, values, gc, out,
                                                             gs, ust, us, opt)

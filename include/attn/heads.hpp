@@ -56,7 +56,8 @@ struct multi_head_parameters {
   /// Query head i reads key/value head i / (h / h_kv); W_K and W_V have h_kv·d_k and h_kv·d_v
   /// columns, W_O h·d_v rows.
   std::size_t kv_heads = 0;
-  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=)
+  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=);
+                                 ///< finite as a T (1e39 is not, for float), else domain_error
 };
 
 /// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
@@ -127,12 +128,13 @@ template <class T>
   return MatrixView<T>(m.data() + r0 * m.row_stride() + c0, rows, cols, m.row_stride());
 }
 
-/// Checks every shape of one call (dimension_error naming the buffer), before anything is
-/// written; returns the sizes.
+/// Checks every shape of one call (dimension_error naming the buffer), β and the scale (finite
+/// as a T: domain_error), before anything is written; returns the sizes.
 template <real T>
 constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                        const multi_head_parameters<T>& p, std::size_t batch, const options& opt) {
-  check_nonempty(where, "the number of heads", p.heads);
+  if (p.heads == 0)
+    attn::detail::raise<dimension_error>(std::string(where) + ": heads must be at least 1 (it is 0)");
   check_nonempty(where, "the batch", batch);
   check_nonempty(where, "the inputs", X.rows());
   check_nonempty(where, "the keys' inputs", X_kv.rows());
@@ -198,8 +200,9 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
     check_equal(where, "columns of the row mask", opt.row_mask.cols(), "keys per sentence", s.n);
   }
   check_beta<T>(where, opt);
-  if (p.scale && !(*p.scale - *p.scale == 0))
-    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite");
+  if (p.scale && !finite_as<T>(*p.scale))  // on the bits: also under -ffast-math
+    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite" +
+                                      (narrower_than_double<T> ? " as a float" : ""));
   return s;
 }
 
@@ -212,9 +215,10 @@ template <real T>
   return p.W_V.cols() / kv * p.heads;
 }
 
-/// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask.
+/// Sentence b's options: opt's, with its part of a per-sentence key mask and of the row mask
+/// (borrowed from opt, never copied: no allocation).
 constexpr options sentence_options(const options& opt, const head_sizes& s, std::size_t b) {
-  options o = opt;
+  options o = borrowing(opt);
   if (!opt.mask.empty() && opt.mask.size() != s.n) o.mask = opt.mask.subview(b * s.n, s.n);
   if (!opt.row_mask.empty()) o.row_mask = opt.row_mask.subrows(b * s.tq, s.tq);
   return o;
@@ -372,13 +376,15 @@ constexpr void add_weights(named_regions<T, Capacity>& list, const P& p,
   list.add(names[7], region_of(p.b_O));
 }
 
-/// The inputs of attention with projections, named: X, X_kv (when it is not X) and every
-/// parameter given.
+/// The inputs of attention with projections, named: X, X_kv and every parameter given. X_kv is
+/// listed even when it starts where X does (self-attention: the same numbers, so an output over
+/// it is named after X, listed first): a cross-attention X_kv that holds X and more rows, or
+/// lies inside X, would otherwise let an output over the rows of one that the other lacks pass.
 template <real T, std::size_t Capacity>
 constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const T> X,
                                MatrixView<const T> X_kv, const multi_head_parameters<T>& p) {
   in.add("X", region_of(X));
-  if (X_kv.data() != X.data()) in.add("X_kv", region_of(X_kv));
+  in.add("X_kv", region_of(X_kv));
   add_weights(in, p, {"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"});
 }
 
@@ -481,12 +487,16 @@ concept projections_fit =
 /// B sentences of T rows and X_kv B of n; opt.mask has n entries (every sentence) or B·n (one
 /// row per sentence), opt.row_mask B·T × n. Every shape is checked before anything is written
 /// (dimension_error naming the buffer), and under throw_error every head before any output;
-/// nothing is allocated once the cache has these shapes (the cache is scratch on a throw).
+/// nothing is allocated once the cache has these shapes (the cache is scratch on a throw), nor
+/// for a row the tiled kernel leaves (a kept ±inf or NaN score) with up to 1024 keys per
+/// sentence; with more, that row allocates as scaled_dot_product_attention's does, and a
+/// std::bad_alloc there leaves the maps of the heads before it written (Y is written last).
 /// On `threads` threads (std::thread, the calling thread one of them; 0 or 1: none started): the
 /// projections' rows in pieces, then every head of every sentence in pieces of query rows (the
 /// costliest first under causal), each taken by the next free thread, then Y's rows; the numbers
-/// are the one-thread call's, bit for bit; the thread objects are allocated, and a thread that
-/// cannot be started leaves its share to the others.
+/// are the one-thread call's, bit for bit; the thread objects are allocated (each step its own:
+/// a std::bad_alloc for Y's leaves the maps written), and a thread that cannot be started leaves
+/// its share to the others.
 template <matrix_like Xm, matrix_like Xkv>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
 void multi_head_attention(const Xm& X, const Xkv& X_kv,

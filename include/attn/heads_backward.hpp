@@ -130,25 +130,24 @@ void heads_backward_unit(const char* where, std::size_t unit, MatrixView<const T
   }
 }
 
-/// The backward's steps on one thread, sizes checked and the cache's gradients shaped: the output
-/// projection, every head's attention backward, the input projections.
+/// The backward's steps on one thread, sizes checked and the cache's gradients shaped: ∂L/∂Z
+/// (into the cache), every head's attention backward (into the cache), then the caller's
+/// gradients: ∂L/∂W_O, ∂L/∂b_O, the input projections. Whatever may throw or allocate (a row
+/// that takes the exact path) comes before the first of the caller's numbers is written.
 template <real T>
 void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                                bool self, const multi_head_parameters<T>& p,
                                multi_head_cache<T>& cache, MatrixView<const T> dY,
                                const multi_head_gradients<T>& g, const options& opt,
                                const head_sizes& s) {
-  // the output projection
+  // ∂L/∂Z = dY W_Oᵀ, into the cache
   const MatrixView<const T> Z = cache.heads_out.view();
   MatrixView<const T> dZ = dY;
   if (p.W_O.rows() != 0) {
     multiply_transposed(tile_of_const(dY), tile_of_const(p.W_O), tile_of(cache.grad_heads_out.view()),
                         false);
     dZ = cache.grad_heads_out.view();
-    if (g.W_O.rows() != 0)
-      multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
   }
-  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // every head's attention backward, into the cache's ∂L/∂Q, ∂L/∂K, ∂L/∂V
   const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
                       dV = cache.grad_values.view();
@@ -156,6 +155,10 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
     for (std::size_t unit = 0; unit < s.kv_heads * s.batch; ++unit)
       heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
   });
+  // the output projection's gradients
+  if (p.W_O.rows() != 0 && g.W_O.rows() != 0)
+    multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
+  if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // the input projections
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
   projection_backward<T>(X, p.W_Q, dQ, g.W_Q, g.b_Q, g.inputs, g.accumulate, g.accumulate);
@@ -269,6 +272,19 @@ void check_same_forward(const char* where, const multi_head_record& forward, Mat
       differs(std::string(names[i]) + " holds other numbers than the forward's");
 }
 
+/// Throws dimension_error "<where>: the cache's <name> is RxC but should be R'xC' (…)" unless
+/// the cache's matrix m has the shape the forward of these inputs gives it.
+template <real T>
+void check_cached(const char* where, const char* name, const Matrix<T>& m, std::size_t rows,
+                  std::size_t cols) {
+  if (m.rows() != rows || m.cols() != cols)
+    attn::detail::raise<dimension_error>(
+        std::string(where) + ": the cache's " + name + " is " + std::to_string(m.rows()) + "x" +
+        std::to_string(m.cols()) + " but should be " + std::to_string(rows) + "x" +
+        std::to_string(cols) + " (it does not hold a forward of these shapes: run "
+        "multi_head_attention with it first)");
+}
+
 template <real T>
 void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView<const T> X_kv,
                             bool self, const multi_head_parameters<T>& p,
@@ -280,16 +296,11 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   check_shape(where, "dL/dY", dY.rows(), dY.cols(), s.rows, s.d_out);
   check_head_gradients<T>(where, s, p, g, self);
   check_forward_batch(where, cache.forward, batch);
-  const auto cached = [&](const Matrix<T>& m, std::size_t r, std::size_t c) {
-    return m.rows() == r && m.cols() == c;
-  };
-  if (!cached(cache.queries, s.rows, s.heads * s.dk) || !cached(cache.keys, s.kv_rows, s.kv_heads * s.dk) ||
-      !cached(cache.values, s.kv_rows, s.kv_heads * s.dv) ||
-      !cached(cache.heads_out, s.rows, s.heads * s.dv) ||
-      !cached(cache.logsumexp, s.heads * s.batch, s.tq))
-    attn::detail::raise<dimension_error>(std::string(where) +
-                                         ": the cache does not hold a forward of these shapes (run "
-                                         "multi_head_attention with it first)");
+  check_cached(where, "queries", cache.queries, s.rows, s.heads * s.dk);
+  check_cached(where, "keys", cache.keys, s.kv_rows, s.kv_heads * s.dk);
+  check_cached(where, "values", cache.values, s.kv_rows, s.kv_heads * s.dv);
+  check_cached(where, "heads_out", cache.heads_out, s.rows, s.heads * s.dv);
+  check_cached(where, "logsumexp", cache.logsumexp, s.heads * s.batch, s.tq);
   check_same_forward<T>(where, cache.forward, X, X_kv, p, opt, batch);
   named_regions<T, 16> inputs;
   add_head_inputs(inputs, X, X_kv, p);
@@ -304,6 +315,20 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
        {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
     outputs.add("the cache", region_of(m->view()));
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
+  // under throw_error every head of every sentence is checked before anything is written (a
+  // head's backward checks only its own, after ∂L/∂W_O and the heads before it were done); the
+  // heads' backward then meets no row to throw for, and the zeros policy gives the same numbers
+  // without checking again
+  options heads_opt = borrowing(opt);
+  if (opt.if_all_masked == all_masked_policy::throw_error) {
+    with_head_score(p, [&](const auto& score) {
+      for_each_head<T>(cache.queries.view(), cache.keys.view(), cache.values.view(), s,
+                       [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
+                         check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
+                       });
+    });
+    heads_opt.if_all_masked = all_masked_policy::zeros;
+  }
   ensure_shape(cache.grad_queries, s.rows, s.heads * s.dk);
   ensure_shape(cache.grad_keys, s.kv_rows, s.kv_heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.kv_heads * s.dv);
@@ -315,18 +340,23 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   for (Matrix<T>* m : {&cache.grad_queries, &cache.grad_keys, &cache.grad_values})
     fill_rows(m->data(), m->rows(), m->cols(), m->cols(), T(0));
   if (threads <= 1) {
-    multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, opt, s);
+    multi_head_backward_steps<T>(where, X, X_kv, self, p, cache, dY, g, heads_opt, s);
     return;
   }
-  multi_head_backward_on_threads<T>(where, X, X_kv, self, p, cache, dY, g, opt, s, threads);
+  multi_head_backward_on_threads<T>(where, X, X_kv, self, p, cache, dY, g, heads_opt, s, threads);
 }
 
 }  // namespace detail
 
 /// From dY = ∂L/∂Y of multi_head_attention(X, X_kv, params, …, cache, opt, batch), writes every
 /// gradient `grads` asks for (see multi_head_gradients). The cache must hold that forward; it also
-/// holds the backward's working storage (nothing is allocated once it has these shapes). Shapes
-/// are checked before anything is written.
+/// holds the backward's working storage (nothing is allocated once it has these shapes). Every
+/// check — shapes, overlaps, under throw_error every head of every sentence — comes before
+/// anything is written; on one thread so does every allocation (the heads' backward runs into
+/// the cache, then ∂L/∂W_O, ∂L/∂b_O and the input projections' gradients are written), so a
+/// throw leaves every gradient as it was. On `threads` threads each of the three steps
+/// allocates its thread objects, and the first writes ∂L/∂W_O: a std::bad_alloc in a later
+/// step (its thread objects, a head's exact rows) leaves ∂L/∂W_O written.
 template <matrix_like Xm, matrix_like Xkv, matrix_like Gm>
   requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<Gm, matrix_scalar_of<Xm>>
 void multi_head_attention_backward(const Xm& X, const Xkv& X_kv,

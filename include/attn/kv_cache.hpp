@@ -136,7 +136,7 @@ struct kv_sequences {
 /// the options (no key or row mask: the lengths say which keys a sequence has), and that t new
 /// rows fit every sequence.
 template <real T>
-void check_cached(const char* where, const kv_cache<T>& cache, kv_sequences seq, std::size_t t,
+void check_cache_room(const char* where, const kv_cache<T>& cache, kv_sequences seq, std::size_t t,
                   std::size_t kv_heads, std::size_t dk, std::size_t dv, const options& opt) {
   check_equal(where, "the cache's key/value heads", cache.kv_heads(), "key/value heads", kv_heads);
   check_equal(where, "the cache's key size", cache.key_size(), "a head's key size", dk);
@@ -191,7 +191,7 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
   const std::size_t t = X.rows() / seq.count;
   const head_sizes s = check_heads<T>(where, X, X, p, seq.count, options{.beta = opt.beta});
   check_shape(where, "Y", Y.rows(), Y.cols(), X.rows(), s.d_out);
-  check_cached<T>(where, cache, seq, t, s.kv_heads, s.dk, s.dv, opt);
+  check_cache_room<T>(where, cache, seq, t, s.kv_heads, s.dk, s.dv, opt);
   named_regions<T, 10> inputs;
   add_head_inputs(inputs, X, X, p);
   named_regions<T, 5> outputs;
@@ -243,8 +243,8 @@ void cached_attention_of(const char* where, MatrixView<const T> Q, MatrixView<co
   check_shape(where, "the new keys", K.rows(), K.cols(), B * t, kvh * dk);
   check_shape(where, "the new values", V.rows(), V.cols(), B * t, kvh * dv);
   check_shape(where, "the heads' outputs", Z.rows(), Z.cols(), B * t, heads * dv);
-  check_score(where, score, dk, dk);
-  check_cached<T>(where, cache, {0, B}, t, kvh, dk, dv, opt);
+  check_score<T>(where, score, dk, dk);
+  check_cache_room<T>(where, cache, {0, B}, t, kvh, dk, dv, opt);
   named_regions<T, 3> outputs;
   outputs.add("the heads' outputs", region_of(Z));
   outputs.add("the cache", region_of(kv_access<T>::keys(cache).view()));

@@ -10,6 +10,7 @@
 
 #include <concepts>
 #include <cstddef>
+#include <limits>
 #include <ranges>
 #include <string>
 #include <type_traits>
@@ -183,10 +184,13 @@ class mask_matrix_view {
 
 public:
   constexpr mask_matrix_view() noexcept = default;
-  /// Borrows rows × cols entries at p, rows row_stride apart (≥ cols).
+  /// Borrows rows × cols entries at p, rows row_stride apart (≥ cols). Throws dimension_error
+  /// when row_stride < cols, or when the rows span more entries than one array can hold
+  /// ((rows − 1)·row_stride + cols beyond PTRDIFF_MAX bytes, which every such count that wraps
+  /// std::size_t is).
   template <detail::mask_element E>
   constexpr mask_matrix_view(const E* p, std::size_t rows, std::size_t cols, std::size_t row_stride)
-      : first_(p, rows == 0 ? 0 : (rows - 1) * row_stride + cols), rows_(rows), cols_(cols),
+      : first_(p, spanned(rows, cols, row_stride, max_entries<E>)), rows_(rows), cols_(cols),
         stride_(row_stride) {
     if (row_stride < cols) throw_mask_stride(row_stride, cols);
   }
@@ -224,6 +228,20 @@ public:
   }
 
 private:
+  /// The most entries of type E one array can hold (its bytes must fit std::ptrdiff_t).
+  template <class E>
+  static constexpr std::size_t max_entries =
+      static_cast<std::size_t>(std::numeric_limits<std::ptrdiff_t>::max()) / sizeof(E);
+  /// (rows − 1)·stride + cols, the entries from the first to the end of the last row (0 without
+  /// rows), or dimension_error when that is more than `most` (MatrixView's check, for masks).
+  static constexpr std::size_t spanned(std::size_t rows, std::size_t cols, std::size_t stride,
+                                       std::size_t most) {
+    if (rows == 0) return 0;
+    if (cols > most || rows - 1 > (most - cols) / (stride == 0 ? 1 : stride))
+      throw_mask_span(rows, cols, stride);
+    return (rows - 1) * stride + cols;
+  }
+  [[noreturn]] static void throw_mask_span(std::size_t rows, std::size_t cols, std::size_t stride);
   [[noreturn]] static void throw_mask_stride(std::size_t stride, std::size_t cols);
   [[noreturn]] static void throw_mask_size(std::size_t size, std::size_t rows, std::size_t cols);
 };
@@ -265,6 +283,13 @@ public:
 }
 
 }  // namespace detail
+inline void mask_matrix_view::throw_mask_span(std::size_t rows, std::size_t cols,
+                                              std::size_t stride) {
+  attn::detail::raise<dimension_error>("attn::mask_matrix_view: rows " + std::to_string(rows) +
+                                       ", row stride " + std::to_string(stride) + " and columns " +
+                                       std::to_string(cols) +
+                                       " span more entries than one array can hold");
+}
 inline void mask_matrix_view::throw_mask_stride(std::size_t stride, std::size_t cols) {
   attn::detail::raise<dimension_error>("attn::mask_matrix_view: row stride " +
                                        std::to_string(stride) + " is smaller than the row length " +

@@ -78,13 +78,33 @@ concept dot_product_score = Score<S, T> && requires(const S& s, std::size_t d) {
 
 namespace detail {
 /// score.check(where, d_q, d_h) when the score names the calling function in its messages (attn's
-/// scores do: "attn::backward: query size is 3 but note size is 2"), else score.check(d_q, d_h).
-template <class S>
+/// scores do: "attn::backward: query size is 3 but note size is 2"), else score.check(d_q, d_h);
+/// then, for a score with a run-time factor (dot_scaled_by), score.check_scale<T>(where): the
+/// factor must be finite as a T.
+template <class T, class S>
 constexpr void check_score(const char* where, const S& score, std::size_t d_q, std::size_t d_h) {
   if constexpr (requires { score.check(where, d_q, d_h); })
     score.check(where, d_q, d_h);
   else
     score.check(d_q, d_h);
+  if constexpr (requires { score.template check_scale<T>(where); })
+    score.template check_scale<T>(where);
+}
+
+/// Whether a score's run-time factor is finite as a T (true for scores without one): the paths
+/// that skip check_score when all is plain (attend's fixed sizes) ask this first.
+template <class T, class S>
+[[nodiscard]] constexpr bool score_scale_fits(const S& score) noexcept {
+  if constexpr (requires { score.template scale_fits<T>(); })
+    return score.template scale_fits<T>();
+  else
+    return true;
+}
+
+/// Throws domain_error "<where>: the scale of <score> must be finite" (+ " as a float").
+[[noreturn]] inline void throw_scale_not_finite(const char* where, const char* score, bool as_float) {
+  raise<domain_error>(std::string(where) + ": the scale of " + score + " must be finite" +
+                      (as_float ? " as a float" : ""));
 }
 }  // namespace detail
 
@@ -302,6 +322,18 @@ struct dot_scaled_by : dot_product_family<dot_scaled_by> {
   static constexpr const char* name = "attn::dot_scaled_by";
   double factor = 1.0;  ///< the scale, taken as a T
   constexpr explicit dot_scaled_by(double s) noexcept : factor(s) {}
+  /// Throws domain_error "<where>: the scale of attn::dot_scaled_by must be finite" (+ " as a
+  /// float") unless factor is finite as a T (on its bits: also under -ffast-math). Every call
+  /// that takes a score checks it with the sizes (detail::check_score).
+  template <real T>
+  constexpr void check_scale(const char* where) const {
+    if (!scale_fits<T>()) detail::throw_scale_not_finite(where, name, detail::narrower_than_double<T>);
+  }
+  /// Whether factor is finite as a T (what check_scale checks; the fixed-size path asks).
+  template <real T>
+  [[nodiscard]] constexpr bool scale_fits() const noexcept {
+    return detail::finite_as<T>(factor);
+  }
   /// The scale: factor, whatever d.
   template <real T>
   [[nodiscard]] constexpr T scale(std::size_t /*d*/) const noexcept {

@@ -51,9 +51,13 @@ concept matrices_fit = score_fits_extents<S, cols_of<Qm>, cols_of<Km>> &&
 /// Y = softmax(β·Q Kᵀ·scale, masks) V into out.out, and the map's weights, its scores and each
 /// row's log-sum-exp into those of `out` that have rows; `score` gives the scale (dot,
 /// scaled_dot, dot_scaled_by{s}, or any score: others are computed row by row). Memory beyond
-/// the inputs and outputs: O((MR + NB)·d) on the stack; nothing is allocated unless a row meets
-/// a kept ±inf or NaN score or a non-finite value (it then takes attend's exact path). Sizes
-/// are checked before anything is written (dimension_error naming the buffer).
+/// the inputs and outputs: O((MR + NB)·d) on the stack. A row that meets a kept ±inf or NaN
+/// score or a non-finite context takes attend's exact path, its scratch on the stack for up to
+/// 1024 keys (detail::left_row_inline_keys): nothing is allocated. With more keys the first
+/// such row allocates (2n numbers unless the weights and the scores are both asked for; n bytes
+/// with a row mask or causal), after the rows before it were written: a std::bad_alloc there
+/// leaves those rows written, the row itself and the rest as they were. Every check comes
+/// before anything is written (dimension_error naming the buffer).
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
       Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -53,26 +54,34 @@ struct attention_gradients_result {
 namespace detail {
 
 /// Row t's gradients by the rules of one query (attn::backward with row t's mask), added to
-/// ∂L/∂K, ∂L/∂V and row t of ∂L/∂Q.
+/// ∂L/∂K, ∂L/∂V and row t of ∂L/∂Q, allocating nothing: the caller's scratch (sdpa_row_scratch,
+/// made before anything is written) holds ∂L/∂s and the u_j backward needs, and stands in for
+/// ∂L/∂q_t and ∂L/∂K when they are left out (backward needs a place for them).
+template <real T>
+struct sdpa_row_scratch {
+  std::vector<T> numbers;  ///< ∂L/∂s, then u_j (2n); ∂L/∂q_t when ∂L/∂Q is left out (d_k)
+  Matrix<T> keys;          ///< ∂L/∂K when it is left out (n × d_k), added to and not read
+};
+
 template <real T, class S>
 void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const T> Q,
                              MatrixView<const T> K, MatrixView<const T> V, const S& score,
                              MatrixView<const T> dY, const attention_gradients<T>& g,
-                             const options& row, std::vector<T>& scratch) {
-  const std::size_t n = K.rows();
-  if (scratch.size() < n) scratch = std::vector<T>(n, T(0));
-  std::vector<T> dq;  // ∂L/∂q_t when left out (backward then needs a place for it)
-  if (g.queries.rows() == 0) dq.assign(Q.cols(), T(0));
+                             const options& row, sdpa_row_scratch<T>& scratch) {
+  const std::size_t n = K.rows(), dk = K.cols();
+  T* const numbers = scratch.numbers.data();
+  const std::span<T> dq(numbers + 2 * n, g.queries.rows() != 0 ? 0 : dk);
+  fill(dq.data(), dq.size(), T(0));
   const gradient_sink<T, no_parameters> sink{
-      std::span<T>(scratch.data(), n),
-      g.queries.rows() != 0 ? g.queries.row(t) : std::span<T>(dq),
-      g.keys,
+      std::span<T>(numbers, n),
+      g.queries.rows() != 0 ? g.queries.row(t) : dq,
+      g.keys.rows() != 0 ? g.keys : scratch.keys.view(),
       g.values,
       nullptr,
       false,
       true};
   backward_views_of<T, dynamic, dynamic, dynamic>(where, score, Q.row(t), K, V, nullptr, dY.row(t),
-                                                  sink, row);
+                                                  sink, row, std::span<T>(numbers + n, n));
 }
 
 /// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K;
@@ -140,22 +149,37 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
                   opt);
     saved = {y_own.view(), lse_own};
   }
+  // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t not
+  // finite, tiled_backward's test) whose masks allow a key; their row options and scratch are
+  // made here, before anything is written, so that an allocation that fails leaves every
+  // gradient as it was (and a call with no such row allocates nothing)
+  const bool tiled = dot_product_score<S, T> && dk <= 256 && dv <= 256;
+  const tile_masks masks = tile_masks_of(opt, tq, n);
+  bool exact_rows = !tiled;
+  for (std::size_t t = 0; t < tq && !exact_rows; ++t)
+    exact_rows = !(saved.logsumexp[t] - saved.logsumexp[t] == T(0)) && row_allows_a_key(masks, t);
+  std::optional<row_options> row_opt;
+  sdpa_row_scratch<T> scratch;
+  const auto make_scratch = [&] {
+    row_opt.emplace(opt, tq, n);
+    scratch.numbers.assign(2 * n + dk, T(0));
+    if (g.keys.rows() == 0) scratch.keys = Matrix<T>(n, dk);
+  };
+  if (exact_rows) make_scratch();
   // the key and value gradients are sums over the rows: start them at 0 unless they accumulate
   if (!g.accumulate) {
     if (g.keys.rows() != 0) fill_rows(g.keys.data(), n, dk, g.keys.row_stride(), T(0));
     if (g.values.rows() != 0) fill_rows(g.values.data(), n, dv, g.values.row_stride(), T(0));
     if (g.queries.rows() != 0) fill_rows(g.queries.data(), tq, dk, g.queries.row_stride(), T(0));
   }
-  row_options row_opt(opt, tq, n);
-  std::vector<T> scratch;
   attention_gradients<T> exact = g;
   exact.accumulate = true;
   const auto by_row = [&](std::size_t t) {
-    sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, row_opt(t), scratch);
+    if (!row_opt) make_scratch();  // (only if -ffast-math folded the scan's test and not the kernel's)
+    sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), scratch);
   };
   if constexpr (dot_product_score<S, T>) {
-    if (dk <= 256 && dv <= 256) {
-      const tile_masks masks = tile_masks_of(opt, tq, n);
+    if (tiled) {
       tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values)};
       tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
                         saved.logsumexp.data(), score.template scale<T>(dk),
@@ -175,9 +199,13 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
 
 /// From dY = ∂L/∂Y, writes the gradients of scaled_dot_product_attention(Q, K, V, score, …, opt)
 /// into the views of `grads`, recomputing the map tile by tile from saved.out and
-/// saved.logsumexp (or, both empty, from a forward run here). Sizes are checked before anything
-/// is written. Allocates nothing when the forward was saved, unless a row has a non-finite
-/// log-sum-exp (it then takes attn::backward's exact path).
+/// saved.logsumexp (or, both empty, from a forward run here). Every check comes before anything
+/// is written, and so does every allocation: a std::bad_alloc leaves every gradient as it was.
+/// Allocates nothing when the forward was saved, unless a row has a non-finite log-sum-exp and
+/// its masks allow a key (it then takes attn::backward's exact path: 2n + d_k numbers, n × d_k
+/// more when ∂L/∂K is left out, and the row options, made once, before the gradients are
+/// zeroed); with d_k or d_v above 256, or a score outside the dot family, every row takes that
+/// path, its scratch made likewise.
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
       detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>

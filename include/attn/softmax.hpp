@@ -62,23 +62,23 @@ struct options {
 
 namespace detail {
 
-/// The largest |β| that is finite both as a double (where options keeps it) and as a T.
-template <class T>
-inline constexpr double
-    beta_limit = static_cast<long double>(std::numeric_limits<T>::max()) <
-                         static_cast<long double>(std::numeric_limits<double>::max())
-                     ? static_cast<double>(std::numeric_limits<T>::max())
-                     : std::numeric_limits<double>::max();
+/// opt with its key mask borrowed, not copied: a mask made from a std::vector<bool> owns its
+/// bytes, and a copy of the options would copy them (an allocation on every call that makes
+/// one). Valid while opt is. What the calls that adjust the options use (a sentence's, a row's).
+constexpr options borrowing(const options& opt) {
+  options o;
+  o.beta = opt.beta;
+  o.mask = opt.mask.subview(0, opt.mask.size());
+  o.if_all_masked = opt.if_all_masked;
+  o.row_mask = opt.row_mask;
+  o.causal = opt.causal;
+  return o;
+}
 
-/// Whether β is finite as a T: |β| ≤ beta_limit<T> (false for NaN). On the bits (|β|'s as an
-/// integer, which orders like |β| and puts NaN past inf): -ffinite-math-only lets a compiler fold
-/// a NaN's compares to true, and clang does.
+/// Whether β is finite as a T (detail::finite_as, on the bits: it holds under -ffast-math).
 template <class T>
 [[nodiscard]] constexpr bool beta_fits(double beta) noexcept {
-  static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
-  constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
-  return (std::bit_cast<std::uint64_t>(beta) & magnitude) <=
-         std::bit_cast<std::uint64_t>(beta_limit<T>);
+  return finite_as<T>(beta);
 }
 
 /// Throws `domain_error` "<where>: sharpness beta must be finite" (+ " as a float"): the
@@ -100,7 +100,7 @@ template <class T>
 template <class T = double>
 constexpr void check_beta(const char* where, const options& opt) {
   if (!beta_fits<T>(opt.beta))
-    throw_beta_not_finite(where, beta_limit<T> < std::numeric_limits<double>::max());
+    throw_beta_not_finite(where, narrower_than_double<T>);
 }
 
 /// How a row's checks name its buffers: softmax's input and output, or attend's notes and weights.
@@ -145,7 +145,10 @@ constexpr void check_masks(const char* where, const options& opt, std::size_t tq
 /// Row t's combined mask entries (key mask, row mask, causal), in storage of its own: inline up
 /// to 1024 entries, else on the heap.
 class row_mask_buffer {
+public:
   static constexpr std::size_t inline_entries = 1024;
+
+private:
   std::array<mask_byte, inline_entries> inline_{};
   heap_array<mask_byte> heap_{};
 
@@ -174,7 +177,7 @@ public:
         buffer_(combine_ ? n : 0) {
     row_.beta = opt.beta;
     row_.if_all_masked = opt.if_all_masked;
-    if (!combine_) row_.mask = opt.mask;
+    if (!combine_) row_.mask = opt.mask.subview(0, opt.mask.size());  // borrowed: no copy
   }
   row_options(const row_options&) = delete;
   row_options& operator=(const row_options&) = delete;

@@ -145,7 +145,7 @@ void attend_partial_into(const char* where, std::span<const T> q, MatrixView<con
     p = std::move(own);
     return;
   }
-  check_score(where, score, q.size(), keys.cols());
+  check_score<T>(where, score, q.size(), keys.cols());
   check_equal(where, "rows of values", values.rows(), "rows of keys", keys.rows());
   if constexpr (D != dynamic)
     check_equal(where, "context size", D, "columns of values", values.cols());

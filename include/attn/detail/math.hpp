@@ -5,16 +5,46 @@
 /// function) implementations of their own, for float, double and long double. sqrt is correctly
 /// rounded in both, so the same bits; log1p and log are within 1 ulp of the exact value in
 /// constant evaluation (glibc's within 1 ulp at run time: docs/attention.md, "Constant
-/// evaluation", tests/test_math.cpp). And a test for −inf that -ffast-math cannot fold away.
+/// evaluation", tests/test_math.cpp). And tests that -ffast-math cannot fold away: for −inf,
+/// and whether a double (β, a scale) is finite as a T.
 /// Kernel layer: knows no public algorithm.
 #include "attn/detail/config.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 namespace attn::detail {
+
+/// The largest |x| that is finite both as a double (where options keeps β and the parameters
+/// keep a scale) and as a T: float's largest number for float, double's for double and long
+/// double.
+template <class T>
+inline constexpr double finite_limit =
+    static_cast<long double>(std::numeric_limits<T>::max()) <
+            static_cast<long double>(std::numeric_limits<double>::max())
+        ? static_cast<double>(std::numeric_limits<T>::max())
+        : std::numeric_limits<double>::max();
+
+/// Whether the double x is finite as a T: |x| ≤ finite_limit<T> (false for NaN and ±inf; 1e39
+/// is finite as a double, inf as a float). On the bits (|x|'s as an integer, which orders like
+/// |x| and puts NaN past inf): -ffinite-math-only lets a compiler fold a NaN's compares to true,
+/// and clang does. The one home of the β and scale checks.
+template <class T>
+[[nodiscard]] constexpr bool finite_as(double x) noexcept {
+  static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
+  constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
+  return (std::bit_cast<std::uint64_t>(x) & magnitude) <=
+         std::bit_cast<std::uint64_t>(finite_limit<T>);
+}
+
+/// Whether finite_as<T> is narrower than a double's range (float): the messages then say
+/// "finite as a float".
+template <class T>
+inline constexpr bool narrower_than_double = finite_limit<T> < std::numeric_limits<double>::max();
 
 /// x is −inf, read from its bits at run time: -ffinite-math-only lets a compiler fold
 /// x == −inf to false, and the checks that must throw before anything is written rest on this
