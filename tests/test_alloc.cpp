@@ -535,6 +535,29 @@ TEST_CASE("Rows the tiled kernels leave: no allocation after an output is writte
       CHECK((all_bits(dQ, sentinel) && all_bits(dK, sentinel) && all_bits(dV, sentinel)));
     }
   }
+  // a row whose L_t is finite but whose dY_t is not: the tiled backward leaves it too (its NaN
+  // reaches only the keys it sees), and its scratch is made before the first write as well
+  Q(20, 3) = 0.5f;
+  attn::scaled_dot_product_attention(Q, K, V, {.out = Yref.view(), .logsumexp = lse_ref});
+  dY(5, 1) = std::numeric_limits<float>::quiet_NaN();
+  const long left_made = count_allocations([&] { call(true, true); });
+  REQUIRE(left_made >= 1);
+  for (long k = 1; k <= left_made; ++k) {
+    for (attn::Matrix<float>* m : {&dQ, &dK, &dV}) std::fill(m->data(), m->data() + m->size(), sentinel);
+    threw = false;
+    countdown = k;
+    try {
+      call(true, true);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    countdown = 0;
+    CHECK(threw);
+    CHECK((all_bits(dQ, sentinel) && all_bits(dK, sentinel) && all_bits(dV, sentinel)));
+  }
+  dY(5, 1) = 1.0f;
+  Q(20, 3) = std::numeric_limits<float>::quiet_NaN();
+  attn::scaled_dot_product_attention(Q, K, V, {.out = Yref.view(), .logsumexp = lse_ref});
   // heads: a NaN in X makes a row of every head NaN; the forward needs no allocation once the
   // cache has its shapes, the backward's come before ∂L/∂W_O, ∂L/∂b_O and ∂L/∂X
   const std::size_t dm = 6, h = 2;

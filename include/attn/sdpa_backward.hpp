@@ -149,15 +149,17 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
                   opt);
     saved = {y_own.view(), lse_own};
   }
-  // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t not
-  // finite, tiled_backward's test) whose masks allow a key; their row options and scratch are
+  // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t, Q_t or
+  // dY_t not finite: tiled_backward's test) whose masks allow a key; their row options and scratch are
   // made here, before anything is written, so that an allocation that fails leaves every
   // gradient as it was (and a call with no such row allocates nothing)
   const bool tiled = dot_product_score<S, T> && dk <= 256 && dv <= 256;
   const tile_masks masks = tile_masks_of(opt, tq, n);
   bool exact_rows = !tiled;
   for (std::size_t t = 0; t < tq && !exact_rows; ++t)
-    exact_rows = !(saved.logsumexp[t] - saved.logsumexp[t] == T(0)) && row_allows_a_key(masks, t);
+    exact_rows = !(saved.logsumexp[t] - saved.logsumexp[t] == T(0) && all_finite(Q.row(t).data(), dk) &&
+                   all_finite(dY.row(t).data(), dv)) &&
+                 row_allows_a_key(masks, t);
   std::optional<row_options> row_opt;
   sdpa_row_scratch<T> scratch;
   const auto make_scratch = [&] {
