@@ -161,11 +161,17 @@ public:
   }
 };
 
+template <class T, std::size_t R, std::size_t C>
+class Matrix;
+
 /// A borrowed R×C matrix of any layout: element (i, j) is `data[i * row_stride + j * col_stride]`
-/// — a column-major matrix (row stride 1, column stride its leading dimension: `column_major`),
-/// or the transpose of a row-major one (`transposed`). An input only (notes, keys, values,
-/// queries): attn reads it through a row-major copy made when the call starts (docs/types-and-
-/// views.md, "Other layouts"), so its fast paths stay row-major. `T` may be const.
+/// — a row-major one (column stride 1: from a MatrixView), a column-major one (row stride 1,
+/// column stride its leading dimension: `column_major`), or the transpose of a row-major one
+/// (`transposed`: PyTorch's out × in weight as attn's in × out). As notes, keys, values or
+/// queries it is an input only, read through a row-major copy made when the call starts
+/// (docs/types-and-views.md, "Other layouts"), so those fast paths stay row-major; as a weight of
+/// multi_head_parameters, or its gradient, it is read or written where it lies, rows or columns
+/// (docs/heads.md). `T` may be const.
 template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class StridedMatrixView {
   static_assert(real<std::remove_const_t<T>>,
@@ -184,6 +190,12 @@ public:
 
   /// An empty view.
   constexpr StridedMatrixView() noexcept = default;
+  /// Views row-major numbers as MatrixView(data, rows, cols[, row_stride]) does (column stride
+  /// 1), with its checks.
+  constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride)
+      : StridedMatrixView(MatrixView<T, R, C>(data, rows, cols, row_stride)) {}
+  constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols)
+      : StridedMatrixView(MatrixView<T, R, C>(data, rows, cols)) {}
   /// Views `rows × cols` numbers at `data`, element (i, j) at data[i·row_stride + j·col_stride].
   /// Throws dimension_error if a fixed extent disagrees or `data` is null for a non-empty matrix.
   constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride,
@@ -198,12 +210,31 @@ public:
                                      std::to_string(rows_) + "x" + std::to_string(cols_) +
                                      " matrix");
   }
-  /// A view of const elements from one of non-const elements.
-  template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  constexpr StridedMatrixView(const StridedMatrixView<U, R, C>& other) noexcept  // NOLINT
+  /// A view of const elements, or of fewer fixed extents, from a compatible one.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2) && !(std::is_same_v<U, T> && R == R2 && C == C2))
+  constexpr StridedMatrixView(const StridedMatrixView<U, R2, C2>& other) noexcept  // NOLINT
       : data_(other.data()), rows_(other.rows()), cols_(other.cols()),
         row_stride_(other.row_stride()), col_stride_(other.col_stride()) {}
+  /// A row-major view's numbers as they are (column stride 1): no copy.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(const MatrixView<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : data_(m.data()), rows_(m.rows()), cols_(m.cols()), row_stride_(m.row_stride()),
+        col_stride_(1) {}
+  /// An owned Matrix's numbers (row-major), as MatrixView's conversion from it.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(Matrix<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : StridedMatrixView(m.view()) {}
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<const U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(const Matrix<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : StridedMatrixView(m.view()) {}
 
   [[nodiscard]] constexpr std::size_t rows() const noexcept { return rows_; }
   [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
@@ -396,6 +427,31 @@ template <class T, std::size_t R, std::size_t C>
   return {m.data(), m.rows(), m.cols(), m.row_stride()};
 }
 
+/// Whether a strided view's rows lie as rows (column stride 1, or at most one column): the form
+/// the products read; otherwise its columns do (row stride 1, or one row) or neither does.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr bool rows_contiguous(const StridedMatrixView<T, R, C>& m) noexcept {
+  return m.col_stride() == 1 || m.cols() <= 1;
+}
+/// Whether a strided view's columns lie as rows (a column-major matrix, the transpose of a
+/// row-major one: PyTorch's out × in weight seen as attn's in × out) and its rows do not.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr bool columns_contiguous(const StridedMatrixView<T, R, C>& m) noexcept {
+  return !rows_contiguous(m) && (m.row_stride() == 1 || m.rows() <= 1);
+}
+
+/// The numbers of a strided view: its rows, or its columns as rows (columns_contiguous), or for
+/// any other layout every number from its first to its last, as one row (a superset).
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr region<std::remove_const_t<T>>
+region_of(const StridedMatrixView<T, R, C>& m) noexcept {
+  if (m.rows() == 0 || m.cols() == 0) return {m.data(), 0, 0, 0};
+  if (rows_contiguous(m)) return {m.data(), m.rows(), m.cols(), m.row_stride()};
+  if (columns_contiguous(m)) return {m.data(), m.cols(), m.rows(), m.col_stride()};
+  const std::size_t span = (m.rows() - 1) * m.row_stride() + (m.cols() - 1) * m.col_stride() + 1;
+  return {m.data(), 1, span, span};
+}
+
 /// A zero r × c Matrix (fixed extents: inline, no allocation).
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
@@ -463,10 +519,23 @@ public:
   }
 };
 
+/// Whether as_view reads M through a row-major copy: a StridedMatrixView.
 template <class M>
 inline constexpr bool is_strided = false;
 template <class T, std::size_t R, std::size_t C>
 inline constexpr bool is_strided<StridedMatrixView<T, R, C>> = true;
+
+/// Any matrix_like as a StridedMatrixView of its numbers where they lie (no copy): a weight in
+/// whatever layout it has.
+template <class M>
+[[nodiscard]] constexpr auto strided_of(const M& m) {
+  using U = const typename matrix_traits<M>::scalar;
+  constexpr std::size_t R = matrix_traits<M>::rows, C = matrix_traits<M>::cols;
+  if constexpr (is_strided<M>)
+    return StridedMatrixView<U, R, C>(m);
+  else
+    return StridedMatrixView<U, R, C>(MatrixView<U, R, C>(m));
+}
 }  // namespace detail
 
 /// `Matrix`, `MatrixView` or `StridedMatrixView`: what every attn algorithm takes as a matrix
@@ -499,7 +568,7 @@ template <matrix_like M>
 [[nodiscard]] constexpr auto as_view(const M& m) noexcept(!detail::is_strided<M>) {
   using T = matrix_scalar_of<M>;
   if constexpr (detail::is_strided<M>)
-    return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(m);
+    return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(detail::strided_of(m));
   else
     return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
 }
