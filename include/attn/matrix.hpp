@@ -42,6 +42,35 @@ constexpr std::size_t checked_numbers(const char* where, std::size_t rows, std::
   if (cols != 0 && rows > most / cols) throw_too_many_numbers(where, rows, cols);
   return rows * cols;
 }
+
+/// A dense matrix of another library that says where its numbers lie — `data()`, `rows()`,
+/// `cols()`, `outerStride()`, `innerStride()` and its storage order `IsRowMajor` (Eigen's
+/// Matrix, Map, Block and Ref; attn detects the members and includes nothing). One that is a
+/// vector at compile time (`IsVectorAtCompileTime`) is a vector_like instead.
+template <class M>
+concept strided_dense_matrix =
+    requires(const M& m) {
+      requires std::is_pointer_v<decltype(m.data())>;
+      requires real<std::remove_cv_t<std::remove_pointer_t<decltype(m.data())>>>;
+      { m.rows() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.cols() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.outerStride() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.innerStride() } -> std::convertible_to<std::ptrdiff_t>;
+      M::IsRowMajor;
+      M::InnerStrideAtCompileTime;
+      M::IsVectorAtCompileTime;
+    } && !static_cast<bool>(M::IsVectorAtCompileTime);
+
+/// The element type a strided_dense_matrix gives through `data()` (const when it is read-only).
+template <class M>
+using dense_element_t = std::remove_pointer_t<decltype(std::declval<M&>().data())>;
+
+/// Whether a strided_dense_matrix's rows lie contiguous, each at data() + i·outerStride() (a
+/// MatrixView of it needs no copy), as far as its type says.
+template <class M>
+inline constexpr bool dense_rows_contiguous =
+    static_cast<bool>(std::remove_cvref_t<M>::IsRowMajor) &&
+    static_cast<int>(std::remove_cvref_t<M>::InnerStrideAtCompileTime) == 1;
 }  // namespace detail
 
 /// A borrowed row-major R×C matrix: element (i, j) is `data[i * row_stride + j]`.
@@ -117,6 +146,24 @@ public:
              (C == dynamic || C == C2) && !(std::is_same_v<U, T> && R == R2 && C == C2))
   constexpr MatrixView(const MatrixView<U, R2, C2>& other) noexcept  // NOLINT: implicit widening
       : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.row_stride()) {
+  }
+
+  /// Borrows a row-major strided_dense_matrix (Eigen's `Matrix<T, Dynamic, Dynamic, RowMajor>`,
+  /// a Map or Block of one), rows `outerStride()` apart: no copy. A column-major one (Eigen's
+  /// default) has no rows to borrow and does not compile: read as rows it would be its transpose.
+  template <class M>
+    requires(detail::strided_dense_matrix<std::remove_cvref_t<M>> &&
+             std::is_convertible_v<detail::dense_element_t<std::remove_reference_t<M>> (*)[],
+                                   T (*)[]>)
+  constexpr MatrixView(M&& m)  // NOLINT: implicit, as a span from a container
+      : MatrixView(m.data(), static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()),
+                   static_cast<std::size_t>(m.outerStride())) {
+    static_assert(detail::dense_rows_contiguous<M>,
+                  "attn::MatrixView: this matrix is column-major (Eigen's default) or its "
+                  "columns are not adjacent, so it has no rows to borrow (read as rows it would "
+                  "be its transpose). Use a row-major matrix (Eigen::Matrix<T, Eigen::Dynamic, "
+                  "Eigen::Dynamic, Eigen::RowMajor>) for an output; pass an input to attn as it "
+                  "is (it is read correctly), or give a weight as a StridedMatrixView.");
   }
 
   [[nodiscard]] constexpr std::size_t rows() const noexcept {
@@ -235,6 +282,19 @@ public:
              (C == dynamic || C == C2))
   constexpr StridedMatrixView(const Matrix<U, R2, C2>& m) noexcept  // NOLINT: implicit
       : StridedMatrixView(m.view()) {}
+  /// A strided_dense_matrix of either storage order (Eigen's Matrix, Map, Block), as it lies: a
+  /// column-major one with row stride innerStride() and column stride outerStride(). No copy.
+  template <class M>
+    requires(R == dynamic && C == dynamic && detail::strided_dense_matrix<std::remove_cvref_t<M>> &&
+             std::is_convertible_v<detail::dense_element_t<std::remove_reference_t<M>> (*)[],
+                                   T (*)[]>)
+  constexpr StridedMatrixView(M&& m)  // NOLINT: implicit, as a span from a container
+      : StridedMatrixView(
+            m.data(), static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()),
+            static_cast<std::size_t>(std::remove_cvref_t<M>::IsRowMajor ? m.outerStride()
+                                                                        : m.innerStride()),
+            static_cast<std::size_t>(std::remove_cvref_t<M>::IsRowMajor ? m.innerStride()
+                                                                        : m.outerStride())) {}
 
   [[nodiscard]] constexpr std::size_t rows() const noexcept { return rows_; }
   [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
@@ -481,6 +541,16 @@ struct matrix_traits<StridedMatrixView<T, R, C>> {
   static constexpr bool writable = false;  // an input only
   static constexpr std::size_t rows = R, cols = C;
 };
+/// A strided_dense_matrix (Eigen's): dynamic extents; written through when its data() is not
+/// const (a row-major one only: as_mutable_view refuses the others at compile time).
+template <strided_dense_matrix M>
+struct matrix_traits<M> {
+  static constexpr bool is_matrix = true;
+  static constexpr bool is_view = false;
+  using scalar = std::remove_const_t<dense_element_t<M>>;
+  static constexpr bool writable = !std::is_const_v<dense_element_t<M>>;
+  static constexpr std::size_t rows = dynamic, cols = dynamic;
+};
 template <class T, std::size_t R, std::size_t C>
 struct matrix_traits<Matrix<T, R, C>> {
   static constexpr bool is_matrix = true;
@@ -519,11 +589,14 @@ public:
   }
 };
 
-/// Whether as_view reads M through a row-major copy: a StridedMatrixView.
+/// Whether as_view reads M through a row-major copy: a StridedMatrixView, or a
+/// strided_dense_matrix whose rows are not contiguous (column-major).
 template <class M>
 inline constexpr bool is_strided = false;
 template <class T, std::size_t R, std::size_t C>
 inline constexpr bool is_strided<StridedMatrixView<T, R, C>> = true;
+template <strided_dense_matrix M>
+inline constexpr bool is_strided<M> = !dense_rows_contiguous<M>;
 
 /// Any matrix_like as a StridedMatrixView of its numbers where they lie (no copy): a weight in
 /// whatever layout it has.
@@ -531,15 +604,16 @@ template <class M>
 [[nodiscard]] constexpr auto strided_of(const M& m) {
   using U = const typename matrix_traits<M>::scalar;
   constexpr std::size_t R = matrix_traits<M>::rows, C = matrix_traits<M>::cols;
-  if constexpr (is_strided<M>)
+  if constexpr (strided_dense_matrix<M> || is_strided<M>)
     return StridedMatrixView<U, R, C>(m);
   else
     return StridedMatrixView<U, R, C>(MatrixView<U, R, C>(m));
 }
 }  // namespace detail
 
-/// `Matrix`, `MatrixView` or `StridedMatrixView`: what every attn algorithm takes as a matrix
-/// (notes, W, queries; a StridedMatrixView only as an input).
+/// `Matrix`, `MatrixView`, `StridedMatrixView` or a strided_dense_matrix (Eigen's Matrix, Map,
+/// Block of either storage order): what every attn algorithm takes as a matrix (notes, W,
+/// queries; a StridedMatrixView and a column-major one only as an input).
 template <class M>
 concept matrix_like = detail::matrix_traits<std::remove_cvref_t<M>>::is_matrix;
 
@@ -562,19 +636,23 @@ concept mutable_matrix_like = matrix_like<M> &&
     (detail::matrix_traits<std::remove_cvref_t<M>>::is_view ||
      !std::is_const_v<std::remove_reference_t<M>>);
 
-/// Borrows a matrix_like read-only, keeping its fixed extents. A StridedMatrixView gives its
-/// numbers copied row-major instead (detail::row_major_copy, which reads as a MatrixView).
+/// Borrows a matrix_like read-only, keeping its fixed extents. A StridedMatrixView, or a
+/// column-major strided_dense_matrix, gives its numbers copied row-major instead
+/// (detail::row_major_copy, which reads as a MatrixView): the same matrix, never its transpose.
 template <matrix_like M>
-[[nodiscard]] constexpr auto as_view(const M& m) noexcept(!detail::is_strided<M>) {
+[[nodiscard]] constexpr auto as_view(const M& m) noexcept(
+    !detail::is_strided<M> && !detail::strided_dense_matrix<M>) {
   using T = matrix_scalar_of<M>;
   if constexpr (detail::is_strided<M>)
     return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(detail::strided_of(m));
   else
     return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
 }
-/// Borrows a mutable_matrix_like for writing, keeping its fixed extents.
+/// Borrows a mutable_matrix_like for writing, keeping its fixed extents. A column-major
+/// strided_dense_matrix does not compile (MatrixView's static_assert: use a row-major one).
 template <mutable_matrix_like M>
-[[nodiscard]] constexpr auto as_mutable_view(M&& m) noexcept {
+[[nodiscard]] constexpr auto as_mutable_view(M&& m) noexcept(!detail::strided_dense_matrix<
+                                                             std::remove_cvref_t<M>>) {
   using T = matrix_scalar_of<M>;
   return MatrixView<T, rows_of<M>, cols_of<M>>(m);
 }
