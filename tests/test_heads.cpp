@@ -395,6 +395,8 @@ TEMPLATE_TEST_CASE("multi_head_attention reads an nn.MultiheadAttention state wh
     const auto r = attn::multi_head_attention(X, p, opt, B);
     const auto by_columns = attn::multi_head_attention(X, q, opt, B);
     const auto by_copy = attn::multi_head_attention(X, copied, opt, B);
+    const auto on_threads = attn::multi_head_attention(X, p, opt, B, 2);
+    REQUIRE(on_threads.out == r.out);  // one thread's bits
     for (std::size_t k = 0; k < want.size(); ++k) {
       REQUIRE(std::abs(static_cast<long double>(r.out.data()[k]) - want[k]) <= 200 * eps * top);
       REQUIRE(std::abs(static_cast<long double>(by_copy.out.data()[k]) - want[k]) <= 200 * eps * top);

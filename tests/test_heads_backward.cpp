@@ -173,9 +173,10 @@ TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its back
   using T = TestType;
   std::mt19937_64 rng(31);
   for (const std::size_t h : {1u, 2u, 3u})
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 8; ++k) {
       const bool causal = k & 1, with_wo = k & 2;
       auto c = make_case<T>(h, true, false, rng);
+      c.columns = k & 4;  // the weights in PyTorch's layout (out × in), read where they lie
       attn::multi_head_parameters<T> p = c.params();
       if (!with_wo) {
         p.W_O = {};
@@ -192,7 +193,8 @@ TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its back
       };
       for (std::size_t t = 0; t < c.tq; ++t)
         for (std::size_t s = 0; s < c.tq; ++s) {
-          INFO("h = " << h << ", causal " << causal << ", W_O " << with_wo << ", t = " << t << ", s = " << s);
+          INFO("h = " << h << ", causal " << causal << ", W_O " << with_wo << ", columns " << c.columns << ", t = " << t
+                      << ", s = " << s);
           Matrix<T> J(dout, c.dm);
           attn::jacobian_input(c.x(), p, t, s, J.view(), opt);
           // against the backward of a dY that is g in row t
@@ -375,6 +377,11 @@ TEST_CASE("multi_head_attention_backward: a forward it does not match is refused
   refused("W_Q holds other numbers than the forward's",
           [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B); });
   c.WQ[1] /= 2;
+  // W_Q's own buffer given as its columns: the same numbers but the transposed matrix (W_Q is 4 × 4)
+  auto columns = c.params();
+  columns.W_Q = attn::transposed(attn::MatrixView<const double>(c.WQ.data(), c.dm, c.h * c.dk));
+  refused("W_Q holds other numbers than the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), columns, cache, dY, g, opt, c.B); });
   // another batch: a dimension_error naming both
   REQUIRE_THROWS_MATCHES(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, attn::options{}, 1),
                          attn::dimension_error,
