@@ -421,3 +421,35 @@ TEST_CASE("multi_head_attention: a weight neither of whose layouts is contiguous
                              "column-major as PyTorch's out x in weight viewed by attn::transposed)"));
   REQUIRE(Y(0, 0) == 7.0);
 }
+
+TEMPLATE_TEST_CASE("self_attention reads weights in every layout where they lie", "[heads][layouts]", float, double) {
+  // attn's W (in × out) row-major; PyTorch's (out × in) row-major: transposed(view); PyTorch's
+  // column-major: transposed(column_major(…)), the memory of attn's row-major W (the same bits)
+  using T = TestType;
+  std::mt19937_64 rng(55);
+  const std::size_t tq = 4, E = 6;
+  const Matrix<T> X = random_matrix<T>(tq, E, rng), WQ = random_matrix<T>(E, E, rng, 0.5),
+                  WK = random_matrix<T>(E, E, rng, 0.5), WV = random_matrix<T>(E, E, rng);
+  const auto torch = [&](const Matrix<T>& W) {  // W's transpose, row-major: PyTorch's out × in
+    Matrix<T> t(W.cols(), W.rows());
+    for (std::size_t i = 0; i < W.rows(); ++i)
+      for (std::size_t o = 0; o < W.cols(); ++o) t(o, i) = W(i, o);
+    return t;
+  };
+  const Matrix<T> tQ = torch(WQ), tK = torch(WK), tV = torch(WV);
+  const auto rows = attn::self_attention(X, WQ, WK, WV);
+  const auto by_rows_of_torch = attn::self_attention(X, attn::transposed(tQ.view()), attn::transposed(tK.view()),
+                                                     attn::transposed(tV.view()));
+  const auto col_major_torch = [](const Matrix<T>& W) {  // attn's W's memory read as a column-major out × in
+    return attn::transposed(attn::column_major(W.data(), W.cols(), W.rows()));
+  };
+  const auto by_columns_of_torch = attn::self_attention(X, col_major_torch(WQ), col_major_torch(WK), col_major_torch(WV));
+  // the forward test's bound: the same sums of ≤ 6 terms in another order
+  long double top = 1;
+  for (std::size_t k = 0; k < rows.out.size(); ++k) top = std::max(top, std::abs(static_cast<long double>(rows.out.data()[k])));
+  for (std::size_t k = 0; k < rows.out.size(); ++k) {
+    REQUIRE(by_columns_of_torch.out.data()[k] == rows.out.data()[k]);
+    REQUIRE(std::abs(static_cast<long double>(by_rows_of_torch.out.data()[k]) - rows.out.data()[k]) <=
+            200 * static_cast<long double>(std::numeric_limits<T>::epsilon()) * top);
+  }
+}

@@ -332,6 +332,13 @@ template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr StridedMatrixView<T, C, R> transposed(const MatrixView<T, R, C>& m) {
   return StridedMatrixView<T, C, R>(m.data(), m.cols(), m.rows(), 1, m.row_stride());
 }
+/// The transpose of a strided view, without a copy (its strides swapped): element (i, j) is
+/// m(j, i) — `transposed(column_major(p, d_out, d_in))` is a column-major PyTorch weight as
+/// attn's d_in × d_out.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr StridedMatrixView<T, C, R> transposed(const StridedMatrixView<T, R, C>& m) {
+  return StridedMatrixView<T, C, R>(m.data(), m.cols(), m.rows(), m.col_stride(), m.row_stride());
+}
 
 /// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
 /// (no allocation), otherwise a `std::vector` aligned to `storage_alignment` (64 bytes: rows of
