@@ -7,6 +7,7 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attn/allocator.hpp"
