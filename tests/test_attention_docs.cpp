@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -131,7 +132,7 @@ TEST_CASE("docs/self-attention.md: the backward, and one row's Jacobian", "[docs
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("docs/heads.md: every example is the body of a test case here", "[docs]") {
-  REQUIRE(blocks_found_here("docs/heads.md") == 3);
+  REQUIRE(blocks_found_here("docs/heads.md") == 4);
 }
 
 TEST_CASE("docs/heads.md: two heads, every step (W7)", "[docs]") {
@@ -146,6 +147,40 @@ TEST_CASE("docs/heads.md: two heads, every step (W7)", "[docs]") {
   REQUIRE_THAT(r.maps(1, 0), Catch::Matchers::WithinRel(sure, 1e-14));      // head 1: drink → I
   REQUIRE_THAT(r.maps(3 + 1, 1), Catch::Matchers::WithinRel(sure, 1e-14));  // head 2: drink → drink
   REQUIRE_THAT(r.out(1, 0), Catch::Matchers::WithinRel((sure + 1 / (e + 2)) / 2, 1e-14));  // the mean
+}
+
+TEST_CASE("docs/heads.md: an nn.MultiheadAttention state, read without a copy", "[docs]") {
+  // in_proj_weight (3E × E: W_q, W_k, W_v, each out × in), in_proj_bias (3E), out_proj.weight (E × E), out_proj.bias
+  const std::size_t E = 4, h = 2;
+  std::vector<float> in_proj_weight(3 * E * E), in_proj_bias(3 * E), out_proj_weight(E * E), out_proj_bias(E);
+  for (std::size_t k = 0; k < in_proj_weight.size(); ++k) in_proj_weight[k] = 0.1f * static_cast<float>(k % 7) - 0.3f;
+  for (std::size_t k = 0; k < out_proj_weight.size(); ++k) out_proj_weight[k] = 0.05f * static_cast<float>(k % 5);
+  for (std::size_t k = 0; k < 3 * E; ++k) in_proj_bias[k] = 0.01f * static_cast<float>(k);
+  for (std::size_t k = 0; k < E; ++k) out_proj_bias[k] = -0.1f;
+  const attn::MatrixView<const float> in_proj(in_proj_weight.data(), 3 * E, E);  // PyTorch's rows
+  const std::span<const float> in_bias(in_proj_bias);
+  const attn::multi_head_parameters<float> p{
+      .W_Q = attn::transposed(in_proj.subrows(0, E)),  // attn's W_Q = W_qᵀ, read where it lies
+      .W_K = attn::transposed(in_proj.subrows(E, E)),
+      .W_V = attn::transposed(in_proj.subrows(2 * E, E)),
+      .W_O = attn::transposed(attn::MatrixView<const float>(out_proj_weight.data(), E, E)),
+      .b_Q = in_bias.subspan(0, E),
+      .b_K = in_bias.subspan(E, E),
+      .b_V = in_bias.subspan(2 * E, E),
+      .b_O = out_proj_bias,
+      .heads = h};
+  const attn::Matrix<float> X{{1, 0, 2, -1}, {1, 0, 2, -1}, {1, 0, 2, -1}};  // three equal words
+  const auto r = attn::multi_head_attention(X, p);  // r.out is PyTorch's attn_output
+  // equal words: every weight is 1/3, so y = (x W_vᵀ + b_v) W_outᵀ + b_out, PyTorch's formula
+  for (std::size_t o = 0; o < E; ++o) {
+    double y = out_proj_bias[o];
+    for (std::size_t c = 0; c < E; ++c) {
+      double v = in_proj_bias[2 * E + c];
+      for (std::size_t a = 0; a < E; ++a) v += in_proj_weight[(2 * E + c) * E + a] * X(0, a);
+      y += out_proj_weight[o * E + c] * v;
+    }
+    REQUIRE_THAT(r.out(1, o), Catch::Matchers::WithinAbs(y, 1e-5));  // float: 100 ε of |y| < 1
+  }
 }
 
 TEST_CASE("docs/heads.md: a batch of two sentences with padding", "[docs]") {

@@ -429,3 +429,168 @@ TEMPLATE_TEST_CASE("multi_head_attention: a scale that is not finite as a T is r
     REQUIRE(Y(2, 1) == Y(2, 1));
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Weights in PyTorch's layout (out × in), read where they lie
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+// torch.nn.MultiheadAttention(E, h, batch_first=True)'s forward by its own formulas, in long
+// double, on its state as PyTorch holds it (row-major; every weight out × in): q = x W_qᵀ + b_q
+// with W_q rows [0, E) of in_proj_weight (W_k the next E, W_v the last), per head
+// softmax(q_i k_iᵀ/√d) v_i, y = z out_proj.weightᵀ + out_proj.bias; causal within each sentence.
+template <class T>
+std::vector<long double> torch_forward(const std::vector<T>& x, std::size_t B, std::size_t tq, std::size_t E,
+                                       std::size_t h, const std::vector<T>& in_w, const std::vector<T>& in_b,
+                                       const std::vector<T>& out_w, const std::vector<T>& out_b, bool causal) {
+  const std::size_t rows = B * tq, d = E / h;
+  std::vector<long double> qkv(rows * 3 * E);  // row t: q, k, v
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t o = 0; o < 3 * E; ++o) {
+      long double acc = in_b[o];
+      for (std::size_t a = 0; a < E; ++a) acc += static_cast<long double>(in_w[o * E + a]) * x[t * E + a];
+      qkv[t * 3 * E + o] = acc;
+    }
+  std::vector<long double> y(rows * E);
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < tq; ++t) {
+      std::vector<long double> z(E, 0);
+      for (std::size_t i = 0; i < h; ++i) {
+        const std::size_t seen = causal ? t + 1 : tq;
+        std::vector<long double> w(seen);
+        long double top = -std::numeric_limits<long double>::infinity(), sum = 0;
+        for (std::size_t j = 0; j < seen; ++j) {
+          long double s = 0;
+          for (std::size_t c = 0; c < d; ++c)
+            s += qkv[(b * tq + t) * 3 * E + i * d + c] * qkv[(b * tq + j) * 3 * E + E + i * d + c];
+          w[j] = s / std::sqrt(static_cast<long double>(d));
+          top = std::max(top, w[j]);
+        }
+        for (auto& v : w) sum += v = std::exp(v - top);
+        for (std::size_t j = 0; j < seen; ++j)
+          for (std::size_t c = 0; c < d; ++c) z[i * d + c] += w[j] / sum * qkv[(b * tq + j) * 3 * E + 2 * E + i * d + c];
+      }
+      for (std::size_t o = 0; o < E; ++o) {
+        long double acc = out_b[o];
+        for (std::size_t c = 0; c < E; ++c) acc += static_cast<long double>(out_w[o * E + c]) * z[c];
+        y[(b * tq + t) * E + o] = acc;
+      }
+    }
+  return y;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention reads an nn.MultiheadAttention state where it lies (weights out x in)",
+                   "[heads][layouts]", float, double, long double) {
+  using T = TestType;
+  std::mt19937_64 rng(1207);
+  const std::size_t E = 8, h = 2, B = 2, tq = 5;
+  std::vector<T> in_w = random_vector<T>(3 * E * E, rng), in_b = random_vector<T>(3 * E, rng),
+                 out_w = random_vector<T>(E * E, rng), out_b = random_vector<T>(E, rng),
+                 x = random_vector<T>(B * tq * E, rng);
+  for (auto* w : {&in_w, &out_w})
+    for (auto& v : *w) v /= static_cast<T>(2);
+  const attn::MatrixView<const T> in_proj(in_w.data(), 3 * E, E), out_proj(out_w.data(), E, E);
+  const std::span<const T> bias(in_b);
+  const attn::multi_head_parameters<T> p{.W_Q = attn::transposed(in_proj.subrows(0, E)),
+                                         .W_K = attn::transposed(in_proj.subrows(E, E)),
+                                         .W_V = attn::transposed(in_proj.subrows(2 * E, E)),
+                                         .W_O = attn::transposed(out_proj),
+                                         .b_Q = bias.subspan(0, E),
+                                         .b_K = bias.subspan(E, E),
+                                         .b_V = bias.subspan(2 * E, E),
+                                         .b_O = out_b,
+                                         .heads = h};
+  // the same memory seen as attn's W (in × out) column-major: the same layout, the same bits
+  attn::multi_head_parameters<T> q = p;
+  q.W_Q = attn::column_major(in_w.data(), E, E);
+  q.W_K = attn::column_major(in_w.data() + E * E, E, E);
+  q.W_V = attn::column_major(in_w.data() + 2 * E * E, E, E);
+  q.W_O = attn::column_major(out_w.data(), E, E);
+  // and the transposes copied into attn's own row-major layout
+  Matrix<T> WQ(E, E), WK(E, E), WV(E, E), WO(E, E);
+  for (std::size_t i = 0; i < E; ++i)
+    for (std::size_t o = 0; o < E; ++o) {
+      WQ(i, o) = in_w[o * E + i];
+      WK(i, o) = in_w[(E + o) * E + i];
+      WV(i, o) = in_w[(2 * E + o) * E + i];
+      WO(i, o) = out_w[o * E + i];
+    }
+  attn::multi_head_parameters<T> copied = p;
+  copied.W_Q = WQ.view();
+  copied.W_K = WK.view();
+  copied.W_V = WV.view();
+  copied.W_O = WO.view();
+  // The forward test's bound: the same sums of at most 8 O(1) terms per step (here in another
+  // order, dot_rows against add_weighted_rows), each rounding relatively: 200 ε of max |Y|.
+  const double eps = std::numeric_limits<T>::epsilon() * (std::is_same_v<T, long double> ? 2 : 1);
+  const attn::MatrixView<const T> X(x.data(), B * tq, E);
+  for (const bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const auto want = torch_forward(x, B, tq, E, h, in_w, in_b, out_w, out_b, causal);
+    long double top = 1;
+    for (const long double y : want) top = std::max(top, std::abs(y));
+    const attn::options opt{.causal = causal};
+    const auto r = attn::multi_head_attention(X, p, opt, B);
+    const auto by_columns = attn::multi_head_attention(X, q, opt, B);
+    const auto by_copy = attn::multi_head_attention(X, copied, opt, B);
+    const auto on_threads = attn::multi_head_attention(X, p, opt, B, 2);
+    REQUIRE(on_threads.out == r.out);  // one thread's bits
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      REQUIRE(std::abs(static_cast<long double>(r.out.data()[k]) - want[k]) <= 200 * eps * top);
+      REQUIRE(std::abs(static_cast<long double>(by_copy.out.data()[k]) - want[k]) <= 200 * eps * top);
+      REQUIRE(by_columns.out.data()[k] == r.out.data()[k]);
+    }
+  }
+}
+
+TEST_CASE("multi_head_attention: a weight neither of whose layouts is contiguous is refused, naming it",
+          "[heads][layouts][errors]") {
+  const Matrix<double> X{{1, 0}, {0, 1}};
+  std::vector<double> w(16, 0.5);
+  attn::Matrix<double> Y(2, 2, 7.0);
+  attn::multi_head_cache<double> cache;
+  const attn::multi_head_parameters<double> p{.W_Q = attn::StridedMatrixView<const double>(w.data(), 2, 2, 2, 3),
+                                              .W_K = attn::MatrixView<const double>(w.data(), 2, 2),
+                                              .W_V = attn::MatrixView<const double>(w.data(), 2, 2)};
+  REQUIRE_THROWS_MATCHES(attn::multi_head_attention(X, p, {.out = Y.view()}, cache), attn::dimension_error,
+                         Catch::Matchers::Message(
+                             "attn::multi_head_attention: W_Q (2x2) has row stride 2 and column stride 3: "
+                             "neither its rows nor its columns lie one number apart (row-major, or "
+                             "column-major as PyTorch's out x in weight viewed by attn::transposed)"));
+  REQUIRE(Y(0, 0) == 7.0);
+}
+
+TEMPLATE_TEST_CASE("self_attention reads weights in every layout where they lie", "[heads][layouts]", float, double) {
+  // attn's W (in × out) row-major; PyTorch's (out × in) row-major: transposed(view); PyTorch's
+  // column-major: transposed(column_major(…)), the memory of attn's row-major W (the same bits)
+  using T = TestType;
+  std::mt19937_64 rng(55);
+  const std::size_t tq = 4, E = 6;
+  const Matrix<T> X = random_matrix<T>(tq, E, rng), WQ = random_matrix<T>(E, E, rng, 0.5),
+                  WK = random_matrix<T>(E, E, rng, 0.5), WV = random_matrix<T>(E, E, rng);
+  const auto torch = [&](const Matrix<T>& W) {  // W's transpose, row-major: PyTorch's out × in
+    Matrix<T> t(W.cols(), W.rows());
+    for (std::size_t i = 0; i < W.rows(); ++i)
+      for (std::size_t o = 0; o < W.cols(); ++o) t(o, i) = W(i, o);
+    return t;
+  };
+  const Matrix<T> tQ = torch(WQ), tK = torch(WK), tV = torch(WV);
+  const auto rows = attn::self_attention(X, WQ, WK, WV);
+  const auto by_rows_of_torch = attn::self_attention(X, attn::transposed(tQ.view()), attn::transposed(tK.view()),
+                                                     attn::transposed(tV.view()));
+  const auto col_major_torch = [](const Matrix<T>& W) {  // attn's W's memory read as a column-major out × in
+    return attn::transposed(attn::column_major(W.data(), W.cols(), W.rows()));
+  };
+  const auto by_columns_of_torch = attn::self_attention(X, col_major_torch(WQ), col_major_torch(WK), col_major_torch(WV));
+  // the forward test's bound: the same sums of ≤ 6 terms in another order
+  long double top = 1;
+  for (std::size_t k = 0; k < rows.out.size(); ++k) top = std::max(top, std::abs(static_cast<long double>(rows.out.data()[k])));
+  for (std::size_t k = 0; k < rows.out.size(); ++k) {
+    REQUIRE(by_columns_of_torch.out.data()[k] == rows.out.data()[k]);
+    REQUIRE(std::abs(static_cast<long double>(by_rows_of_torch.out.data()[k]) - rows.out.data()[k]) <=
+            200 * static_cast<long double>(std::numeric_limits<T>::epsilon()) * top);
+  }
+}

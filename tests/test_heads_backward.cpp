@@ -25,6 +25,13 @@ void fill_random(std::span<T> x, std::mt19937_64& rng, double scale = 1) {
   for (auto& v : x) v = static_cast<T>(normal(rng));
 }
 
+// A weight W (in × out) held in v: row-major, or (columns) as PyTorch holds it, out × in.
+template <class U>
+attn::StridedMatrixView<U> weight_in(U* v, std::size_t in, std::size_t out, bool columns) {
+  if (columns) return attn::transposed(attn::MatrixView<U>(v, out, in));
+  return {v, in, out};
+}
+
 // Everything one case needs, as flat owned arrays so that the checker can move any of them.
 template <class T>
 struct case_data {
@@ -36,11 +43,17 @@ struct case_data {
   std::size_t kvh = 0;  // key/value heads (grouped-query attention), 0: h
 
   std::size_t kv() const { return kvh != 0 ? kvh : h; }
+  bool columns = false;  // the weights, and their gradients, in PyTorch's layout (out × in)
+
+  template <class U>
+  attn::StridedMatrixView<U> weight(U* v, std::size_t in, std::size_t out) const {
+    return weight_in(v, in, out, columns);
+  }
   attn::multi_head_parameters<T> params() const {
-    return {.W_Q = {WQ.data(), dm, h * dk},
-            .W_K = {WK.data(), dkv, kv() * dk},
-            .W_V = {WV.data(), dkv, kv() * dv},
-            .W_O = {WO.data(), h * dv, dout},
+    return {.W_Q = weight(WQ.data(), dm, h * dk),
+            .W_K = weight(WK.data(), dkv, kv() * dk),
+            .W_V = weight(WV.data(), dkv, kv() * dv),
+            .W_O = weight(WO.data(), h * dv, dout),
             .b_Q = bQ,
             .b_K = bK,
             .b_V = bV,
@@ -81,10 +94,10 @@ void check_case(case_data<T>& c) {
   std::vector<T> dX(c.X.size()), dXkv(c.Xkv.size()), dWQ(c.WQ.size()), dWK(c.WK.size()), dWV(c.WV.size()),
       dWO(c.WO.size()), dbQ(c.bQ.size()), dbK(c.bK.size()), dbV(c.bV.size()), dbO(c.bO.size());
   attn::multi_head_gradients<T> g{.inputs = {dX.data(), c.B * c.tq, c.dm},
-                                  .W_Q = {dWQ.data(), c.dm, c.h * c.dk},
-                                  .W_K = {dWK.data(), c.dkv, c.kv() * c.dk},
-                                  .W_V = {dWV.data(), c.dkv, c.kv() * c.dv},
-                                  .W_O = {dWO.data(), c.h * c.dv, c.dout},
+                                  .W_Q = c.weight(dWQ.data(), c.dm, c.h * c.dk),
+                                  .W_K = c.weight(dWK.data(), c.dkv, c.kv() * c.dk),
+                                  .W_V = c.weight(dWV.data(), c.dkv, c.kv() * c.dv),
+                                  .W_O = c.weight(dWO.data(), c.h * c.dv, c.dout),
                                   .b_Q = dbQ,
                                   .b_K = dbK,
                                   .b_V = dbV,
@@ -178,9 +191,10 @@ TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its back
   using T = TestType;
   std::mt19937_64 rng(31);
   for (const std::size_t h : {1u, 2u, 3u})
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < 8; ++k) {
       const bool causal = k & 1, with_wo = k & 2;
       auto c = make_case<T>(h, true, false, rng);
+      c.columns = k & 4;  // the weights in PyTorch's layout (out × in), read where they lie
       attn::multi_head_parameters<T> p = c.params();
       if (!with_wo) {
         p.W_O = {};
@@ -197,7 +211,8 @@ TEMPLATE_TEST_CASE("jacobian_input: dy_t/dx_s of self-attention against its back
       };
       for (std::size_t t = 0; t < c.tq; ++t)
         for (std::size_t s = 0; s < c.tq; ++s) {
-          INFO("h = " << h << ", causal " << causal << ", W_O " << with_wo << ", t = " << t << ", s = " << s);
+          INFO("h = " << h << ", causal " << causal << ", W_O " << with_wo << ", columns " << c.columns << ", t = " << t
+                      << ", s = " << s);
           Matrix<T> J(dout, c.dm);
           attn::jacobian_input(c.x(), p, t, s, J.view(), opt);
           // against the backward of a dY that is g in row t
@@ -253,10 +268,10 @@ std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::op
                                 std::vector<T>(c.bQ.size()), std::vector<T>(c.bK.size()),
                                 std::vector<T>(c.bV.size()), std::vector<T>(c.bO.size())};
   attn::multi_head_gradients<T> g{.inputs = {d[0].data(), c.B * c.tq, c.dm},
-                                  .W_Q = {d[2].data(), c.dm, c.h * c.dk},
-                                  .W_K = {d[3].data(), c.dkv, c.kv() * c.dk},
-                                  .W_V = {d[4].data(), c.dkv, c.kv() * c.dv},
-                                  .W_O = {d[5].data(), c.h * c.dv, c.dout},
+                                  .W_Q = c.weight(d[2].data(), c.dm, c.h * c.dk),
+                                  .W_K = c.weight(d[3].data(), c.dkv, c.kv() * c.dk),
+                                  .W_V = c.weight(d[4].data(), c.dkv, c.kv() * c.dv),
+                                  .W_O = c.weight(d[5].data(), c.h * c.dv, c.dout),
                                   .b_Q = d[6],
                                   .b_K = d[7],
                                   .b_V = d[8],
@@ -279,11 +294,14 @@ TEMPLATE_TEST_CASE("multi_head_attention_backward: padding that holds NaN or inf
   std::mt19937_64 rng(2828);
   for (const T garbage : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
                           -std::numeric_limits<T>::infinity()})
-    for (const bool self : {false, true}) {
-      INFO((self ? "self" : "cross") << "-attention, garbage " << static_cast<double>(garbage));
+    for (const int layout : {0, 1, 2, 3}) {
+      const bool self = layout & 1, columns = layout & 2;
+      INFO((self ? "self" : "cross") << "-attention, garbage " << static_cast<double>(garbage)
+                                     << (columns ? ", weights in PyTorch's layout" : ""));
       // two sentences; sentence 1's last 2 positions are padding: masked as keys and, in
       // self-attention, as query rows (a row mask of zeros), their dY 0
       auto clean = make_case<T>(2, self, true, rng);
+      clean.columns = columns;
       std::fill(clean.keys.begin(), clean.keys.end(), char{1});
       for (std::size_t j = clean.n - 2; j < clean.n; ++j) clean.keys[clean.n + j] = 0;
       std::vector<char> rows(clean.B * clean.tq * clean.n, 1);
@@ -377,6 +395,11 @@ TEST_CASE("multi_head_attention_backward: a forward it does not match is refused
   refused("W_Q holds other numbers than the forward's",
           [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B); });
   c.WQ[1] /= 2;
+  // W_Q's own buffer given as its columns: the same numbers but the transposed matrix (W_Q is 4 × 4)
+  auto columns = c.params();
+  columns.W_Q = attn::transposed(attn::MatrixView<const double>(c.WQ.data(), c.dm, c.h * c.dk));
+  refused("W_Q holds other numbers than the forward's",
+          [&] { attn::multi_head_attention_backward(c.x(), columns, cache, dY, g, opt, c.B); });
   // another batch: a dimension_error naming both
   REQUIRE_THROWS_MATCHES(attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, attn::options{}, 1),
                          attn::dimension_error,
@@ -393,6 +416,22 @@ TEMPLATE_TEST_CASE("grouped-query attention: the backward agrees with finite dif
     for (int k = 0; k < 4; ++k) {
       INFO("h = " << h << ", h_kv = " << kvh << ", self " << (k & 1) << ", masks and batch " << (k >> 1));
       auto c = make_gqa_case<TestType>(h, kvh, k & 1, k >> 1, rng);
+      check_case(c);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Weights, and their gradients, in PyTorch's layout (out × in): read and written where they lie
+// ---------------------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("multi_head_attention_backward: weights and gradients in PyTorch's layout agree with "
+                   "finite differences", "[heads][derivatives][layouts]", float, double, long double) {
+  std::mt19937_64 rng(2929);
+  for (const std::size_t h : {1u, 2u, 4u})
+    for (int k = 0; k < 4; ++k) {
+      INFO("h = " << h << ", self " << (k & 1) << ", masks and batch " << (k >> 1));
+      auto c = make_case<TestType>(h, k & 1, k >> 1, rng);
+      c.columns = true;  // W_Q … W_O read as attn::transposed(out × in), ∂L/∂W written so
       check_case(c);
     }
 }
@@ -456,4 +495,43 @@ TEST_CASE("multi_head_attention_backward under throw_error: a sentence of paddin
   attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX1.view()},
                                       {.mask = some, .if_all_masked = attn::all_masked_policy::throw_error}, 2);
   CHECK(std::equal(dX0.data(), dX0.data() + 12, dX1.data()));
+}
+
+TEST_CASE("multi_head_attention_backward: a gradient in PyTorch's layout is the row-major one "
+          "transposed, bit for bit, on one thread and on two", "[heads][derivatives][layouts]") {
+  // ∂L/∂W = Xᵀ dP depends on X and dP alone: one forward, its gradients asked for in both layouts
+  std::mt19937_64 rng(31);
+  for (const bool self : {false, true}) {
+    const auto c = make_case<double>(2, self, true, rng);
+    attn::multi_head_cache<double> cache;
+    std::vector<double> y(c.B * c.tq * c.dout);
+    attn::multi_head_attention(c.x(), c.xkv(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache,
+                               c.opts(), c.B);
+    const attn::MatrixView<const double> dY(c.dY.data(), c.B * c.tq, c.dout);
+    const std::size_t ins[4] = {c.dm, c.dkv, c.dkv, c.h * c.dv}, outs[4] = {c.h * c.dk, c.h * c.dk, c.h * c.dv, c.dout};
+    const auto gradients = [&](bool columns, bool accumulate, std::size_t threads) {
+      std::vector<std::vector<double>> d;
+      for (std::size_t k = 0; k < 4; ++k) d.emplace_back(ins[k] * outs[k], 0.5);  // accumulate adds to 0.5
+      const attn::multi_head_gradients<double> g{.W_Q = weight_in(d[0].data(), ins[0], outs[0], columns),
+                                                 .W_K = weight_in(d[1].data(), ins[1], outs[1], columns),
+                                                 .W_V = weight_in(d[2].data(), ins[2], outs[2], columns),
+                                                 .W_O = weight_in(d[3].data(), ins[3], outs[3], columns),
+                                                 .accumulate = accumulate};
+      if (self)
+        attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, c.opts(), c.B, threads);
+      else
+        attn::multi_head_attention_backward(c.x(), c.xkv(), c.params(), cache, dY, g, c.opts(), c.B, threads);
+      return d;
+    };
+    for (const bool accumulate : {false, true}) {
+      const auto rows = gradients(false, accumulate, 1);
+      for (const std::size_t threads : {1u, 2u}) {
+        INFO((self ? "self" : "cross") << "-attention, accumulate " << accumulate << ", threads " << threads);
+        const auto cols = gradients(true, accumulate, threads);
+        for (std::size_t k = 0; k < 4; ++k)
+          for (std::size_t i = 0; i < ins[k]; ++i)
+            for (std::size_t o = 0; o < outs[k]; ++o) REQUIRE(cols[k][o * ins[k] + i] == rows[k][i * outs[k] + o]);
+      }
+    }
+  }
 }

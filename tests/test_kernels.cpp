@@ -231,3 +231,31 @@ TEST_CASE("The tiled kernel's packing is Kᵀ and its weighted rows are accumula
   check_tile_pieces<double>(rng);
   check_tile_pieces<long double>(rng);
 }
+
+TEMPLATE_TEST_CASE("multiply_first_transposed into columns writes Aᵀ B transposed, its bits exactly",
+                   "[kernels][layouts]", float, double, long double) {
+  // ∂L/∂W for a weight stored as PyTorch's out × in: 300 columns of B (two chunks of 256), rows
+  // of A past a chunk too, a row of B all 0 whose row of A holds NaN (it contributes nothing),
+  // overwritten and then accumulated
+  using T = TestType;
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal(0, 1);
+  const std::size_t r = 260, m = 3, p = 300;
+  std::vector<T> A(r * m), B(r * p);
+  for (auto& x : A) x = static_cast<T>(normal(rng));
+  for (auto& x : B) x = static_cast<T>(normal(rng));
+  A[7 * m + 1] = std::numeric_limits<T>::quiet_NaN();
+  std::fill_n(B.begin() + 7 * static_cast<std::ptrdiff_t>(p), p, T(0));
+  const attn::detail::tile_matrix<const T> a{A.data(), r, m, m}, b{B.data(), r, p, p};
+  std::vector<T> C(m * p, T(0.25)), Ct(p * m, T(0.25));
+  for (const bool accumulate : {false, true}) {
+    attn::detail::multiply_first_transposed(a, b, attn::detail::tile_matrix<T>{C.data(), m, p, p}, accumulate);
+    attn::detail::multiply_first_transposed(
+        a, b, attn::detail::stored_matrix<T>{{Ct.data(), p, m, m}, true}, accumulate);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < p; ++j) {
+        REQUIRE(std::isfinite(static_cast<double>(C[i * p + j])));
+        REQUIRE(Ct[j * m + i] == C[i * p + j]);
+      }
+  }
+}

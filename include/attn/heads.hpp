@@ -40,13 +40,16 @@
 namespace attn {
 
 /// The parameters of (multi-head) attention with projections, borrowed from the caller. A bias
-/// or W_O with no entries is left out.
+/// or W_O with no entries is left out. A weight is read where it lies, without a copy, in either
+/// layout: its rows (a MatrixView, a row-major Eigen matrix) or its columns (PyTorch's out × in
+/// weight as `transposed(…)`, a column-major Eigen matrix); any other strides are refused
+/// (dimension_error).
 template <real T>
 struct multi_head_parameters {
-  MatrixView<const T> W_Q{};     ///< d_model × h·d_k
-  MatrixView<const T> W_K{};     ///< d_kv × h·d_k (d_kv: the columns of X_kv)
-  MatrixView<const T> W_V{};     ///< d_kv × h·d_v
-  MatrixView<const T> W_O{};     ///< h·d_v × d_out, or none (Y is then the concatenation)
+  StridedMatrixView<const T> W_Q{};  ///< d_model × h·d_k
+  StridedMatrixView<const T> W_K{};  ///< d_kv × h·d_k (d_kv: the columns of X_kv)
+  StridedMatrixView<const T> W_V{};  ///< d_kv × h·d_v
+  StridedMatrixView<const T> W_O{};  ///< h·d_v × d_out, or none (Y is then the concatenation)
   std::span<const T> b_Q{};      ///< h·d_k, or none
   std::span<const T> b_K{};      ///< h·d_k, or none
   std::span<const T> b_V{};      ///< h·d_v, or none
@@ -121,6 +124,31 @@ template <class T>
   return {m.data(), m.rows(), m.cols(), m.row_stride()};
 }
 
+/// A weight as the products read it: its rows, or its columns as rows (detail/products.hpp).
+template <class T>
+[[nodiscard]] constexpr stored_matrix<T> stored_of(StridedMatrixView<T> W) noexcept {
+  if (columns_contiguous(W)) return {{W.data(), W.cols(), W.rows(), W.col_stride()}, true};
+  return {{W.data(), W.rows(), W.cols(), W.row_stride()}, false};
+}
+
+/// Refuses a weight (or, `written`, a weight's gradient) that is neither rows nor columns of
+/// numbers, or whose stored rows overlap (dimension_error naming it and its strides).
+template <class T>
+constexpr void check_layout(const char* where, const char* what, StridedMatrixView<T> W,
+                            bool written = false) {
+  if (W.rows() == 0 || W.cols() == 0) return;
+  const region<std::remove_const_t<T>> r = region_of(W);
+  if ((rows_contiguous(W) || columns_contiguous(W)) && (!written || r.rows <= 1 || r.stride >= r.cols))
+    return;
+  attn::detail::raise<dimension_error>(
+      std::string(where) + ": " + what + " (" + std::to_string(W.rows()) + "x" +
+      std::to_string(W.cols()) + ") has row stride " + std::to_string(W.row_stride()) +
+      " and column stride " + std::to_string(W.col_stride()) +
+      (written ? ": it must be rows or columns that do not overlap"
+               : ": neither its rows nor its columns lie one number apart") +
+      " (row-major, or column-major as PyTorch's out x in weight viewed by attn::transposed)");
+}
+
 /// Columns [c0, c0 + cols) of rows [r0, r0 + rows) of m, as a view.
 template <class T>
 [[nodiscard]] constexpr MatrixView<T> block_of(MatrixView<T> m, std::size_t r0, std::size_t rows,
@@ -158,6 +186,10 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
                                          " key/value heads do not divide the " +
                                          std::to_string(s.heads) + " heads");
   s.group = s.heads / s.kv_heads;
+  check_layout(where, "W_Q", p.W_Q);
+  check_layout(where, "W_K", p.W_K);
+  check_layout(where, "W_V", p.W_V);
+  check_layout(where, "W_O", p.W_O);
   check_equal(where, "rows of W_Q", p.W_Q.rows(), "columns of X", s.d_model);
   check_equal(where, "rows of W_K", p.W_K.rows(), "columns of X_kv", s.d_kv);
   check_equal(where, "rows of W_V", p.W_V.rows(), "columns of X_kv", s.d_kv);
@@ -227,10 +259,10 @@ constexpr options sentence_options(const options& opt, const head_sizes& s, std:
 /// out = in W + b (or in W without b), row by row: a row's numbers are the same whatever rows
 /// are computed with it.
 template <real T>
-constexpr void project_into(MatrixView<const T> in, MatrixView<const T> W, std::span<const T> b,
-                            MatrixView<T> out) {
+constexpr void project_into(MatrixView<const T> in, StridedMatrixView<const T> W,
+                            std::span<const T> b, MatrixView<T> out) {
   if (!b.empty()) add_to_rows(b.data(), tile_of(out), false);
-  multiply(tile_of_const(in), tile_of_const(W), tile_of(out), !b.empty());
+  multiply(tile_of_const(in), stored_of(W), tile_of(out), !b.empty());
 }
 
 /// The projections: Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V.
@@ -273,7 +305,7 @@ constexpr void output_projection(MatrixView<const T> Z, const multi_head_paramet
                                  MatrixView<T> Y) {
   if (!p.b_O.empty()) add_to_rows(p.b_O.data(), tile_of(Y), false);
   if (p.W_O.rows() != 0) {
-    multiply(tile_of_const(Z), tile_of_const(p.W_O), tile_of(Y), !p.b_O.empty());
+    multiply(tile_of_const(Z), stored_of(p.W_O), tile_of(Y), !p.b_O.empty());
   } else {
     for (std::size_t t = 0; t < Y.rows(); ++t)
       for (std::size_t i = 0; i < Y.cols(); ++i)
@@ -412,8 +444,10 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
                                                         opt.row_mask.cols(), opt.row_mask.row_stride());
-  const auto of = [](MatrixView<const T> m) {
-    return fingerprint(m.data(), m.rows(), m.cols(), m.row_stride());
+  const auto of = [](StridedMatrixView<const T> m) {  // a weight's numbers as stored, ~ for columns
+    const stored_matrix<const T> w = stored_of(m);
+    const std::uint64_t f = fingerprint(w.stored.data, w.stored.rows, w.stored.cols, w.stored.stride);
+    return w.transposed ? ~f : f;
   };
   const auto of_span = [](std::span<const T> b) { return fingerprint(b.data(), 1, b.size(), b.size()); };
   const std::uint64_t values[10] = {of(X),  of(X_kv), of(p.W_Q), of(p.W_K), of(p.W_V),
@@ -581,18 +615,10 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
     else
       return cols_of<WO>;
   }();
-  // (a strided input: its row-major copy, held here for the views below)
-  const auto wq = as_view(W_Q);
-  const auto wk = as_view(W_K);
-  const auto wv = as_view(W_V);
-  multi_head_parameters<T> p{.W_Q = wq, .W_K = wk, .W_V = wv, .heads = H};
-  const auto wo = [&] {
-    if constexpr (std::is_same_v<WO, void>)
-      return 0;
-    else
-      return as_view(*W_O);
-  }();
-  if constexpr (!std::is_same_v<WO, void>) p.W_O = wo;
+  // (the weights where they lie, in either layout)
+  multi_head_parameters<T> p{
+      .W_Q = strided_of(W_Q), .W_K = strided_of(W_K), .W_V = strided_of(W_V), .heads = H};
+  if constexpr (!std::is_same_v<WO, void>) p.W_O = strided_of(*W_O);
   const auto x_held = as_view(X);
   const auto xkv_held = as_view(X_kv);
   const MatrixView<const T> x = x_held, xkv = xkv_held;

@@ -29,11 +29,13 @@ namespace attn {
 
 /// Where the backward of multi_head_attention writes: views of the caller's memory shaped like
 /// what they are the gradients of; each left out when empty, overwritten or (accumulate) added to.
+/// A weight's gradient is written in its own view's layout (rows, or columns: give it the layout
+/// of its W, PyTorch's out × in as `transposed(…)`, a column-major Eigen matrix).
 template <real T>
 struct multi_head_gradients {
   MatrixView<T> inputs{};     ///< ∂L/∂X (self-attention: through Q, K and V)
   MatrixView<T> kv_inputs{};  ///< ∂L/∂X_kv (cross-attention only)
-  MatrixView<T> W_Q{}, W_K{}, W_V{}, W_O{};  ///< ∂L/∂W
+  StridedMatrixView<T> W_Q{}, W_K{}, W_V{}, W_O{};  ///< ∂L/∂W
   std::span<T> b_Q{}, b_K{}, b_V{}, b_O{};   ///< ∂L/∂b
   bool accumulate = false;                   ///< add to what the views hold
 };
@@ -43,8 +45,10 @@ namespace detail {
 template <real T>
 void check_head_gradients(const char* where, const head_sizes& s, const multi_head_parameters<T>& p,
                           const multi_head_gradients<T>& g, bool self) {
-  const auto shape = [&](const char* what, MatrixView<T> m, MatrixView<const T> like) {
-    if (m.rows() != 0) check_shape(where, what, m.rows(), m.cols(), like.rows(), like.cols());
+  const auto shape = [&](const char* what, StridedMatrixView<T> m, StridedMatrixView<const T> like) {
+    if (m.rows() == 0) return;
+    check_shape(where, what, m.rows(), m.cols(), like.rows(), like.cols());
+    check_layout(where, what, m, true);
   };
   if (g.inputs.rows() != 0)
     check_shape(where, "dL/dX", g.inputs.rows(), g.inputs.cols(), s.rows, s.d_model);
@@ -74,14 +78,22 @@ void check_head_gradients(const char* where, const head_sizes& s, const multi_he
 
 /// ∂L/∂W += inᵀ dP (or =), ∂L/∂b += Σ_t dP_t, ∂L/∂in += dP Wᵀ: one projection's backward.
 template <real T>
-void projection_backward(MatrixView<const T> in, MatrixView<const T> W, MatrixView<const T> dP,
-                         MatrixView<T> dW, std::span<T> db, MatrixView<T> d_in, bool accumulate,
-                         bool accumulate_input) {
+void projection_backward(MatrixView<const T> in, StridedMatrixView<const T> W,
+                         MatrixView<const T> dP, StridedMatrixView<T> dW, std::span<T> db,
+                         MatrixView<T> d_in, bool accumulate, bool accumulate_input) {
   if (dW.rows() != 0)
-    multiply_first_transposed(tile_of_const(in), tile_of_const(dP), tile_of(dW), accumulate);
+    multiply_first_transposed(tile_of_const(in), tile_of_const(dP), stored_of(dW), accumulate);
   if (!db.empty()) sum_rows(tile_of_const(dP), db.data(), accumulate);
   if (d_in.rows() != 0)
-    multiply_transposed(tile_of_const(dP), tile_of_const(W), tile_of(d_in), accumulate_input);
+    multiply_transposed(tile_of_const(dP), stored_of(W), tile_of(d_in), accumulate_input);
+}
+
+/// Rows [first, first + count) of a weight's gradient, in its layout.
+template <class T>
+[[nodiscard]] constexpr StridedMatrixView<T> weight_rows(StridedMatrixView<T> dW, std::size_t first,
+                                                        std::size_t count) noexcept {
+  return StridedMatrixView<T>(dW.data() + first * dW.row_stride(), count, dW.cols(),
+                              dW.row_stride(), dW.col_stride());
 }
 
 /// projection_backward's products split into `pieces` pieces: piece k < pieces writes its rows
@@ -89,16 +101,16 @@ void projection_backward(MatrixView<const T> in, MatrixView<const T> W, MatrixVi
 /// ∂L/∂b is the caller's (a sum over every row). Each number is computed as in one piece.
 template <real T>
 void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<const T> in,
-                               MatrixView<const T> W, MatrixView<const T> dP, MatrixView<T> dW,
-                               MatrixView<T> d_in, bool accumulate, bool accumulate_input) {
+                               StridedMatrixView<const T> W, MatrixView<const T> dP,
+                               StridedMatrixView<T> dW, MatrixView<T> d_in, bool accumulate,
+                               bool accumulate_input) {
   if (k < pieces) {
     if (dW.rows() == 0) return;
-    const MatrixView<T> rows = piece_of_rows(dW, k, pieces);
-    const std::size_t c0 = dW.rows() * k / pieces;
-    multiply_first_transposed(tile_of_const(block_of(in, 0, in.rows(), c0, rows.rows())),
-                              tile_of_const(dP), tile_of(rows), accumulate);
+    const std::size_t c0 = dW.rows() * k / pieces, c1 = dW.rows() * (k + 1) / pieces;
+    multiply_first_transposed(tile_of_const(block_of(in, 0, in.rows(), c0, c1 - c0)),
+                              tile_of_const(dP), stored_of(weight_rows(dW, c0, c1 - c0)), accumulate);
   } else if (d_in.rows() != 0) {
-    multiply_transposed(tile_of_const(piece_of_rows(dP, k - pieces, pieces)), tile_of_const(W),
+    multiply_transposed(tile_of_const(piece_of_rows(dP, k - pieces, pieces)), stored_of(W),
                         tile_of(piece_of_rows(d_in, k - pieces, pieces)), accumulate_input);
   }
 }
@@ -144,7 +156,7 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
   const MatrixView<const T> Z = cache.heads_out.view();
   MatrixView<const T> dZ = dY;
   if (p.W_O.rows() != 0) {
-    multiply_transposed(tile_of_const(dY), tile_of_const(p.W_O), tile_of(cache.grad_heads_out.view()),
+    multiply_transposed(tile_of_const(dY), stored_of(p.W_O), tile_of(cache.grad_heads_out.view()),
                         false);
     dZ = cache.grad_heads_out.view();
   }
@@ -157,7 +169,7 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
   });
   // the output projection's gradients
   if (p.W_O.rows() != 0 && g.W_O.rows() != 0)
-    multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), tile_of(g.W_O), g.accumulate);
+    multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), stored_of(g.W_O), g.accumulate);
   if (!g.b_O.empty()) sum_rows(tile_of_const(dY), g.b_O.data(), g.accumulate);
   // the input projections
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
@@ -182,16 +194,17 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
   MatrixView<const T> dZ = dY;
   if (p.W_O.rows() != 0) {
     const MatrixView<T> dZ_out = cache.grad_heads_out.view();
-    const MatrixView<T> dWO = g.W_O;
+    const StridedMatrixView<T> dWO = g.W_O;
     split_over_threads(2 * pieces, threads, [&](std::size_t k) {
       if (k < pieces) {
-        multiply_transposed(tile_of_const(piece_of_rows(dY, k, pieces)), tile_of_const(p.W_O),
+        multiply_transposed(tile_of_const(piece_of_rows(dY, k, pieces)), stored_of(p.W_O),
                             tile_of(piece_of_rows(dZ_out, k, pieces)), false);
       } else if (dWO.rows() != 0) {
-        const MatrixView<T> rows = piece_of_rows(dWO, k - pieces, pieces);
-        const std::size_t c0 = dWO.rows() * (k - pieces) / pieces;
-        multiply_first_transposed(tile_of_const(block_of(Z, 0, Z.rows(), c0, rows.rows())),
-                                  tile_of_const(dY), tile_of(rows), g.accumulate);
+        const std::size_t c0 = dWO.rows() * (k - pieces) / pieces,
+                          c1 = dWO.rows() * (k - pieces + 1) / pieces;
+        multiply_first_transposed(tile_of_const(block_of(Z, 0, Z.rows(), c0, c1 - c0)),
+                                  tile_of_const(dY), stored_of(weight_rows(dWO, c0, c1 - c0)),
+                                  g.accumulate);
       }
     });
     dZ = cache.grad_heads_out.view();
@@ -429,12 +442,14 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
     const T* alpha = maps.row(i * hs.rows + t).data();
     const auto q_t = cache.queries.row(t).subspan(i * hs.dk, hs.dk);
     const auto z_t = cache.heads_out.row(t).subspan(i * hs.dv, hs.dv);
-    const auto col = [&](MatrixView<const T> W, std::size_t c0, std::size_t width) {
-      return MatrixView<const T>(W.data() + c0, W.rows(), width, W.row_stride());
+    const auto col = [&](StridedMatrixView<const T> W, std::size_t c0, std::size_t width) {
+      return StridedMatrixView<const T>(W.data() + c0 * W.col_stride(), W.rows(), width,
+                                        W.row_stride(), W.col_stride());
     };
     const std::size_t g = hs.kv_head_of(i);  // the key/value head query head i reads
-    const MatrixView<const T> WQi = col(params.W_Q, i * hs.dk, hs.dk), WKi = col(params.W_K, g * hs.dk, hs.dk),
-                              WVi = col(params.W_V, g * hs.dv, hs.dv);
+    const StridedMatrixView<const T> WQi = col(params.W_Q, i * hs.dk, hs.dk),
+                                     WKi = col(params.W_K, g * hs.dk, hs.dk),
+                                     WVi = col(params.W_V, g * hs.dv, hs.dv);
     for (std::size_t j = 0; j < hs.n; ++j)
       scores[j] = static_cast<T>(scale) *
                   detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + g * hs.dk, hs.dk);
@@ -443,9 +458,15 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
     for (std::size_t a = 0; a < hs.dv; ++a)  // α_its W_V,iᵀ
       for (std::size_t m = 0; m < hs.d_model; ++m) Ji(a, m) = alpha[s] * WVi(m, a);
     if (flows) {
-      const auto add_outer = [&](T f, const T* v, const T* z, MatrixView<const T> W, const T* u) {
-        for (std::size_t m = 0; m < hs.d_model; ++m)  // (W u)_m
-          wq[m] = detail::sum_of_products(W.row(m).data(), u, W.cols());
+      const auto add_outer = [&](T f, const T* v, const T* z, StridedMatrixView<const T> W, const T* u) {
+        for (std::size_t m = 0; m < hs.d_model; ++m) {  // (W u)_m, W's row m where it lies
+          if (W.col_stride() == 1) {
+            wq[m] = detail::sum_of_products(W.data() + m * W.row_stride(), u, W.cols());
+          } else {
+            wq[m] = T(0);
+            for (std::size_t k = 0; k < W.cols(); ++k) wq[m] += W(m, k) * u[k];
+          }
+        }
         for (std::size_t a = 0; a < hs.dv; ++a) detail::axpy(f * (v[a] - z[a]), wq.data(), Ji.row(a).data(), hs.d_model);
       };
       if (t == s)

@@ -7,6 +7,7 @@
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <limits>
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "attn/allocator.hpp"
@@ -42,6 +44,35 @@ constexpr std::size_t checked_numbers(const char* where, std::size_t rows, std::
   if (cols != 0 && rows > most / cols) throw_too_many_numbers(where, rows, cols);
   return rows * cols;
 }
+
+/// A dense matrix of another library that says where its numbers lie — `data()`, `rows()`,
+/// `cols()`, `outerStride()`, `innerStride()` and its storage order `IsRowMajor` (Eigen's
+/// Matrix, Map, Block and Ref; attn detects the members and includes nothing). One that is a
+/// vector at compile time (`IsVectorAtCompileTime`) is a vector_like instead.
+template <class M>
+concept strided_dense_matrix =
+    requires(const M& m) {
+      requires std::is_pointer_v<decltype(m.data())>;
+      requires real<std::remove_cv_t<std::remove_pointer_t<decltype(m.data())>>>;
+      { m.rows() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.cols() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.outerStride() } -> std::convertible_to<std::ptrdiff_t>;
+      { m.innerStride() } -> std::convertible_to<std::ptrdiff_t>;
+      M::IsRowMajor;
+      M::InnerStrideAtCompileTime;
+      M::IsVectorAtCompileTime;
+    } && !static_cast<bool>(M::IsVectorAtCompileTime);
+
+/// The element type a strided_dense_matrix gives through `data()` (const when it is read-only).
+template <class M>
+using dense_element_t = std::remove_pointer_t<decltype(std::declval<M&>().data())>;
+
+/// Whether a strided_dense_matrix's rows lie contiguous, each at data() + i·outerStride() (a
+/// MatrixView of it needs no copy), as far as its type says.
+template <class M>
+inline constexpr bool dense_rows_contiguous =
+    static_cast<bool>(std::remove_cvref_t<M>::IsRowMajor) &&
+    static_cast<int>(std::remove_cvref_t<M>::InnerStrideAtCompileTime) == 1;
 }  // namespace detail
 
 /// A borrowed row-major R×C matrix: element (i, j) is `data[i * row_stride + j]`.
@@ -119,6 +150,24 @@ public:
       : data_(other.data()), rows_(other.rows()), cols_(other.cols()), stride_(other.row_stride()) {
   }
 
+  /// Borrows a row-major strided_dense_matrix (Eigen's `Matrix<T, Dynamic, Dynamic, RowMajor>`,
+  /// a Map or Block of one), rows `outerStride()` apart: no copy. A column-major one (Eigen's
+  /// default) has no rows to borrow and does not compile: read as rows it would be its transpose.
+  template <class M>
+    requires(detail::strided_dense_matrix<std::remove_cvref_t<M>> &&
+             std::is_convertible_v<detail::dense_element_t<std::remove_reference_t<M>> (*)[],
+                                   T (*)[]>)
+  constexpr MatrixView(M&& m)  // NOLINT: implicit, as a span from a container
+      : MatrixView(m.data(), static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()),
+                   static_cast<std::size_t>(m.outerStride())) {
+    static_assert(detail::dense_rows_contiguous<M>,
+                  "attn::MatrixView: this matrix is column-major (Eigen's default) or its "
+                  "columns are not adjacent, so it has no rows to borrow (read as rows it would "
+                  "be its transpose). Use a row-major matrix (Eigen::Matrix<T, Eigen::Dynamic, "
+                  "Eigen::Dynamic, Eigen::RowMajor>) for an output; pass an input to attn as it "
+                  "is (it is read correctly), or give a weight as a StridedMatrixView.");
+  }
+
   [[nodiscard]] constexpr std::size_t rows() const noexcept {
     if constexpr (R == dynamic)
       return rows_;
@@ -176,11 +225,17 @@ public:
   }
 };
 
+template <class T, std::size_t R, std::size_t C>
+class Matrix;
+
 /// A borrowed R×C matrix of any layout: element (i, j) is `data[i * row_stride + j * col_stride]`
-/// — a column-major matrix (row stride 1, column stride its leading dimension: `column_major`),
-/// or the transpose of a row-major one (`transposed`). An input only (notes, keys, values,
-/// queries): attn reads it through a row-major copy made when the call starts (docs/types-and-
-/// views.md, "Other layouts"), so its fast paths stay row-major. `T` may be const.
+/// — a row-major one (column stride 1: from a MatrixView), a column-major one (row stride 1,
+/// column stride its leading dimension: `column_major`), or the transpose of a row-major one
+/// (`transposed`: PyTorch's out × in weight as attn's in × out). As notes, keys, values or
+/// queries it is an input only, read through a row-major copy made when the call starts
+/// (docs/types-and-views.md, "Other layouts"), so those fast paths stay row-major; as a weight of
+/// multi_head_parameters, or its gradient, it is read or written where it lies, rows or columns
+/// (docs/heads.md). `T` may be const.
 template <class T, std::size_t R = dynamic, std::size_t C = dynamic>
 class StridedMatrixView {
   static_assert(real<std::remove_const_t<T>>,
@@ -199,6 +254,12 @@ public:
 
   /// An empty view.
   constexpr StridedMatrixView() noexcept = default;
+  /// Views row-major numbers as MatrixView(data, rows, cols[, row_stride]) does (column stride
+  /// 1), with its checks.
+  constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride)
+      : StridedMatrixView(MatrixView<T, R, C>(data, rows, cols, row_stride)) {}
+  constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols)
+      : StridedMatrixView(MatrixView<T, R, C>(data, rows, cols)) {}
   /// Views `rows × cols` numbers at `data`, element (i, j) at data[i·row_stride + j·col_stride].
   /// Throws dimension_error if a fixed extent disagrees or `data` is null for a non-empty matrix.
   constexpr StridedMatrixView(T* data, std::size_t rows, std::size_t cols, std::size_t row_stride,
@@ -213,12 +274,44 @@ public:
                                      std::to_string(rows_) + "x" + std::to_string(cols_) +
                                      " matrix");
   }
-  /// A view of const elements from one of non-const elements.
-  template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  constexpr StridedMatrixView(const StridedMatrixView<U, R, C>& other) noexcept  // NOLINT
+  /// A view of const elements, or of fewer fixed extents, from a compatible one.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2) && !(std::is_same_v<U, T> && R == R2 && C == C2))
+  constexpr StridedMatrixView(const StridedMatrixView<U, R2, C2>& other) noexcept  // NOLINT
       : data_(other.data()), rows_(other.rows()), cols_(other.cols()),
         row_stride_(other.row_stride()), col_stride_(other.col_stride()) {}
+  /// A row-major view's numbers as they are (column stride 1): no copy.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(const MatrixView<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : data_(m.data()), rows_(m.rows()), cols_(m.cols()), row_stride_(m.row_stride()),
+        col_stride_(1) {}
+  /// An owned Matrix's numbers (row-major), as MatrixView's conversion from it.
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(Matrix<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : StridedMatrixView(m.view()) {}
+  template <class U, std::size_t R2, std::size_t C2>
+    requires(std::is_convertible_v<const U (*)[], T (*)[]> && (R == dynamic || R == R2) &&
+             (C == dynamic || C == C2))
+  constexpr StridedMatrixView(const Matrix<U, R2, C2>& m) noexcept  // NOLINT: implicit
+      : StridedMatrixView(m.view()) {}
+  /// A strided_dense_matrix of either storage order (Eigen's Matrix, Map, Block), as it lies: a
+  /// column-major one with row stride innerStride() and column stride outerStride(). No copy.
+  template <class M>
+    requires(R == dynamic && C == dynamic && detail::strided_dense_matrix<std::remove_cvref_t<M>> &&
+             std::is_convertible_v<detail::dense_element_t<std::remove_reference_t<M>> (*)[],
+                                   T (*)[]>)
+  constexpr StridedMatrixView(M&& m)  // NOLINT: implicit, as a span from a container
+      : StridedMatrixView(
+            m.data(), static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()),
+            static_cast<std::size_t>(std::remove_cvref_t<M>::IsRowMajor ? m.outerStride()
+                                                                        : m.innerStride()),
+            static_cast<std::size_t>(std::remove_cvref_t<M>::IsRowMajor ? m.innerStride()
+                                                                        : m.outerStride())) {}
 
   [[nodiscard]] constexpr std::size_t rows() const noexcept { return rows_; }
   [[nodiscard]] constexpr std::size_t cols() const noexcept { return cols_; }
@@ -255,6 +348,13 @@ template <std::size_t R = dynamic, std::size_t C = dynamic, class T>
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr StridedMatrixView<T, C, R> transposed(const MatrixView<T, R, C>& m) {
   return StridedMatrixView<T, C, R>(m.data(), m.cols(), m.rows(), 1, m.row_stride());
+}
+/// The transpose of a strided view, without a copy (its strides swapped): element (i, j) is
+/// m(j, i) — `transposed(column_major(p, d_out, d_in))` is a column-major PyTorch weight as
+/// attn's d_in × d_out.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr StridedMatrixView<T, C, R> transposed(const StridedMatrixView<T, R, C>& m) {
+  return StridedMatrixView<T, C, R>(m.data(), m.cols(), m.rows(), m.col_stride(), m.row_stride());
 }
 
 /// An owned row-major R×C matrix: `std::array` storage when both extents are fixed
@@ -419,6 +519,31 @@ template <class T, std::size_t R, std::size_t C>
   return {m.data(), m.rows(), m.cols(), m.row_stride()};
 }
 
+/// Whether a strided view's rows lie as rows (column stride 1, or at most one column): the form
+/// the products read; otherwise its columns do (row stride 1, or one row) or neither does.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr bool rows_contiguous(const StridedMatrixView<T, R, C>& m) noexcept {
+  return m.col_stride() == 1 || m.cols() <= 1;
+}
+/// Whether a strided view's columns lie as rows (a column-major matrix, the transpose of a
+/// row-major one: PyTorch's out × in weight seen as attn's in × out) and its rows do not.
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr bool columns_contiguous(const StridedMatrixView<T, R, C>& m) noexcept {
+  return !rows_contiguous(m) && (m.row_stride() == 1 || m.rows() <= 1);
+}
+
+/// The numbers of a strided view: its rows, or its columns as rows (columns_contiguous), or for
+/// any other layout every number from its first to its last, as one row (a superset).
+template <class T, std::size_t R, std::size_t C>
+[[nodiscard]] constexpr region<std::remove_const_t<T>>
+region_of(const StridedMatrixView<T, R, C>& m) noexcept {
+  if (m.rows() == 0 || m.cols() == 0) return {m.data(), 0, 0, 0};
+  if (rows_contiguous(m)) return {m.data(), m.rows(), m.cols(), m.row_stride()};
+  if (columns_contiguous(m)) return {m.data(), m.cols(), m.rows(), m.col_stride()};
+  const std::size_t span = (m.rows() - 1) * m.row_stride() + (m.cols() - 1) * m.col_stride() + 1;
+  return {m.data(), 1, span, span};
+}
+
 /// A zero r × c Matrix (fixed extents: inline, no allocation).
 template <class T, std::size_t R, std::size_t C>
 [[nodiscard]] constexpr Matrix<T, R, C> zero_matrix(std::size_t r, std::size_t c) {
@@ -447,6 +572,16 @@ struct matrix_traits<StridedMatrixView<T, R, C>> {
   using scalar = std::remove_const_t<T>;
   static constexpr bool writable = false;  // an input only
   static constexpr std::size_t rows = R, cols = C;
+};
+/// A strided_dense_matrix (Eigen's): dynamic extents; written through when its data() is not
+/// const (a row-major one only: as_mutable_view refuses the others at compile time).
+template <strided_dense_matrix M>
+struct matrix_traits<M> {
+  static constexpr bool is_matrix = true;
+  static constexpr bool is_view = false;
+  using scalar = std::remove_const_t<dense_element_t<M>>;
+  static constexpr bool writable = !std::is_const_v<dense_element_t<M>>;
+  static constexpr std::size_t rows = dynamic, cols = dynamic;
 };
 template <class T, std::size_t R, std::size_t C>
 struct matrix_traits<Matrix<T, R, C>> {
@@ -486,14 +621,31 @@ public:
   }
 };
 
+/// Whether as_view reads M through a row-major copy: a StridedMatrixView, or a
+/// strided_dense_matrix whose rows are not contiguous (column-major).
 template <class M>
 inline constexpr bool is_strided = false;
 template <class T, std::size_t R, std::size_t C>
 inline constexpr bool is_strided<StridedMatrixView<T, R, C>> = true;
+template <strided_dense_matrix M>
+inline constexpr bool is_strided<M> = !dense_rows_contiguous<M>;
+
+/// Any matrix_like as a StridedMatrixView of its numbers where they lie (no copy): a weight in
+/// whatever layout it has.
+template <class M>
+[[nodiscard]] constexpr auto strided_of(const M& m) {
+  using U = const typename matrix_traits<M>::scalar;
+  constexpr std::size_t R = matrix_traits<M>::rows, C = matrix_traits<M>::cols;
+  if constexpr (strided_dense_matrix<M> || is_strided<M>)
+    return StridedMatrixView<U, R, C>(m);
+  else
+    return StridedMatrixView<U, R, C>(MatrixView<U, R, C>(m));
+}
 }  // namespace detail
 
-/// `Matrix`, `MatrixView` or `StridedMatrixView`: what every attn algorithm takes as a matrix
-/// (notes, W, queries; a StridedMatrixView only as an input).
+/// `Matrix`, `MatrixView`, `StridedMatrixView` or a strided_dense_matrix (Eigen's Matrix, Map,
+/// Block of either storage order): what every attn algorithm takes as a matrix (notes, W,
+/// queries; a StridedMatrixView and a column-major one only as an input).
 template <class M>
 concept matrix_like = detail::matrix_traits<std::remove_cvref_t<M>>::is_matrix;
 
@@ -516,19 +668,23 @@ concept mutable_matrix_like = matrix_like<M> &&
     (detail::matrix_traits<std::remove_cvref_t<M>>::is_view ||
      !std::is_const_v<std::remove_reference_t<M>>);
 
-/// Borrows a matrix_like read-only, keeping its fixed extents. A StridedMatrixView gives its
-/// numbers copied row-major instead (detail::row_major_copy, which reads as a MatrixView).
+/// Borrows a matrix_like read-only, keeping its fixed extents. A StridedMatrixView, or a
+/// column-major strided_dense_matrix, gives its numbers copied row-major instead
+/// (detail::row_major_copy, which reads as a MatrixView): the same matrix, never its transpose.
 template <matrix_like M>
-[[nodiscard]] constexpr auto as_view(const M& m) noexcept(!detail::is_strided<M>) {
+[[nodiscard]] constexpr auto as_view(const M& m) noexcept(
+    !detail::is_strided<M> && !detail::strided_dense_matrix<M>) {
   using T = matrix_scalar_of<M>;
   if constexpr (detail::is_strided<M>)
-    return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(m);
+    return detail::row_major_copy<T, rows_of<M>, cols_of<M>>(detail::strided_of(m));
   else
     return MatrixView<const T, rows_of<M>, cols_of<M>>(m);
 }
-/// Borrows a mutable_matrix_like for writing, keeping its fixed extents.
+/// Borrows a mutable_matrix_like for writing, keeping its fixed extents. A column-major
+/// strided_dense_matrix does not compile (MatrixView's static_assert: use a row-major one).
 template <mutable_matrix_like M>
-[[nodiscard]] constexpr auto as_mutable_view(M&& m) noexcept {
+[[nodiscard]] constexpr auto as_mutable_view(M&& m) noexcept(!detail::strided_dense_matrix<
+                                                             std::remove_cvref_t<M>>) {
   using T = matrix_scalar_of<M>;
   return MatrixView<T, rows_of<M>, cols_of<M>>(m);
 }

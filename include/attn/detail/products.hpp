@@ -7,7 +7,9 @@
 ///   C = A Bᵀ   C_tj = A_t · B_j           (dot_rows over B's rows)
 ///   C = Aᵀ B   C_i = Σ_t A_ti B_t          (A's column i gathered, then add_weighted_rows)
 ///
-/// each written over C or added to it. Kernel layer: raw rows and strides (tile_matrix).
+/// each written over C or added to it; and the same on a weight stored either way
+/// (stored_matrix: its rows, or its columns as rows, PyTorch's out × in). Kernel layer: raw rows
+/// and strides (tile_matrix).
 
 #include "attn/detail/config.hpp"
 
@@ -55,6 +57,17 @@ template <class T>
   return nonzero == 0;
 }
 
+/// Entries [t0, t0 + nb) of column i of A, as multiply_first_transposed weighs B's rows by them:
+/// a non-finite A_ti whose row of B is all 0 is taken as 0 (the rule below).
+template <class T>
+constexpr void column_of(const tile_matrix<const T>& A, const tile_matrix<const T>& B,
+                         std::size_t i, std::size_t t0, std::size_t nb, T* column) noexcept {
+  for (std::size_t r = 0; r < nb; ++r) {
+    const T a = A.row(t0 + r)[i];
+    column[r] = a - a == T(0) || !all_zero(B.row(t0 + r), B.cols) ? a : T(0);
+  }
+}
+
 /// C (m × p) = Aᵀ B for A (r × m) and B (r × p), or C += Aᵀ B: column i of A, 256 rows at a
 /// time, weighs the rows of B into row i of C. A row of B that is all 0 contributes nothing,
 /// whatever A's row holds (∂L/∂W = Xᵀ dP: a masked key's or a masked-out row's dP_t is 0, and
@@ -70,13 +83,76 @@ constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
     if (!accumulate) fill(c, C.cols, T(0));
     for (std::size_t t0 = 0; t0 < A.rows; t0 += chunk) {
       const std::size_t nb = A.rows - t0 < chunk ? A.rows - t0 : chunk;
-      for (std::size_t r = 0; r < nb; ++r) {
-        const T a = A.row(t0 + r)[i];
-        column[r] = a - a == T(0) || !all_zero(B.row(t0 + r), B.cols) ? a : T(0);
-      }
+      column_of(A, B, i, t0, nb, column);
       add_weighted_rows(column, B.row(t0), B.stride, nb, B.cols, c);
     }
   }
+}
+
+/// multiply_first_transposed written into the columns of Ct (p × m): Ct_ji = (Aᵀ B)_ij, or
+/// += (∂L/∂W for a W stored as its transpose, PyTorch's out × in). The same numbers, bit for
+/// bit: every column of a row of Aᵀ B is summed on its own (add_weighted_rows), so a row taken
+/// 256 columns at a time, into a buffer that starts from Ct's column, adds what C's row would.
+template <class T>
+constexpr void multiply_first_transposed_into_columns(const tile_matrix<const T>& A,
+                                                      const tile_matrix<const T>& B,
+                                                      const tile_matrix<T>& Ct,
+                                                      bool accumulate) noexcept {
+  constexpr std::size_t chunk = 256;
+  T column[chunk];
+  T part[chunk];
+  for (std::size_t i = 0; i < A.cols; ++i) {
+    for (std::size_t p0 = 0; p0 < B.cols; p0 += chunk) {
+      const std::size_t pc = B.cols - p0 < chunk ? B.cols - p0 : chunk;
+      for (std::size_t j = 0; j < pc; ++j) part[j] = accumulate ? Ct.row(p0 + j)[i] : T(0);
+      for (std::size_t t0 = 0; t0 < A.rows; t0 += chunk) {
+        const std::size_t nb = A.rows - t0 < chunk ? A.rows - t0 : chunk;
+        column_of(A, B, i, t0, nb, column);
+        add_weighted_rows(column, B.row(t0) + p0, B.stride, nb, pc, part);
+      }
+      for (std::size_t j = 0; j < pc; ++j) Ct.row(p0 + j)[i] = part[j];
+    }
+  }
+}
+
+/// A matrix W (m × p) as its numbers are stored: `stored` is W itself (m × p, its rows), or,
+/// when `transposed`, Wᵀ (p × m: row j holds column j of W; PyTorch's out × in weights, a
+/// column-major W). The products below read either without a copy.
+template <class T>
+struct stored_matrix {
+  tile_matrix<T> stored;
+  bool transposed = false;
+};
+
+/// C = A W, or C += A W: multiply, or on a transposed W's rows multiply_transposed.
+template <class T>
+constexpr void multiply(const tile_matrix<const T>& A, const stored_matrix<const T>& W,
+                        const tile_matrix<T>& C, bool accumulate) noexcept {
+  if (W.transposed)
+    multiply_transposed(A, W.stored, C, accumulate);
+  else
+    multiply(A, W.stored, C, accumulate);
+}
+
+/// C = A Wᵀ, or C += A Wᵀ: multiply_transposed, or on a transposed W's rows multiply.
+template <class T>
+constexpr void multiply_transposed(const tile_matrix<const T>& A, const stored_matrix<const T>& W,
+                                   const tile_matrix<T>& C, bool accumulate) noexcept {
+  if (W.transposed)
+    multiply(A, W.stored, C, accumulate);
+  else
+    multiply_transposed(A, W.stored, C, accumulate);
+}
+
+/// C = Aᵀ B, or C += Aᵀ B, written in C's layout (∂L/∂W = Xᵀ dP in the layout of its W).
+template <class T>
+constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
+                                         const tile_matrix<const T>& B,
+                                         const stored_matrix<T>& C, bool accumulate) noexcept {
+  if (C.transposed)
+    multiply_first_transposed_into_columns(A, B, C.stored, accumulate);
+  else
+    multiply_first_transposed(A, B, C.stored, accumulate);
 }
 
 /// Row t of M (r × p) = b for every t (b of p numbers), or M_t += b.
