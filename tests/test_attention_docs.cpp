@@ -132,7 +132,7 @@ TEST_CASE("docs/self-attention.md: the backward, and one row's Jacobian", "[docs
 // ---------------------------------------------------------------------------------------------
 
 TEST_CASE("docs/heads.md: every example is the body of a test case here", "[docs]") {
-  REQUIRE(blocks_found_here("docs/heads.md") == 4);
+  REQUIRE(blocks_found_here("docs/heads.md") == 5);
 }
 
 TEST_CASE("docs/heads.md: two heads, every step (W7)", "[docs]") {
@@ -196,6 +196,22 @@ TEST_CASE("docs/heads.md: a batch of two sentences with padding", "[docs]") {
   // head 0, sentence 0, word 0: q = 1, keys (1, 0, 1), scale 1/√1: weights (e, 1, e)/(2e + 1)
   const double e = std::exp(1.0);
   REQUIRE_THAT(Y(0, 0), Catch::Matchers::WithinRel(2 * e / (2 * e + 1), 1e-14));
+}
+
+TEST_CASE("docs/heads.md: decoding with a cache", "[docs][kv_cache]") {
+  // one layer: d_model = 4, h = 2 heads of d_k = d_v = 2 over h_kv = 1 key/value head (multi-query)
+  const attn::Matrix<float> W_Q(4, 4, 0.25f), W_K(4, 2, 0.5f), W_V(4, 2, 1.0f), W_O(4, 4, 0.125f);
+  const attn::multi_head_parameters<float> params{.W_Q = W_Q, .W_K = W_K, .W_V = W_V, .W_O = W_O,
+                                                  .heads = 2, .kv_heads = 1};
+  attn::kv_cache<float> cache(/*batch*/ 2, /*capacity*/ 64, /*kv_heads*/ 1, /*d_k*/ 2, /*d_v*/ 2);
+  const attn::Matrix<float> prompt0(7, 4, 0.5f), prompt1(12, 4, -0.5f);  // prompts of two lengths
+  attn::Matrix<float> Y0(7, 4), Y1(12, 4);
+  attn::multi_head_attention_cached(prompt0, params, cache, 0, Y0);  // sequence 0's prompt
+  attn::multi_head_attention_cached(prompt1, params, cache, 1, Y1);  // sequence 1's
+  attn::Matrix<float> x_new(2, 4, 1.0f), y_new(2, 4);                // one new row of each
+  for (int step = 0; step < 20; ++step) attn::multi_head_attention_cached(x_new, params, cache, y_new);
+  REQUIRE(cache.length(0) == 27);
+  REQUIRE(cache.length(1) == 32);
 }
 
 TEST_CASE("docs/heads.md: the backward and jacobian_input", "[docs]") {
