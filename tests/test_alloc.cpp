@@ -501,7 +501,9 @@ TEST_CASE("Rows the tiled kernels leave: no allocation after an output is writte
                                                 {with_dq ? dQ.view() : attn::MatrixView<float>{},
                                                  with_dk ? dK.view() : attn::MatrixView<float>{}, dV.view()});
   };
-  for (const auto& [with_dq, with_dk] : {std::pair{true, true}, std::pair{false, true}, std::pair{true, false}}) {
+  for (const std::pair<bool, bool>& given : {std::pair{true, true}, std::pair{false, true}, std::pair{true, false}}) {
+    const bool with_dq = given.first, with_dk = given.second;  // (no structured binding: clang
+                                                               // before 16 cannot capture one)
     INFO("dL/dQ " << (with_dq ? "given" : "left out") << ", dL/dK " << (with_dk ? "given" : "left out"));
     const long made = count_allocations([&] { call(with_dq, with_dk); });
     REQUIRE(made >= 1);
