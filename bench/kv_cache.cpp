@@ -85,13 +85,7 @@ void register_all() {
   }
 }
 
-}  // namespace
+// Registered before Google Benchmark's main (benchmark_main) runs them.
+[[maybe_unused]] const bool registered = (register_all<float>(), true);
 
-int main(int argc, char** argv) {
-  register_all<float>();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+}  // namespace

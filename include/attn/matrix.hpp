@@ -37,6 +37,17 @@ inline constexpr std::size_t max_numbers =
                            std::to_string(cols) + " numbers are more than one array can hold");
 }
 
+/// dimension_error "<where>: <what> first to first + count (exclusive) are not within the
+/// <total> <what>" (first + count past SIZE_MAX: "beyond SIZE_MAX"): subrows' and subcols'.
+[[noreturn]] inline void throw_outside(const char* where, const char* what, std::size_t first,
+                                       std::size_t count, std::size_t total) {
+  raise<dimension_error>(std::string(where) + ": " + what + " " + std::to_string(first) + " to " +
+                         (count > std::numeric_limits<std::size_t>::max() - first
+                              ? std::string("beyond SIZE_MAX")
+                              : std::to_string(first + count)) +
+                         " (exclusive) are not within the " + std::to_string(total) + " " + what);
+}
+
 /// rows·cols, or std::length_error (as std::vector's own beyond its max_size) when that is more
 /// than `most` numbers.
 constexpr std::size_t checked_numbers(const char* where, std::size_t rows, std::size_t cols,
@@ -197,12 +208,7 @@ public:
   [[nodiscard]] constexpr MatrixView<T, dynamic, C> subrows(std::size_t first,
                                                             std::size_t count) const {
     if (first > rows() || count > rows() - first)
-      detail::raise<dimension_error>(
-          "attn::MatrixView::subrows: rows " + std::to_string(first) + " to " +
-          (count > std::numeric_limits<std::size_t>::max() - first
-               ? std::string("beyond SIZE_MAX")
-               : std::to_string(first + count)) +
-          " (exclusive) are not within the " + std::to_string(rows()) + " rows");
+      detail::throw_outside("attn::MatrixView::subrows", "rows", first, count, rows());
     // no rows: the view starts at data() (first · stride may point past the buffer's end,
     // whose last row needs only cols() numbers)
     return MatrixView<T, dynamic, C>(count == 0 ? data_ : data_ + first * stride_, count, cols(),
@@ -215,12 +221,7 @@ public:
   [[nodiscard]] constexpr MatrixView<T, R, dynamic> subcols(std::size_t first,
                                                             std::size_t count) const {
     if (first > cols() || count > cols() - first)
-      detail::raise<dimension_error>(
-          "attn::MatrixView::subcols: columns " + std::to_string(first) + " to " +
-          (count > std::numeric_limits<std::size_t>::max() - first
-               ? std::string("beyond SIZE_MAX")
-               : std::to_string(first + count)) +
-          " (exclusive) are not within the " + std::to_string(cols()) + " columns");
+      detail::throw_outside("attn::MatrixView::subcols", "columns", first, count, cols());
     return MatrixView<T, R, dynamic>(rows() == 0 ? data_ : data_ + first, rows(), count, stride_);
   }
 };
