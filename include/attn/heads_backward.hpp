@@ -435,8 +435,9 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   multi_head_cache<T> cache;
   Matrix<T> y(hs.rows, hs.d_out), maps(hs.heads * hs.rows, hs.n);
   multi_head_attention(x, params, multi_head_views<T>{.out = y.view(), .maps = maps.view()}, cache, opt);
-  const double scale = params.scale ? *params.scale : 1 / std::sqrt(static_cast<double>(hs.dk));
-  const T c = static_cast<T>(opt.beta * scale);
+  T scale = 0;  // the scores' factor in T, as the forward forms it, and c = β·scale likewise
+  detail::with_head_score(params, [&](const auto& score) { scale = score.template scale<T>(hs.dk); });
+  const T c = static_cast<T>(opt.beta) * scale;
   Matrix<T> Ji(hs.dv, hs.d_model);
   std::vector<T> wq(hs.d_model), scores(hs.n);
   detail::fill_rows(J.data(), J.rows(), J.cols(), J.row_stride(), T(0));
@@ -453,7 +454,7 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
                                      WKi = col(params.W_K, g * hs.dk, hs.dk),
                                      WVi = col(params.W_V, g * hs.dv, hs.dv);
     for (std::size_t j = 0; j < hs.n; ++j)
-      scores[j] = static_cast<T>(scale) *
+      scores[j] = scale *
                   detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + g * hs.dk, hs.dk);
     detail::row_options ro(opt, hs.tq, hs.n);
     const bool flows = detail::weights_move(detail::softmax_row_kind(scores.data(), hs.n, ro(t)));

@@ -313,8 +313,13 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
             block_max[i][j0 / NB] = st[i].m;
           }
         }
-        weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, keys, V.row(j0), V.stride, dv,
-                           o.out.row(t0 + i0), o.out.stride, rescale);
+        // the weighted values: only the keys some row of these may see, whether or not the
+        // scores of the rest were formed for out.scores (so that Y and L keep their bits when
+        // the map is asked for: a hidden V_j holding NaN or inf would make 0·V_j a NaN)
+        const std::size_t weighed = last <= j0 ? 0 : (last - j0 < keys ? last - j0 : keys);
+        if (weighed != 0)
+          weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, weighed, V.row(j0), V.stride, dv,
+                             o.out.row(t0 + i0), o.out.stride, rescale);
       }
     }
     for (std::size_t i = 0; i < rows; ++i) {
