@@ -83,12 +83,12 @@ void run(reader& r) {
              no_dv = (bw & 8u) != 0, recompute = (bw & 16u) != 0 || !want_lse;
   const std::size_t nan_row = r.size_upto(255) % tq;
 
-  std::vector<T> Q(tq * dk), K(n * dk), V(n * dv), dY(tq * dv), init_q(tq * dk), init_k(n * dk), init_v(n * dv);
+  std::vector<T> Q(tq * dk), K(n * dk), V(n * dv), dY(tq * dv), init(64);
   fill_numbers(r, Q, wild);
   fill_numbers(r, K, wild);
   fill_numbers(r, V, wild);
   fill_numbers(r, dY, wild);
-  for (std::vector<T>* g : {&init_q, &init_k, &init_v}) fill_numbers(r, *g, false);
+  fill_numbers(r, init, false);  // what accumulating gradients hold before
 
   unit_masks m{keys.empty() ? nullptr : keys.data(), rows.empty() ? nullptr : rows.data(), causal, tq, n};
   bool garbage_in = false;
@@ -313,11 +313,10 @@ void run(reader& r) {
                     dvv = bwd_broken == 4 ? dv + 1 : dv;
   guarded<T> gq(no_dq ? 0 : tq * dkq), gk(no_dk ? 0 : nk * dk), gv(no_dv ? 0 : n * dvv);
   if (accumulate) {  // what the gradients hold before: numbers to add to
-    for (std::size_t i = 0; i < gq.data.size(); ++i) gq.data[i] = init_q[i % std::max<std::size_t>(init_q.size(), 1)];
-    for (std::size_t i = 0; i < gk.data.size(); ++i) gk.data[i] = init_k[i % std::max<std::size_t>(init_k.size(), 1)];
-    for (std::size_t i = 0; i < gv.data.size(); ++i) gv.data[i] = init_v[i % std::max<std::size_t>(init_v.size(), 1)];
-    for (guarded<T>* g : {&gq, &gk, &gv})
+    for (guarded<T>* g : {&gq, &gk, &gv}) {
+      for (std::size_t i = 0; i < g->data.size(); ++i) g->data[i] = init[(i * 7) % init.size()];
       if (!g->data.empty()) std::memcpy(g->bytes.data(), g->data.data(), g->bytes.size());
+    }
   }
   const std::vector<T> held_q = gq.data, held_k = gk.data, held_v = gv.data;
   // the saved forward: Y and L as the forward wrote them (sentinels where it threw), or nothing
