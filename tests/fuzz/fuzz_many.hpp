@@ -351,7 +351,10 @@ struct attention_ref {
             acc<T> u;
             for (std::size_t i = 0; i < dv; ++i) u.add(dy(t, i), v(j, i));
             const E x = sub<T>(u.get(), D);
-            const E dS = mul<T>(E{f, 0}, mul<T>(E{beta, 0}, mul<T>(P, x)));
+            E dS = mul<T>(E{f, 0}, mul<T>(E{beta, 0}, mul<T>(P, x)));
+            // in another order two of the factors may underflow first (a subnormal β), and the
+            // others then multiply what that lost
+            dS.e += eta * (1 + std::abs(x.v) + x.e) * (1 + std::abs(f)) * (1 + std::abs(beta)) * 2;
             for (std::size_t i = 0; i < dk; ++i) {
               dQ[t * dk + i].add(dS, k(j, i));
               dK[j * dk + i].add(dS, q(t, i));
