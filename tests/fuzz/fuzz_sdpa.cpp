@@ -1,6 +1,7 @@
 // libFuzzer target: scaled_dot_product_attention and its backward (attn/sdpa.hpp,
 // attn/sdpa_backward.hpp) in float, double and long double, T queries over n keys (up to 130 and
-// 140, across the tiles' edges: MR rows, key blocks of 16, 64 or 128), with dot, scaled_dot or
+// 140, across the tiles' edges: MR rows, key blocks of 16, 64 or 128; now and then keys of 257
+// numbers, which the tiled kernel leaves to the exact path), with dot, scaled_dot or
 // dot_scaled_by, any β, a key mask, a row mask, causal (T ≠ n too), every all-masked policy;
 // clean inputs with NaN, ±inf or ±max put where no output may see them (the keys no row sees, the
 // queries and dY of rows that see no key), NaN in dY of one row, or any numbers. Checks
@@ -241,7 +242,9 @@ void run(reader& r) {
                             want_scores ? 1 : 0);
           if (want_lse)
             ATTN_FUZZ_CHECK(same_number(res.logsumexp[t], L.data[t]),
-                            "the returning form's L %zu differs", t);
+                            "the returning form's L %zu is %.21Lg, the views' %.21Lg (with the weights %d, the "
+                            "scores %d)", t, static_cast<ld>(res.logsumexp[t]), static_cast<ld>(L.data[t]),
+                            want_weights ? 1 : 0, want_scores ? 1 : 0);
         }
       });
       if (score_kind == 0) {
