@@ -1,0 +1,403 @@
+// libFuzzer target: scaled_dot_product_attention and its backward (attn/sdpa.hpp,
+// attn/sdpa_backward.hpp) in float, double and long double, T queries over n keys (up to 130 and
+// 140, across the tiles' edges: MR rows, key blocks of 16, 64 or 128; now and then keys of 257
+// numbers, which the tiled kernel leaves to the exact path), with dot, scaled_dot or
+// dot_scaled_by, any β, a key mask, a row mask, causal (T ≠ n too), every all-masked policy;
+// clean inputs with NaN, ±inf or ±max put where no output may see them (the keys no row sees, the
+// queries and dY of rows that see no key), NaN in dY of one row, or any numbers. Checks
+// (docs/errors.md, "Fuzzing"):
+// - exactly the documented exceptions (sizes, β, throw_error), every output untouched on a throw;
+// - the forward against the long double reference of fuzz_many.hpp: rows that see no key follow
+//   the policy exactly, NaN rows are NaN, +inf rows share exactly, masked weights are exactly 0,
+//   and Y, the weights, the scores and L lie within their bounds;
+// - the threads overload (0, 1, 2, 3, 4 threads, 2^61 and SIZE_MAX) is the one-thread call bit
+//   for bit; so are the returning forms;
+// - the backward (from the saved Y and L, or recomputing them; accumulating or not; gradients
+//   left out): every gradient no term reaches (masked keys, whatever they hold) exactly 0, the
+//   nan policy's NaN where documented, and every other within its bound of the reference: a
+//   gradient of finite inputs is finite whatever the masked places hold.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "fuzz_many.hpp"
+
+namespace {
+
+using namespace attn_fuzz;
+
+template <class T>
+void fill_numbers(reader& r, std::vector<T>& x, bool wild) {
+  for (T& v : x) v = wild ? wild_number<T>(r) : clean_number<T>(r);
+}
+
+/// Calls f(score) with the score the input picked: scaled_dot, dot or dot_scaled_by{factor}.
+template <class F>
+void with_score(int kind, double factor, F&& f) {
+  if (kind == 0) f(attn::scaled_dot);
+  else if (kind == 1) f(attn::dot);
+  else f(attn::dot_scaled_by{factor});
+}
+
+template <class T>
+void run(reader& r) {
+  using MV = attn::MatrixView<T>;
+  using CMV = attn::MatrixView<const T>;
+  // first what the rules turn on (so that short inputs reach them): the numbers, garbage, threads
+  const bool wild = r.byte() % 4 == 0;
+  const std::uint8_t garbage_bits = r.byte();  // where garbage goes: 1 keys, 2 rows, 4 dY
+  const std::uint8_t threads_byte = r.byte();
+  const bool causal = r.flag();
+  const attn::all_masked_policy policy = r.policy();
+  const bool big = r.byte() >= 0xF0;
+  std::size_t tq = 1 + r.size_upto(big ? 129 : 13), n = 1 + r.size_upto(big ? 139 : 20);
+  const std::uint8_t dk_byte = r.byte();  // now and then keys of 257 numbers: past the tiled kernel
+  const std::size_t dk = dk_byte >= 0xFC ? 257 : dk_byte % (big ? 21u : 9u), dv = r.size_upto(big ? 20 : 8);
+  // the cost: about T·n·(d_k + d_v) per pass, long double's reference the dearest
+  const std::size_t budget = std::is_same_v<T, long double> ? 2000 : 6000;
+  while (tq * n * (dk + dv + 2) > budget) (tq > n ? tq : n) = (tq > n ? tq : n) * 3 / 4;
+  const std::uint8_t bb = r.byte();
+  const int broken = bb < 0xF0 ? 0 : 1 + bb % 8;  // 1–6: the inputs, 7–8: an output
+  const std::uint8_t gb = r.byte();
+  const int bwd_broken = gb < 0xF0 ? 0 : 1 + gb % 6;
+  const int score_kind = r.byte() % 3;
+  static constexpr double factors[8] = {0.125, 0.5, 2, 1e-3, 0, -1, 3, 1e20};
+  const double factor = factors[r.byte() % 8];
+  const double beta = r.beta();
+  std::vector<char> keys = r.mask(n);
+  std::vector<char> rows;
+  if (r.flag()) {
+    rows.resize(tq * n);
+    for (std::size_t i = 0; i < rows.size(); i += 8) {
+      const std::uint8_t b = r.byte();
+      for (std::size_t k = i; k < std::min(i + 8, rows.size()); ++k) rows[k] = (b >> (k - i)) & 1u ? 0 : 1;
+    }
+  }
+  const std::uint8_t outs = r.byte();  // which outputs: weights, scores, L
+  const bool want_weights = (outs & 1u) != 0, want_scores = (outs & 2u) != 0, want_lse = (outs & 4u) == 0;
+  std::size_t threads = thread_count(threads_byte);
+  const std::uint8_t bw = r.byte();  // the backward: accumulate, gradients left out, recompute
+  const bool accumulate = (bw & 1u) != 0, no_dq = (bw & 2u) != 0, no_dk = (bw & 4u) != 0,
+             no_dv = (bw & 8u) != 0, recompute = (bw & 16u) != 0 || !want_lse;
+  const std::size_t nan_row = r.size_upto(255) % tq;
+
+  std::vector<T> Q(tq * dk), K(n * dk), V(n * dv), dY(tq * dv), init(64);
+  fill_numbers(r, Q, wild);
+  fill_numbers(r, K, wild);
+  fill_numbers(r, V, wild);
+  fill_numbers(r, dY, wild);
+  fill_numbers(r, init, false);  // what accumulating gradients hold before
+
+  unit_masks m{keys.empty() ? nullptr : keys.data(), rows.empty() ? nullptr : rows.data(), causal, tq, n};
+  bool garbage_in = false;
+  if ((garbage_bits & 1u) != 0)  // the keys no row sees
+    for (std::size_t j = 0; j < n; ++j)
+      if (!m.seen(j)) {
+        for (std::size_t i = 0; i < dk; ++i) K[j * dk + i] = garbage<T>(r);
+        for (std::size_t i = 0; i < dv; ++i) V[j * dv + i] = garbage<T>(r);
+        garbage_in = garbage_in || dk + dv > 0;
+      }
+  if ((garbage_bits & 2u) != 0)  // the queries and dY of rows that see no key
+    for (std::size_t t = 0; t < tq; ++t)
+      if (!m.any(t)) {
+        for (std::size_t i = 0; i < dk; ++i) Q[t * dk + i] = garbage<T>(r);
+        for (std::size_t i = 0; i < dv; ++i) dY[t * dv + i] = garbage<T>(r);
+        garbage_in = garbage_in || dk + dv > 0;
+      }
+  if ((garbage_bits & 4u) != 0 && dv > 0) {  // NaN in dY of one row
+    dY[nan_row * dv + r.size_upto(255) % dv] = std::numeric_limits<T>::quiet_NaN();
+    garbage_in = true;
+  }
+#if ATTN_FUZZ_SKIP_KNOWN_BUGS
+  if (threads > 4) threads = 3;
+#endif
+
+  if (verbose) {
+    std::fprintf(stderr, "%s; ", sizeof(T) == sizeof(float) ? "float" : sizeof(T) == sizeof(double) ? "double" : "long double");
+    std::fprintf(stderr, "T %zu, n %zu, d_k %zu, d_v %zu, broken %d/%d, score %d (%g), beta %g, policy %d, causal %d, "
+                 "key mask %zu, row mask %zu, outputs %u, threads %zu, backward %u, garbage %u\n",
+                 tq, n, dk, dv, broken, bwd_broken, score_kind, factor, beta, static_cast<int>(policy), causal ? 1 : 0,
+                 keys.size(), rows.size(), outs, threads, bw, garbage_bits);
+    dump<T>("Q", Q);
+    dump<T>("K", K);
+    dump<T>("V", V);
+    dump<T>("dY", dY);
+  }
+
+  // the inputs as attn gets them, now and then of a wrong size (broken 1–6)
+  const std::size_t tq_in = broken == 1 ? 0 : tq, n_in = broken == 2 ? 0 : n;
+  std::vector<T> Qx = Q, Vx = V;
+  if (broken == 3) Vx.resize((n + 1) * dv, T(1));
+  if (broken == 4) Qx.resize(tq * (dk + 1), T(1));
+  std::vector<char> keys_x = keys, rows_x = rows;
+  if (broken == 5) keys_x.resize(n + 1, 1);
+  if (broken == 6) rows_x.resize((tq + 1) * n, 1);
+  const CMV Qv(Qx.data(), tq_in, broken == 4 ? dk + 1 : dk), Kv(K.data(), n_in, dk),
+      Vv(Vx.data(), broken == 3 ? n + 1 : n_in, dv);
+  attn::options opt{.beta = beta, .if_all_masked = policy, .causal = causal};
+  if (!keys_x.empty()) opt.mask = attn::mask_view(keys_x);
+  if (!rows_x.empty()) opt.row_mask = attn::mask_matrix_view(rows_x.data(), broken == 6 ? tq + 1 : tq, n);
+
+  // the reference
+  attention_ref<T> ref;
+  const bool inputs_ok = broken == 0 || broken > 6;
+  if (inputs_ok) {
+    ref.tq = tq, ref.n = n, ref.dk = dk, ref.dv = dv;
+    const auto as_e = [](const std::vector<T>& x) {
+      std::vector<E> e(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i) e[i] = E{static_cast<ld>(x[i]), 0};
+      return e;
+    };
+    ref.Q = as_e(Q), ref.K = as_e(K), ref.V = as_e(V);
+    T f = T(1);
+    with_score(score_kind, factor, [&](const auto& s) { f = s.template scale<T>(dk); });
+    ref.f = static_cast<ld>(f);
+    ref.beta = static_cast<ld>(beta_as<T>(beta));
+    ref.m = m;
+    ref.policy = policy;
+    ref.forward();
+  }
+
+  // the forward into views
+  // broken 7: Y of the wrong shape; 8: the weights, else L, else Y
+  const bool bad_a = broken == 8 && want_weights, bad_l = broken == 8 && !want_weights && want_lse;
+  const bool bad_y = broken == 7 || (broken == 8 && !bad_a && !bad_l);
+  const bool out_broken = bad_y || bad_a || bad_l;
+  const std::size_t dv_out = bad_y ? dv + 1 : dv;
+  guarded<T> Y(tq * dv_out), A(want_weights ? tq * (n + (bad_a ? 1 : 0)) : 0), S(want_scores ? tq * n : 0),
+      L(want_lse ? tq + (bad_l ? 1 : 0) : 0);
+  const auto views = [&](guarded<T>& y, guarded<T>& a, guarded<T>& s, guarded<T>& l) {
+    attn::attention_views<T> v{.out = MV(y.data.data(), tq, dv_out)};
+    if (want_weights) v.weights = MV(a.data.data(), tq, n + (bad_a ? 1 : 0));
+    if (want_scores) v.scores = MV(s.data.data(), tq, n);
+    if (want_lse) v.logsumexp = std::span<T>(l.data);
+    return v;
+  };
+  const int got = thrown_documented("scaled_dot_product_attention", [&] {
+    with_score(score_kind, factor, [&](const auto& s) {
+      attn::scaled_dot_product_attention(Qv, Kv, Vv, s, views(Y, A, S, L), opt);
+    });
+  });
+  int expected = 0;
+  bool either = false;  // throw_error and a row whose kind T's overflow decides
+  if (!inputs_ok) expected = 1;
+  else if (!beta_ok<T>(beta)) expected = 2;
+  else if (policy == attn::all_masked_policy::throw_error && ref.must_throw) expected = 2;
+  else if (out_broken) expected = 1;
+  if (inputs_ok && beta_ok<T>(beta) && policy == attn::all_masked_policy::throw_error && !ref.must_throw && ref.may_throw)
+    either = true;
+  ATTN_FUZZ_CHECK(got == expected || (either && got == 2), "scaled_dot_product_attention threw %d, expected %d", got,
+                  expected);
+  if (got != 0)
+    ATTN_FUZZ_CHECK(Y.untouched() && A.untouched() && S.untouched() && L.untouched(),
+                    "scaled_dot_product_attention: a throw wrote to an output");
+
+  // the threads overload: the same exception, or the same bits
+  {
+    guarded<T> Y2(Y.data.size()), A2(A.data.size()), S2(S.data.size()), L2(L.data.size());
+    const int got2 = thrown_documented("scaled_dot_product_attention on threads", [&] {
+      with_score(score_kind, factor, [&](const auto& s) {
+        attn::scaled_dot_product_attention(Qv, Kv, Vv, s, views(Y2, A2, S2, L2), opt, threads);
+      });
+    });
+    ATTN_FUZZ_CHECK(got2 == got, "scaled_dot_product_attention on %zu threads threw %d, one thread %d", threads, got2, got);
+    if (got2 != 0)
+      ATTN_FUZZ_CHECK(Y2.untouched() && A2.untouched() && S2.untouched() && L2.untouched(),
+                      "scaled_dot_product_attention on threads: a throw wrote to an output");
+    else
+      ATTN_FUZZ_CHECK(same_bits(Y2.data, Y.data) && same_bits(A2.data, A.data) && same_bits(S2.data, S.data) &&
+                          same_bits(L2.data, L.data),
+                      "scaled_dot_product_attention on %zu threads is not the one-thread call bit for bit", threads);
+  }
+  if (!inputs_ok) {
+    // the backward refuses the same inputs, writing nothing
+    guarded<T> gq(tq * dk), gk(n * dk), gv(n * dv);
+    const int gotb = thrown_documented("scaled_dot_product_attention_backward", [&] {
+      with_score(score_kind, factor, [&](const auto& s) {
+        attn::scaled_dot_product_attention_backward(
+            Qv, Kv, Vv, s, attn::saved_attention<T>{}, CMV(dY.data(), tq, dv),
+            attn::attention_gradients<T>{MV(gq.data.data(), tq, dk), MV(gk.data.data(), n, dk), MV(gv.data.data(), n, dv)},
+            opt);
+      });
+    });
+    ATTN_FUZZ_CHECK(gotb == 1, "scaled_dot_product_attention_backward threw %d on inputs of the wrong size", gotb);
+    ATTN_FUZZ_CHECK(gq.untouched() && gk.untouched() && gv.untouched(), "backward: a throw wrote to a gradient");
+    return;
+  }
+
+  if (got == 0) {
+    // the returning forms: the same bits
+    if (!out_broken) {
+      with_score(score_kind, factor, [&](const auto& s) {
+        const auto res = attn::scaled_dot_product_attention(Qv, Kv, Vv, opt, s);
+        for (std::size_t t = 0; t < tq; ++t) {
+          for (std::size_t i = 0; i < dv; ++i)
+            ATTN_FUZZ_CHECK(same_number(res.out(t, i), Y.data[t * dv + i]),
+                            "the returning form's Y (%zu, %zu) is %.21Lg, the views' %.21Lg (with the weights %d, the scores %d: "
+                            "Y does not change by a bit, docs/tiled-attention.md)", t, i,
+                            static_cast<ld>(res.out(t, i)), static_cast<ld>(Y.data[t * dv + i]), want_weights ? 1 : 0,
+                            want_scores ? 1 : 0);
+          if (want_lse)
+            ATTN_FUZZ_CHECK(same_number(res.logsumexp[t], L.data[t]),
+                            "the returning form's L %zu is %.21Lg, the views' %.21Lg (with the weights %d, the "
+                            "scores %d)", t, static_cast<ld>(res.logsumexp[t]), static_cast<ld>(L.data[t]),
+                            want_weights ? 1 : 0, want_scores ? 1 : 0);
+        }
+      });
+      if (score_kind == 0) {
+        guarded<T> Y3(Y.data.size()), A3(A.data.size()), S3(S.data.size()), L3(L.data.size());
+        attn::scaled_dot_product_attention(Qv, Kv, Vv, views(Y3, A3, S3, L3), opt);
+        ATTN_FUZZ_CHECK(same_bits(Y3.data, Y.data) && same_bits(A3.data, A.data) && same_bits(S3.data, S.data) &&
+                            same_bits(L3.data, L.data),
+                        "scaled_dot_product_attention without a score is not scaled_dot's call");
+      }
+    }
+
+    // the forward's rules and bounds, row by row
+    for (std::size_t t = 0; t < tq; ++t) {
+      const row_is k = ref.kind[t];
+      const T* y = Y.data.data() + t * dv;
+      const T* a = want_weights ? A.data.data() + t * n : nullptr;
+      const T l = want_lse ? L.data[t] : T(0);
+      if (want_scores)
+        for (std::size_t j = 0; j < n; ++j) expect_near<T>("score", t, j, S.data[t * n + j], ref.S[t * n + j]);
+      if (k == row_is::uncertain) continue;
+      if (k == row_is::masked_out || k == row_is::none || k == row_is::nan) {
+        const bool nan = k == row_is::nan || policy == attn::all_masked_policy::nan;
+        if (nan) {
+          for (std::size_t i = 0; i < dv; ++i) ATTN_FUZZ_CHECK(std::isnan(y[i]), "row %zu (kind %d): Y is %Lg, not NaN", t, int(k), ld(y[i]));
+          for (std::size_t j = 0; a && j < n; ++j) ATTN_FUZZ_CHECK(std::isnan(a[j]), "row %zu: weight %zu is %Lg, not NaN", t, j, ld(a[j]));
+          if (want_lse) ATTN_FUZZ_CHECK(std::isnan(l), "row %zu: L is %Lg, not NaN", t, ld(l));
+          continue;
+        }
+        const bool uniform = policy == attn::all_masked_policy::uniform;
+        for (std::size_t j = 0; a && j < n; ++j)
+          ATTN_FUZZ_CHECK(a[j] == (uniform ? T(1) / static_cast<T>(n) : T(0)), "row %zu sees no key: weight %zu is %Lg", t,
+                          j, ld(a[j]));
+        if (want_lse) ATTN_FUZZ_CHECK(l == -std::numeric_limits<T>::infinity(), "row %zu sees no key: L is %Lg", t, ld(l));
+        for (std::size_t i = 0; i < dv; ++i) {
+          if (uniform)
+            expect_near<T>("Y (uniform: the mean of the values)", t, i, y[i], ref.Y[t * dv + i]);
+          else
+            ATTN_FUZZ_CHECK(y[i] == T(0), "row %zu sees no key: Y %zu is %Lg, not 0", t, i, ld(y[i]));
+        }
+        continue;
+      }
+      for (std::size_t j = 0; a && j < n; ++j) {
+        if (!m.kept(t, j)) {
+          ATTN_FUZZ_CHECK(a[j] == T(0), "row %zu: masked key %zu has weight %Lg", t, j, ld(a[j]));
+          continue;
+        }
+        if (k == row_is::pos_inf) {  // fl(1/count) for each +inf, exactly 0 for the others
+          const ld w = ref.A[t * n + j].v;
+          const T want = w == 0 ? T(0) : T(1) / static_cast<T>(std::llround(1 / w));
+          ATTN_FUZZ_CHECK(a[j] == want, "row %zu (+inf): weight %zu is %Lg, not %Lg", t, j, ld(a[j]), ld(want));
+        } else
+          expect_near<T>("weight", t, j, a[j], ref.A[t * n + j]);
+      }
+      if (want_lse) {
+        if (k == row_is::pos_inf)
+          ATTN_FUZZ_CHECK(l == std::numeric_limits<T>::infinity(), "row %zu (+inf): L is %Lg", t, ld(l));
+        else
+          expect_near<T>("L", t, 0, l, ref.L[t]);
+      }
+      for (std::size_t i = 0; i < dv; ++i) expect_near<T>("Y", t, i, y[i], ref.Y[t * dv + i]);
+    }
+  }
+
+  // the backward
+  std::vector<T> dYx = dY;
+  if (bwd_broken == 1) dYx.resize(tq * (dv + 1), T(0));
+  const CMV dYv(dYx.data(), tq, bwd_broken == 1 ? dv + 1 : dv);
+  const std::size_t dkq = bwd_broken == 2 ? dk + 1 : dk, nk = bwd_broken == 3 ? n + 1 : n,
+                    dvv = bwd_broken == 4 ? dv + 1 : dv;
+  guarded<T> gq(no_dq ? 0 : tq * dkq), gk(no_dk ? 0 : nk * dk), gv(no_dv ? 0 : n * dvv);
+  if (accumulate) {  // what the gradients hold before: numbers to add to
+    for (guarded<T>* g : {&gq, &gk, &gv}) {
+      for (std::size_t i = 0; i < g->data.size(); ++i) g->data[i] = init[(i * 7) % init.size()];
+      if (!g->data.empty()) std::memcpy(g->bytes.data(), g->data.data(), g->bytes.size());
+    }
+  }
+  const std::vector<T> held_q = gq.data, held_k = gk.data, held_v = gv.data;
+  // the saved forward: Y and L as the forward wrote them (sentinels where it threw), or nothing
+  std::vector<T> Ls = L.data;
+  if (bwd_broken == 6) Ls.resize(tq + 1, T(0));
+  attn::saved_attention<T> saved{};
+  if (!recompute && !out_broken) {
+    saved.out = CMV(Y.data.data(), bwd_broken == 5 ? tq - 1 : tq, dv);
+    saved.logsumexp = std::span<const T>(Ls);
+  }
+  const bool saved_broken = (bwd_broken == 5 || bwd_broken == 6) && !recompute && !out_broken;
+  const int gotb = thrown_documented("scaled_dot_product_attention_backward", [&] {
+    with_score(score_kind, factor, [&](const auto& s) {
+      attn::scaled_dot_product_attention_backward(
+          Qv, Kv, Vv, s, saved, dYv,
+          attn::attention_gradients<T>{no_dq ? MV{} : MV(gq.data.data(), tq, dkq), no_dk ? MV{} : MV(gk.data.data(), nk, dk),
+                                       no_dv ? MV{} : MV(gv.data.data(), n, dvv), accumulate},
+          opt);
+    });
+  });
+  const bool grads_broken = bwd_broken == 1 || (bwd_broken == 2 && !no_dq) || (bwd_broken == 3 && !no_dk) ||
+                            (bwd_broken == 4 && !no_dv) || saved_broken;
+  const int fwd_rule = got == 1 && out_broken ? 0 : got;  // the forward's β and throw_error
+  const int expected_b = fwd_rule != 0 ? fwd_rule : grads_broken ? 1 : 0;
+  ATTN_FUZZ_CHECK(gotb == expected_b, "scaled_dot_product_attention_backward threw %d, expected %d (the forward %d)", gotb,
+                  expected_b, got);
+  if (gotb != 0) {
+    ATTN_FUZZ_CHECK(gq.untouched() && gk.untouched() && gv.untouched(), "backward: a throw wrote to a gradient");
+    return;
+  }
+#if ATTN_FUZZ_SKIP_KNOWN_BUGS
+  if (garbage_in || wild) return;
+#endif
+  (void)garbage_in;
+  std::vector<E> dYe(dY.size());
+  for (std::size_t i = 0; i < dY.size(); ++i) dYe[i] = E{static_cast<ld>(dY[i]), 0};
+  ref.backward(dYe);
+  if (!no_dq)
+    for (std::size_t t = 0; t < tq; ++t)
+      for (std::size_t i = 0; i < dk; ++i) {
+        const T g = gq.data[t * dk + i];
+        if (ref.nan_query[t]) {
+          ATTN_FUZZ_CHECK(std::isnan(g), "dL/dQ (%zu, %zu) is %Lg: row %zu is NaN (or the nan policy's)", t, i, ld(g), t);
+          continue;
+        }
+        expect_gradient<T>("dL/dQ", t, i, g, ref.dQ[t * dk + i], accumulate, held_q[t * dk + i]);
+      }
+  for (std::size_t j = 0; j < n; ++j) {
+    for (std::size_t i = 0; !no_dk && i < dk; ++i) {
+      const T g = gk.data[j * dk + i];
+      if (ref.nan_everywhere) {
+        ATTN_FUZZ_CHECK(std::isnan(g), "dL/dK (%zu, %zu) is %Lg: a row sees no key under the nan policy", j, i, ld(g));
+        continue;
+      }
+      expect_gradient<T>("dL/dK", j, i, g, ref.dK[j * dk + i], accumulate, held_k[j * dk + i]);
+    }
+    for (std::size_t i = 0; !no_dv && i < dv; ++i) {
+      const T g = gv.data[j * dv + i];
+      if (ref.nan_everywhere) {
+        ATTN_FUZZ_CHECK(std::isnan(g), "dL/dV (%zu, %zu) is %Lg: a row sees no key under the nan policy", j, i, ld(g));
+        continue;
+      }
+      expect_gradient<T>("dL/dV", j, i, g, ref.dV[j * dv + i], accumulate, held_v[j * dv + i]);
+    }
+  }
+  // the returning backward: the bits of the views' (overwriting, every gradient given)
+  if (!accumulate && !no_dq && !no_dk && !no_dv && bwd_broken == 0) {
+    with_score(score_kind, factor, [&](const auto& s) {
+      const auto res = attn::scaled_dot_product_attention_backward(Qv, Kv, Vv, s, saved, dYv, opt);
+      const auto same = [](const auto& mat, const guarded<T>& g) {
+        return same_bits(mat.data(), g.data.data(), g.data.size());
+      };
+      ATTN_FUZZ_CHECK(same(res.queries, gq) && same(res.keys, gk) && same(res.values, gv),
+                      "the returning backward differs from the backward into views");
+    });
+  }
+}
+
+}  // namespace
+
+ATTN_FUZZ_FLOAT_DOUBLE_LONG_DOUBLE(run)
