@@ -397,6 +397,8 @@ int thrown(F&& f) {
     return 1;
   } catch (const attn::domain_error&) {
     return 2;
+  } catch (const attn::forward_mismatch_error&) {
+    return 3;
   }
   return 0;
 }

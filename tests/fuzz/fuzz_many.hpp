@@ -12,7 +12,8 @@
 /// itself ε is doubled: the reference rounds as often as attn does.
 ///
 /// Masked keys are left out of every sum (whatever they hold: the rule under test), and so are the
-/// rows that see no key and the score terms of rows whose weights do not move. A gradient entry
+/// rows that see no key and the score terms of rows whose weights do not move; a NaN row (a kept
+/// NaN score) makes every derivative NaN, a masked key's included (one query's rule). A gradient entry
 /// that no term reaches must be exactly 0 (or, accumulating, what it held).
 
 #include <cmath>
@@ -327,8 +328,12 @@ struct attention_ref {
           for (std::size_t i = 0; i < dk; ++i) dQ[t * dk + i].add(NaN);
           for (std::size_t j = 0; j < n; ++j) {
             const bool all_v = kind[t] == row_is::uncertain && policy == attn::all_masked_policy::uniform;
-            if (!m.kept(t, j) && !all_v) continue;
-            if (m.kept(t, j))
+            // a NaN row makes every derivative NaN, a masked key's too (one query's rule,
+            // docs/errors.md: "the whole row NaN: … every derivative"); its NaN is the row's own.
+            // A row whose scores may overflow may be such a row: then nothing is held there.
+            const bool every = true;
+            if (!m.kept(t, j) && !all_v && !every) continue;
+            if (m.kept(t, j) || every)
               for (std::size_t i = 0; i < dk; ++i) dK[j * dk + i].add(NaN);
             for (std::size_t i = 0; i < dv; ++i) dV[j * dv + i].add(NaN);
           }
