@@ -107,9 +107,10 @@ constexpr std::uint64_t n_scan_blocks = (std::uint64_t{1} << 32U) / scan_block;
 template <class Classify>
 std::vector<std::uint64_t> boundary_blocks(Classify classify, std::uint64_t spread) {
   std::vector<std::uint64_t> blocks;
-  for (const std::uint32_t special : {0x00000000U, 0x00800000U, 0x3f800000U, 0x7f7fffffU,
-                                      0x7f800000U, 0x7fc00000U, 0x7fffffffU})
-    for (const std::uint32_t sign : {0U, 0x80000000U}) blocks.push_back((special | sign) / scan_block);
+  for (const std::uint32_t special :
+       {0x00000000U, 0x00800000U, 0x3f800000U, 0x7f7fffffU, 0x7f800000U, 0x7fc00000U, 0x7fffffffU})
+    for (const std::uint32_t sign : {0U, 0x80000000U})
+      blocks.push_back((special | sign) / scan_block);
   for (std::uint64_t b = 0; b < n_scan_blocks; ++b) {
     const auto first = static_cast<std::uint32_t>(b * scan_block);
     const auto last = static_cast<std::uint32_t>(first + (scan_block - 1));

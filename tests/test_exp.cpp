@@ -340,7 +340,8 @@ void check_special_cases() {
 // The scan of every float is a hidden test (CTest label `exhaustive`: CI runs it after the
 // quick start, and in the native stage); the sampled scan, with the same checks, runs by default.
 namespace {
-void check_exp_scan(const float_scan& all, std::uint64_t spread, std::size_t n_extra, double bound) {
+void check_exp_scan(const float_scan& all, std::uint64_t spread, std::size_t n_extra,
+                    double bound) {
   INFO(scan_summary(all));
   constexpr std::uint64_t n_blocks = attn_test::n_scan_blocks;
   CHECK(all.checked == ((n_blocks + spread - 1) / spread + n_extra) * block);
@@ -651,7 +652,8 @@ constexpr double tanh_bound = 1.5;
 }  // namespace
 
 // Hidden, CTest label `exhaustive`, as "exp: every float" above.
-TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere", "[.][exhaustive][exp][tanh]") {
+TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere",
+          "[.][exhaustive][exp][tanh]") {
   constexpr std::uint64_t spread = every_float_spread;
   const tanh_scan all = scan_on_two_threads<tanh_scan>(scan_tanh_floats, spread,
                                                        tanh_scan_args{tanh_bound, 16});

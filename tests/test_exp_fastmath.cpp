@@ -298,7 +298,8 @@ void check_scan(const float_scan& all, bool ftz, std::uint64_t spread, std::size
 
 // Hidden, CTest label `exhaustive` (as in tests/test_exp.cpp); the sampled scan below runs by
 // default.
-TEST_CASE("exp fast-math: every float within 8 ulp, specials exact", "[.][exhaustive][exp][fastmath]") {
+TEST_CASE("exp fast-math: every float within 8 ulp, specials exact",
+          "[.][exhaustive][exp][fastmath]") {
   constexpr std::uint64_t spread = attn_test::every_float_spread;
   const bool ftz = flushes_to_zero();
   check_scan(attn_test::scan_on_two_threads<float_scan>(scan_floats, spread, ftz), ftz, spread, 0);
