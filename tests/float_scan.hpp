@@ -17,8 +17,13 @@
 #include <thread>
 #include <vector>
 
-// The scan of every float takes a few seconds optimized, but minutes unoptimized or under a
-// sanitizer: there it checks every 61st block of 4096 bit patterns instead.
+// Two scans of each function. The sampled one (CTest's default run, the quick start's line)
+// checks every 64th block of 4096 bit patterns and every block where the expected result changes
+// kind or that holds a special value (boundary_blocks): about 1/60 of the floats, spread over
+// the whole range, with the same assertions. The scan of every float (a hidden Catch2 test
+// tagged [exhaustive]; the CTest label `exhaustive`, tests/CMakeLists.txt) costs 20 to 50 CPU
+// seconds optimized, and minutes unoptimized or under a sanitizer: there it checks every 61st
+// block instead.
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) ||                         \
     __has_feature(thread_sanitizer)
@@ -38,8 +43,10 @@
 namespace attn_test {
 
 // Every spread-th block of 4096 floats is scanned: all of them in optimized builds, every 61st
-// under a sanitizer or without optimization.
+// under a sanitizer or without optimization (the [exhaustive] tests); every 64th in every build
+// (the sampled tests, which add boundary_blocks).
 constexpr std::uint64_t every_float_spread = ATTN_EXP_TEST_EVERY_FLOAT ? 1 : 61;
+constexpr std::uint64_t sampled_spread = 64;
 
 // The last x with a finite exp(x), and the most negative x with exp(x) > 0 (checked against the
 // reference in test_exp.cpp, "exp: float thresholds").
@@ -89,6 +96,35 @@ inline double float_ulp_error(float y, double ref) {
 
 // The floats are scanned in blocks of this many bit patterns.
 constexpr std::size_t scan_block = 4096;
+constexpr std::uint64_t n_scan_blocks = (std::uint64_t{1} << 32U) / scan_block;
+
+// The blocks a sampled scan checks besides every spread-th (block b holds the bit patterns
+// b·4096 ... b·4096 + 4095): those where classify(bits), the kind of result expected, changes
+// inside the block, both blocks on either side of a change at a block's edge, and the blocks of
+// the special inputs of either sign (0 and the smallest subnormals, the smallest normal, 1, the
+// largest finite, inf and the first NaNs, the quiet NaN, the last NaN). Sorted, without the
+// multiples of spread (which the sampled scan checks anyway).
+template <class Classify>
+std::vector<std::uint64_t> boundary_blocks(Classify classify, std::uint64_t spread) {
+  std::vector<std::uint64_t> blocks;
+  for (const std::uint32_t special :
+       {0x00000000U, 0x00800000U, 0x3f800000U, 0x7f7fffffU, 0x7f800000U, 0x7fc00000U, 0x7fffffffU})
+    for (const std::uint32_t sign : {0U, 0x80000000U})
+      blocks.push_back((special | sign) / scan_block);
+  for (std::uint64_t b = 0; b < n_scan_blocks; ++b) {
+    const auto first = static_cast<std::uint32_t>(b * scan_block);
+    const auto last = static_cast<std::uint32_t>(first + (scan_block - 1));
+    if (classify(first) != classify(last)) blocks.push_back(b);
+    if (b + 1 < n_scan_blocks && classify(last) != classify(last + 1)) {
+      blocks.push_back(b);
+      blocks.push_back(b + 1);
+    }
+  }
+  std::sort(blocks.begin(), blocks.end());
+  blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+  std::erase_if(blocks, [spread](std::uint64_t b) { return b % spread == 0; });
+  return blocks;
+}
 
 // What a scan found, for the failure message: the worst error, where, and the first failure.
 template <class Scan>
@@ -126,6 +162,19 @@ Scan scan_on_two_threads(Fn scan, std::uint64_t spread, Arg arg) {
   for (auto& th : threads) th.join();
   Scan all;
   for (const auto& s : scans) all.merge(s);
+  return all;
+}
+
+// The sampled scan: scan_on_two_threads over every spread-th block, then each of `extra` (from
+// boundary_blocks) alone (a stride past the last block), merged in.
+template <class Scan, class Fn, class Arg>
+Scan scan_sampled(Fn scan, std::uint64_t spread, Arg arg, const std::vector<std::uint64_t>& extra) {
+  Scan all = scan_on_two_threads<Scan>(scan, spread, arg);
+  for (const std::uint64_t b : extra) {
+    Scan one{};
+    scan(b, n_scan_blocks, arg, one);
+    all.merge(one);
+  }
   return all;
 }
 

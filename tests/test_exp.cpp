@@ -337,17 +337,34 @@ void check_special_cases() {
 
 }  // namespace
 
-TEST_CASE("exp: every float (all 2^32 bit patterns)", "[exp]") {
-  constexpr std::uint64_t spread = every_float_spread;
-  constexpr double bound = 1.5;
-  const float_scan all = scan_on_two_threads<float_scan>(scan_floats, spread, bound);
+// The scan of every float is a hidden test (CTest label `exhaustive`: CI runs it after the
+// quick start, and in the native stage); the sampled scan, with the same checks, runs by default.
+namespace {
+void check_exp_scan(const float_scan& all, std::uint64_t spread, std::size_t n_extra,
+                    double bound) {
   INFO(scan_summary(all));
-  constexpr std::uint64_t n_blocks = (std::uint64_t{1} << 32U) / block;
-  CHECK(all.checked == (n_blocks + spread - 1) / spread * block);
+  constexpr std::uint64_t n_blocks = attn_test::n_scan_blocks;
+  CHECK(all.checked == ((n_blocks + spread - 1) / spread + n_extra) * block);
   CHECK(all.compared > 500000000U / spread);  // the rest have exact results
   CHECK(all.failures == 0);
   CHECK(all.max_err <= bound);
   CHECK(all.differ == 0);
+}
+}  // namespace
+
+TEST_CASE("exp: every float (all 2^32 bit patterns)", "[.][exhaustive][exp]") {
+  constexpr std::uint64_t spread = every_float_spread;
+  constexpr double bound = 1.5;
+  check_exp_scan(scan_on_two_threads<float_scan>(scan_floats, spread, bound), spread, 0, bound);
+}
+
+TEST_CASE("exp: every 64th block of floats, and every block at a change of kind", "[exp]") {
+  constexpr std::uint64_t spread = attn_test::sampled_spread;
+  constexpr double bound = 1.5;
+  const auto extra = attn_test::boundary_blocks(classify_exp, spread);
+  CHECK(extra.size() >= 8);  // the thresholds, inf and the NaNs, of either sign
+  check_exp_scan(attn_test::scan_sampled<float_scan>(scan_floats, spread, bound, extra), spread,
+                 extra.size(), bound);
 }
 
 TEST_CASE("exp: float thresholds agree with the reference", "[exp]") {
@@ -530,9 +547,16 @@ bool tanh_block_ok(const float* x, const float* y, tanh_kind k) {
 // (about 2.6e8 of them) is compared with the reference, through tanh_array of the negated inputs
 // (odd to the bit) and, every 4th, with the scalar tanh (the same bits); of the blocks where every
 // result is exact (x itself, ±1 or NaN: the other 4e9 inputs, and the bulk of the time at SSE2's
-// speed) every 16th is checked, with the scalar tanh as well. The blocks where one kind gives way
-// to another are all checked.
-void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, tanh_scan& result) {
+// speed) every uniform_every-th (16th in the exhaustive scan) is checked, with the scalar tanh as
+// well. The blocks where one kind gives way to another are all checked.
+struct tanh_scan_args {
+  double bound;
+  std::uint64_t uniform_every;  // of the blocks of one exact kind, every this many is checked
+};
+
+void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, tanh_scan_args args,
+                      tanh_scan& result) {
+  const double bound = args.bound;
   tanh_scan out;
   std::vector<float> x(block);
   std::vector<float> nx(block);
@@ -544,7 +568,7 @@ void scan_tanh_floats(std::uint64_t first, std::uint64_t stride, double bound, t
     const tanh_kind k0 = tanh_classify(base);
     const bool uniform = k0 != tanh_kind::general &&
                          k0 == tanh_classify(base + static_cast<std::uint32_t>(block - 1));
-    if (uniform && visit % 16 != 0) continue;
+    if (uniform && visit % args.uniform_every != 0) continue;
     for (std::size_t i = 0; i < block; ++i) x[i] = std::bit_cast<float>(base + static_cast<std::uint32_t>(i));
     ad::tanh_array(x.data(), y.data(), block);
     out.checked += block;
@@ -605,24 +629,44 @@ void check_tanh_special_cases() {
   CHECK(ad::tanh(T{-1000}) == T{-1});
 }
 
-}  // namespace
-
-TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere", "[exp][tanh]") {
-  constexpr std::uint64_t spread = every_float_spread;
-  // Bound 1.5 ulp; measured 1.07 with FMA (x = 0.760270476, just above the switch from the
-  // polynomial to 1 − 2/(e^(2x) + 1)), 1.10 without (x = 0.875921).
-  constexpr double bound = 1.5;
-  const tanh_scan all = scan_on_two_threads<tanh_scan>(scan_tanh_floats, spread, bound);
+void check_tanh_scan(const tanh_scan& all, std::uint64_t spread, std::uint64_t uniform_every,
+                     std::size_t n_extra, double bound) {
   INFO(scan_summary(all));
   // [2^-12, 10) of either sign: 15 binades of 2^23 floats and a quarter of one, twice.
   constexpr std::uint64_t n_general = 2 * (tanh_one_from - tanh_same_below);
   CHECK((spread == 1 ? all.compared == n_general : all.compared > n_general / spread * 9 / 10));
-  CHECK(all.checked > all.compared + ((std::uint64_t{1} << 32U) - n_general) / 16 / spread * 9 / 10);
+  CHECK(all.checked > all.compared + ((std::uint64_t{1} << 32U) - n_general) / uniform_every /
+                                         spread * 9 / 10);
+  CHECK(all.checked <= ((attn_test::n_scan_blocks + spread - 1) / spread + n_extra) * block);
   CHECK(all.scalar_checked > all.compared / 5);
   CHECK(all.failures == 0);
   CHECK(all.max_err <= bound);
   CHECK(all.not_odd == 0);
   CHECK(all.differ == 0);
+}
+
+// Bound 1.5 ulp; measured 1.07 with FMA (x = 0.760270476, just above the switch from the
+// polynomial to 1 − 2/(e^(2x) + 1)), 1.10 without (x = 0.875921).
+constexpr double tanh_bound = 1.5;
+
+}  // namespace
+
+// Hidden, CTest label `exhaustive`, as "exp: every float" above.
+TEST_CASE("tanh: every float where it is not exact, every 16th block elsewhere",
+          "[.][exhaustive][exp][tanh]") {
+  constexpr std::uint64_t spread = every_float_spread;
+  const tanh_scan all = scan_on_two_threads<tanh_scan>(scan_tanh_floats, spread,
+                                                       tanh_scan_args{tanh_bound, 16});
+  check_tanh_scan(all, spread, 16, 0, tanh_bound);
+}
+
+TEST_CASE("tanh: every 64th block of floats, and every block at a change of kind", "[exp][tanh]") {
+  constexpr std::uint64_t spread = attn_test::sampled_spread;
+  const auto extra = attn_test::boundary_blocks(tanh_classify, spread);
+  CHECK(extra.size() >= 8);
+  const tanh_scan all = attn_test::scan_sampled<tanh_scan>(
+      scan_tanh_floats, spread, tanh_scan_args{tanh_bound, 1}, extra);
+  check_tanh_scan(all, spread, 1, extra.size(), tanh_bound);
 }
 
 TEST_CASE("tanh: float thresholds agree with the reference", "[exp][tanh]") {
