@@ -29,11 +29,6 @@ namespace {
 using namespace attn_fuzz;
 
 template <class T>
-void fill_numbers(reader& r, std::vector<T>& x, bool wild) {
-  for (T& v : x) v = wild ? wild_number<T>(r) : clean_number<T>(r);
-}
-
-template <class T>
 std::vector<E> as_e(const std::vector<T>& x) {
   std::vector<E> e(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) e[i] = E{static_cast<ld>(x[i]), 0};

@@ -443,6 +443,12 @@ T wild_number(reader& r) {
   }
 }
 
+/// x filled from the input: any number (wild: NaN, ±inf, subnormals, huge) or a clean one.
+template <class T>
+void fill_numbers(reader& r, std::vector<T>& x, bool wild) {
+  for (T& v : x) v = wild ? wild_number<T>(r) : clean_number<T>(r);
+}
+
 /// Garbage for a place no output may see: NaN of either sign, ±inf, ±max.
 template <class T>
 T garbage(reader& r) {

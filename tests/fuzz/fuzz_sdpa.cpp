@@ -29,11 +29,6 @@ namespace {
 
 using namespace attn_fuzz;
 
-template <class T>
-void fill_numbers(reader& r, std::vector<T>& x, bool wild) {
-  for (T& v : x) v = wild ? wild_number<T>(r) : clean_number<T>(r);
-}
-
 /// Calls f(score) with the score the input picked: scaled_dot, dot or dot_scaled_by{factor}.
 template <class F>
 void with_score(int kind, double factor, F&& f) {
