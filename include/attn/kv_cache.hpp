@@ -35,11 +35,38 @@ namespace detail {
 template <real T>
 struct kv_access;
 
+/// The cached calls' throws, out of line: their messages are built here (GCC 12 inlining a
+/// std::string built from a literal at -O2 warns -Warray-bounds where none is out of bounds).
+enum class kv_error { sequence, truncate, full, rows, mask, divide };
+[[noreturn]] ATTN_NOINLINE inline void throw_kv_error(kv_error kind, const char* where, std::size_t a,
+                                                      std::size_t b = 0, std::size_t c = 0,
+                                                      std::size_t d = 0) {
+  const std::string w(where);
+  const auto n = [](std::size_t x) { return std::to_string(x); };
+  switch (kind) {
+    case kv_error::sequence:
+      raise<dimension_error>(w + ": sequence " + n(a) + " is out of range for " + n(b) + " sequences");
+    case kv_error::truncate:
+      raise<dimension_error>(w + ": sequence " + n(a) + " holds " + n(b) + " rows, not " + n(c));
+    case kv_error::full:
+      raise<dimension_error>(w + ": the cache is full: sequence " + n(a) + " holds " + n(b) + " of " +
+                             n(c) + " rows, and " + n(d) + " more do not fit");
+    case kv_error::rows:
+      raise<dimension_error>(w + ": " + n(a) + " new rows are not " + n(b) +
+                             " sequences' rows of equal number");
+    case kv_error::mask:
+      raise<dimension_error>(w + ": a cached call takes no key or row mask (the cache's lengths say "
+                                 "which keys each sequence has; causal gives the offset)");
+    case kv_error::divide:
+      break;
+  }
+  raise<dimension_error>(w + ": the cache's " + n(a) + " key/value heads do not divide the " + n(b) +
+                         " heads");
+}
+
 /// dimension_error "<where>: sequence b is out of range for B sequences" unless b < B.
 inline void check_sequence(const char* where, std::size_t b, std::size_t batch) {
-  if (b >= batch)
-    raise<dimension_error>(std::string(where) + ": sequence " + std::to_string(b) +
-                           " is out of range for " + std::to_string(batch) + " sequences");
+  if (b >= batch) throw_kv_error(kv_error::sequence, where, b, batch);
 }
 }  // namespace detail
 
@@ -93,9 +120,8 @@ public:
   void truncate(std::size_t b, std::size_t length) {
     detail::check_sequence("attn::kv_cache::truncate", b, batch_);
     if (length > lengths_[b])
-      detail::raise<dimension_error>("attn::kv_cache::truncate: sequence " + std::to_string(b) +
-                                     " holds " + std::to_string(lengths_[b]) + " rows, not " +
-                                     std::to_string(length));
+      detail::throw_kv_error(detail::kv_error::truncate, "attn::kv_cache::truncate", b, lengths_[b],
+                             length);
     lengths_[b] = length;
   }
   /// Empties every sequence (the storage is kept).
@@ -142,17 +168,11 @@ void check_cache_room(const char* where, const kv_cache<T>& cache, kv_sequences 
   check_equal(where, "the cache's key size", cache.key_size(), "a head's key size", dk);
   check_equal(where, "the cache's value size", cache.value_size(), "a head's value size", dv);
   if (!opt.mask.empty() || !opt.row_mask.empty())
-    attn::detail::raise<dimension_error>(
-        std::string(where) +
-        ": a cached call takes no key or row mask (the cache's lengths say which keys each "
-        "sequence has; causal gives the offset)");
+    throw_kv_error(kv_error::mask, where, 0);
   check_beta<T>(where, opt);
   for (std::size_t b = seq.first; b < seq.first + seq.count; ++b)
     if (cache.length(b) + t > cache.capacity())
-      attn::detail::raise<dimension_error>(
-          std::string(where) + ": the cache is full: sequence " + std::to_string(b) + " holds " +
-          std::to_string(cache.length(b)) + " of " + std::to_string(cache.capacity()) +
-          " rows, and " + std::to_string(t) + " more do not fit");
+      throw_kv_error(kv_error::full, where, b, cache.length(b), cache.capacity(), t);
 }
 
 /// The heads of the new rows: query head i of sequence b (rows [k·t, (k+1)·t) of Q and Z, k its
@@ -185,9 +205,7 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
   check_nonempty(where, "the new rows", X.rows());
   check_sequence(where, seq.first + seq.count - 1, cache.batch());
   if (X.rows() % seq.count != 0)
-    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(X.rows()) +
-                                         " new rows are not " + std::to_string(seq.count) +
-                                         " sequences' rows of equal number");
+    throw_kv_error(kv_error::rows, where, X.rows(), seq.count);
   const std::size_t t = X.rows() / seq.count;
   const head_sizes s = check_heads<T>(where, X, X, p, seq.count, options{.beta = opt.beta});
   check_shape(where, "Y", Y.rows(), Y.cols(), X.rows(), s.d_out);
@@ -230,15 +248,11 @@ void cached_attention_of(const char* where, MatrixView<const T> Q, MatrixView<co
   check_nonempty(where, "the number of heads", heads);
   check_nonempty(where, "the new rows", Q.rows());
   if (Q.rows() % B != 0)
-    attn::detail::raise<dimension_error>(std::string(where) + ": " + std::to_string(Q.rows()) +
-                                         " new rows are not " + std::to_string(B) +
-                                         " sequences' rows of equal number");
+    throw_kv_error(kv_error::rows, where, Q.rows(), B);
   const std::size_t t = Q.rows() / B, kvh = cache.kv_heads(), dk = cache.key_size(),
                     dv = cache.value_size();
   if (heads % kvh != 0)
-    attn::detail::raise<dimension_error>(std::string(where) + ": the cache's " + std::to_string(kvh) +
-                                         " key/value heads do not divide the " +
-                                         std::to_string(heads) + " heads");
+    throw_kv_error(kv_error::divide, where, kvh, heads);
   check_shape(where, "the new queries", Q.rows(), Q.cols(), B * t, heads * dk);
   check_shape(where, "the new keys", K.rows(), K.cols(), B * t, kvh * dk);
   check_shape(where, "the new values", V.rows(), V.cols(), B * t, kvh * dv);
