@@ -69,13 +69,13 @@ struct multi_head_parameters {
 /// change a fingerprint too: they are refused like another buffer.
 struct multi_head_record {
   bool valid = false;    ///< a forward has filled it
-  std::size_t batch = 0;
-  double beta = 1;
-  bool causal = false;
-  all_masked_policy policy = all_masked_policy::zeros;
-  bool has_scale = false;
-  double scale = 0;
-  std::uint64_t key_mask = 0, row_mask = 0;
+  std::size_t batch = 0;  ///< B, the sentences
+  double beta = 1;        ///< options::beta
+  bool causal = false;    ///< options::causal
+  all_masked_policy policy = all_masked_policy::zeros;  ///< options::if_all_masked
+  bool has_scale = false;  ///< multi_head_parameters::scale given
+  double scale = 0;        ///< its value, when given
+  std::uint64_t key_mask = 0, row_mask = 0;  ///< fingerprints of the masks' entries (and shapes)
   std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
 };
 

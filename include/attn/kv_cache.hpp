@@ -77,7 +77,7 @@ inline void check_sequence(const char* where, std::size_t b, std::size_t batch) 
 template <real T>
 class kv_cache {
 public:
-  kv_cache() = default;
+  kv_cache() = default;  ///< no storage: every cached call refuses it (its batch is empty)
   /// Storage for batch × capacity rows of h_kv·d_k keys and h_kv·d_v values, every sequence
   /// empty. dimension_error when a size is 0.
   kv_cache(std::size_t batch, std::size_t capacity, std::size_t kv_heads, std::size_t dk,

@@ -474,13 +474,6 @@ int thrown_documented(const char* what, F&& f) {
   return -1;
 }
 
-/// The compile-time switch that keeps inputs of the bugs known when these targets were written
-/// out (huge thread counts; NaN or inf in masked keys, in rows that see no key and in dY, for
-/// the backward): 0 (the default, and CI) checks every rule.
-#ifndef ATTN_FUZZ_SKIP_KNOWN_BUGS
-#define ATTN_FUZZ_SKIP_KNOWN_BUGS 0
-#endif
-
 /// The entry point of a target whose run<T>(reader&) checks one input: the first byte picks
 /// float, double or long double.
 #define ATTN_FUZZ_FLOAT_DOUBLE_LONG_DOUBLE(run)                                       \

@@ -21,9 +21,12 @@ namespace attn::detail {
 /// count is valid (SIZE_MAX: as many as there are), and the pieces of work counted from it
 /// cannot overflow.
 [[nodiscard]] inline std::size_t usable_threads(std::size_t threads) noexcept {
-  const unsigned hardware = std::thread::hardware_concurrency();
-  const std::size_t most = hardware != 0 ? hardware : 256;
-  return threads < 1 ? 1 : (threads < most ? threads : most);
+  if (threads <= 1) return 1;  // (the one-thread calls ask the system nothing)
+  static const std::size_t most = [] {  // asked once: glibc reads it from /sys
+    const unsigned hardware = std::thread::hardware_concurrency();
+    return hardware != 0 ? std::size_t{hardware} : std::size_t{256};
+  }();
+  return threads < most ? threads : most;
 }
 
 /// fn(k) for every k < count, on `threads` threads at most (the calling thread one of them; 0
