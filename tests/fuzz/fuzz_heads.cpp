@@ -45,7 +45,11 @@ std::vector<E> project(const std::vector<T>& in, std::size_t rows, std::size_t k
       acc<T> a;
       for (std::size_t m = 0; m < k; ++m) a.add(E{static_cast<ld>(in[r * k + m]), 0}, E{static_cast<ld>(W[m * cols + c]), 0});
       if (!b.empty()) a.add(E{static_cast<ld>(b[c]), 0});
-      out[r * cols + c] = a.get();
+      // a sum whose finite terms may overflow T is not known in T, not even which non-finite
+      // value it takes (X_0·(−inf) + 5.6e38 is −inf exactly and NaN in float): anything, then,
+      // which makes every score it reaches uncertain (a finite value, an infinite bound)
+      const E s = a.get();
+      out[r * cols + c] = !std::isfinite(s.v) && a.may_overflow() ? E{0, inf_ld} : s;
     }
   return out;
 }

@@ -289,7 +289,7 @@ struct attention_ref {
 
   // the backward: sums per entry of ∂L/∂Q, ∂L/∂K, ∂L/∂V
   std::vector<acc<T>> dQ, dK, dV;
-  bool nan_everywhere = false;  ///< a row the masks leave empty under the nan policy
+  bool nan_everywhere = false;  ///< a row that sees no key (masks, or all −inf) under the nan policy
   std::vector<char> nan_query;  ///< rows whose ∂L/∂Q must be NaN (NaN rows, that nan policy)
 
   /// From dY (T × d_v), and the forward above (whose Y and L attn saved).
@@ -310,13 +310,12 @@ struct attention_ref {
             for (std::size_t j = 0; j < n; ++j)
               for (std::size_t i = 0; i < dv; ++i) dV[j * dv + i].add(E{w, eps * w}, dy(t, i));
           } else if (policy == attn::all_masked_policy::nan) {
-            if (kind[t] == row_is::masked_out) {
-              nan_everywhere = true;
-              nan_query[t] = 1;
-            }
+            // every derivative NaN (docs/errors.md), the keys the row does not see too: a row
+            // whose kept scores are all −inf as one the masks leave empty
+            nan_everywhere = true;
+            nan_query[t] = 1;
             for (std::size_t i = 0; i < dk; ++i) dQ[t * dk + i].add(NaN);
             for (std::size_t j = 0; j < n; ++j) {
-              if (kind[t] == row_is::none && !m.kept(t, j)) continue;
               for (std::size_t i = 0; i < dk; ++i) dK[j * dk + i].add(NaN);
               for (std::size_t i = 0; i < dv; ++i) dV[j * dv + i].add(NaN);
             }
