@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -336,6 +338,65 @@ TEMPLATE_TEST_CASE("multi_head_attention_backward: padding that holds NaN or inf
         CHECK(diff <= static_cast<double>(attn::vjp_tolerance<T>()) * top);
       }
     }
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention_backward: padding reaches no column of a head that masks it, "
+                   "though another head is NaN", "[heads][derivatives][mask][errors]", float, double, long double) {
+  // Cross-attention, two heads, sentence 1's last 2 keys padding (masked) and NaN in X_kv. Head
+  // 0 is NaN everywhere (NaN in W_Q's first column: every score of head 0 NaN, so every derivative
+  // of head 0 NaN, the padding keys' too: one query's rule). ∂L/∂W_K = X_kvᵀ dK and ∂L/∂W_V: head
+  // 1's columns of dK and dV are exactly 0 on the padding rows, so head 1's columns of ∂L/∂W_K,
+  // ∂L/∂W_V, ∂L/∂b_K and ∂L/∂b_V are finite and those of the run whose padding holds 0, up to the
+  // order of head 1's sums (the tiled kernel splits its runs of keys at a non-finite key: as the
+  // test above, vjp_tolerance relative to the largest). The rule was a row of dP that is all 0:
+  // head 0's NaN made the row not all 0, and the NaN padding reached head 1's columns.
+  using T = TestType;
+  std::mt19937_64 rng(2929);
+  for (const int columns : {0, 1}) {
+    INFO((columns ? "weights in PyTorch's layout" : "weights as rows"));
+    auto clean = make_case<T>(2, false, true, rng);
+    clean.columns = columns != 0;
+    std::fill(clean.keys.begin(), clean.keys.end(), char{1});
+    for (std::size_t j = clean.n - 2; j < clean.n; ++j) clean.keys[clean.n + j] = 0;
+    for (std::size_t m = 0; m < clean.dm; ++m)  // W_Q (m, 0), in its layout
+      clean.WQ[columns != 0 ? m : m * clean.h * clean.dk] = std::numeric_limits<T>::quiet_NaN();
+    const attn::options opt{.beta = 0.8, .mask = clean.keys};
+    auto dirty = clean;
+    for (std::size_t j = clean.n - 2; j < clean.n; ++j)
+      for (std::size_t i = 0; i < clean.dkv; ++i) {
+        clean.Xkv[(clean.n + j) * clean.dkv + i] = T(0);
+        dirty.Xkv[(clean.n + j) * clean.dkv + i] = std::numeric_limits<T>::quiet_NaN();
+      }
+    const auto want = every_gradient(clean, opt), got = every_gradient(dirty, opt);
+    // (the gradients' own layout: row-major d_kv × h·d, or its transpose)
+    const auto at = [&](const std::vector<T>& w, std::size_t m, std::size_t col, std::size_t cols) {
+      return static_cast<double>(columns != 0 ? w[col * clean.dkv + m] : w[m * cols + col]);
+    };
+    const double tol = static_cast<double>(attn::vjp_tolerance<T>());
+    for (const auto& [k, d, name] : {std::tuple<std::size_t, std::size_t, const char*>{3, clean.dk, "K"},
+                                     std::tuple<std::size_t, std::size_t, const char*>{4, clean.dv, "V"}}) {
+      const std::size_t cols = clean.h * d;
+      double top = 1;
+      for (std::size_t m = 0; m < clean.dkv; ++m)
+        for (std::size_t col = d; col < cols; ++col) top = std::max(top, std::abs(at(want[k], m, col, cols)));
+      for (std::size_t m = 0; m < clean.dkv; ++m)
+        for (std::size_t col = 0; col < cols; ++col) {
+          INFO("dL/dW_" << name << " (" << m << ", " << col << ")");
+          if (col < d) {
+            CHECK(std::isnan(at(got[k], m, col, cols)));  // head 0: NaN, as its rows
+            continue;
+          }
+          CHECK(std::isfinite(at(got[k], m, col, cols)));
+          CHECK(std::abs(at(got[k], m, col, cols) - at(want[k], m, col, cols)) <= tol * top);
+        }
+      for (std::size_t col = d; col < cols; ++col) {
+        INFO("dL/db_" << name << " " << col);
+        const double g = static_cast<double>(got[k + 4][col]), w = static_cast<double>(want[k + 4][col]);
+        CHECK(std::isfinite(g));
+        CHECK(std::abs(g - w) <= tol * std::max(1.0, std::abs(w)));
+      }
+    }
+  }
 }
 
 TEST_CASE("multi_head_attention_backward: a forward it does not match is refused, naming what differs",

@@ -49,29 +49,44 @@ constexpr void multiply_transposed(const tile_matrix<const T>& A, const tile_mat
   }
 }
 
-/// true when every x_i is 0.
-template <class T>
-[[nodiscard]] constexpr bool all_zero(const T* x, std::size_t n) noexcept {
-  std::size_t nonzero = 0;
-  for (std::size_t i = 0; i < n; ++i) nonzero += x[i] != T(0) ? 1u : 0u;
-  return nonzero == 0;
-}
-
 /// Entries [t0, t0 + nb) of column i of A, as multiply_first_transposed weighs B's rows by them:
-/// a non-finite A_ti whose row of B is all 0 is taken as 0 (the rule below).
+/// a non-finite A_ti is taken as 0 here and its terms are added by add_non_finite_terms. Returns
+/// whether there was one.
 template <class T>
-constexpr void column_of(const tile_matrix<const T>& A, const tile_matrix<const T>& B,
-                         std::size_t i, std::size_t t0, std::size_t nb, T* column) noexcept {
+constexpr bool column_of(const tile_matrix<const T>& A, std::size_t i, std::size_t t0,
+                         std::size_t nb, T* column) noexcept {
+  bool non_finite = false;
   for (std::size_t r = 0; r < nb; ++r) {
     const T a = A.row(t0 + r)[i];
-    column[r] = a - a == T(0) || !all_zero(B.row(t0 + r), B.cols) ? a : T(0);
+    const bool finite = a - a == T(0);
+    column[r] = finite ? a : T(0);
+    non_finite = non_finite || !finite;
+  }
+  return non_finite;
+}
+
+/// out_j += A_ti B_tj over the rows t in [t0, t0 + nb) whose A_ti is not finite and the
+/// columns j in [p0, p0 + pc) where B_tj ≠ 0: a zero factor contributes nothing (∂L/∂W = Xᵀ dP:
+/// a masked key's or a masked-out row's dP_tj is 0 in the heads that do not see it, whatever the
+/// input row holds). Such terms are ±inf or NaN, so where they are added to the finite ones
+/// does not change the sum (but for finite sums that overflow: docs/errors.md).
+template <class T>
+constexpr void add_non_finite_terms(const tile_matrix<const T>& A, const tile_matrix<const T>& B,
+                                    std::size_t i, std::size_t t0, std::size_t nb, std::size_t p0,
+                                    std::size_t pc, T* out) noexcept {
+  for (std::size_t r = 0; r < nb; ++r) {
+    const T a = A.row(t0 + r)[i];
+    if (a - a == T(0)) continue;
+    const T* b = B.row(t0 + r) + p0;
+    for (std::size_t j = 0; j < pc; ++j)
+      if (b[j] != T(0)) out[j] += a * b[j];
   }
 }
 
 /// C (m × p) = Aᵀ B for A (r × m) and B (r × p), or C += Aᵀ B: column i of A, 256 rows at a
-/// time, weighs the rows of B into row i of C. A row of B that is all 0 contributes nothing,
-/// whatever A's row holds (∂L/∂W = Xᵀ dP: a masked key's or a masked-out row's dP_t is 0, and
-/// its input row may hold NaN or inf); a finite A_ti costs one compare.
+/// time, weighs the rows of B into row i of C. A term whose B_tj is 0 contributes nothing,
+/// whatever A_ti holds (∂L/∂W = Xᵀ dP: a masked key's or a masked-out row's dP_tj is 0, and its
+/// input row may hold NaN or inf); a finite A_ti costs one compare.
 template <class T>
 constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
                                          const tile_matrix<const T>& B, const tile_matrix<T>& C,
@@ -83,8 +98,9 @@ constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
     if (!accumulate) fill(c, C.cols, T(0));
     for (std::size_t t0 = 0; t0 < A.rows; t0 += chunk) {
       const std::size_t nb = A.rows - t0 < chunk ? A.rows - t0 : chunk;
-      column_of(A, B, i, t0, nb, column);
+      const bool non_finite = column_of(A, i, t0, nb, column);
       add_weighted_rows(column, B.row(t0), B.stride, nb, B.cols, c);
+      if (non_finite) add_non_finite_terms(A, B, i, t0, nb, 0, B.cols, c);
     }
   }
 }
@@ -107,8 +123,9 @@ constexpr void multiply_first_transposed_into_columns(const tile_matrix<const T>
       for (std::size_t j = 0; j < pc; ++j) part[j] = accumulate ? Ct.row(p0 + j)[i] : T(0);
       for (std::size_t t0 = 0; t0 < A.rows; t0 += chunk) {
         const std::size_t nb = A.rows - t0 < chunk ? A.rows - t0 : chunk;
-        column_of(A, B, i, t0, nb, column);
+        const bool non_finite = column_of(A, i, t0, nb, column);
         add_weighted_rows(column, B.row(t0) + p0, B.stride, nb, pc, part);
+        if (non_finite) add_non_finite_terms(A, B, i, t0, nb, p0, pc, part);
       }
       for (std::size_t j = 0; j < pc; ++j) Ct.row(p0 + j)[i] = part[j];
     }
