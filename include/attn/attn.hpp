@@ -16,6 +16,7 @@
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
+#include "attn/positions.hpp"  // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
 #include "attn/sdpa.hpp"       // IWYU pragma: export
 #include "attn/sdpa_backward.hpp"  // IWYU pragma: export
