@@ -4,6 +4,7 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include "attn/activations.hpp"  // IWYU pragma: export
 #include "attn/allocator.hpp"  // IWYU pragma: export
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/backward.hpp"   // IWYU pragma: export
@@ -15,6 +16,7 @@
 #include "attn/kv_cache.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
+#include "attn/norms.hpp"      // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/positions.hpp"  // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
