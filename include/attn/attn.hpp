@@ -10,10 +10,12 @@
 #include "attn/backward.hpp"   // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
+#include "attn/feed_forward.hpp"  // IWYU pragma: export
 #include "attn/gradcheck.hpp"  // IWYU pragma: export
 #include "attn/heads.hpp"      // IWYU pragma: export
 #include "attn/heads_backward.hpp"  // IWYU pragma: export
 #include "attn/kv_cache.hpp"  // IWYU pragma: export
+#include "attn/linear.hpp"    // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/norms.hpp"      // IWYU pragma: export

@@ -31,6 +31,7 @@
 #include "attn/detail/threads.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
+#include "attn/linear.hpp"
 #include "attn/mask.hpp"
 #include "attn/matrix.hpp"
 #include "attn/score.hpp"
@@ -113,40 +114,9 @@ struct head_sizes {
   [[nodiscard]] constexpr std::size_t kv_head_of(std::size_t i) const noexcept { return i / group; }
 };
 
-/// Resizes m to r × c unless it has that shape (a Matrix of the same shape is reused).
-template <class T>
-constexpr void ensure_shape(Matrix<T>& m, std::size_t r, std::size_t c) {
-  if (m.rows() != r || m.cols() != c) m = Matrix<T>(r, c);
-}
-
 template <class T>
 [[nodiscard]] constexpr tile_matrix<const T> tile_of_const(MatrixView<const T> m) noexcept {
   return {m.data(), m.rows(), m.cols(), m.row_stride()};
-}
-
-/// A weight as the products read it: its rows, or its columns as rows (detail/products.hpp).
-template <class T>
-[[nodiscard]] constexpr stored_matrix<T> stored_of(StridedMatrixView<T> W) noexcept {
-  if (columns_contiguous(W)) return {{W.data(), W.cols(), W.rows(), W.col_stride()}, true};
-  return {{W.data(), W.rows(), W.cols(), W.row_stride()}, false};
-}
-
-/// Refuses a weight (or, `written`, a weight's gradient) that is neither rows nor columns of
-/// numbers, or whose stored rows overlap (dimension_error naming it and its strides).
-template <class T>
-constexpr void check_layout(const char* where, const char* what, StridedMatrixView<T> W,
-                            bool written = false) {
-  if (W.rows() == 0 || W.cols() == 0) return;
-  const region<std::remove_const_t<T>> r = region_of(W);
-  if ((rows_contiguous(W) || columns_contiguous(W)) && (!written || r.rows <= 1 || r.stride >= r.cols))
-    return;
-  attn::detail::raise<dimension_error>(
-      std::string(where) + ": " + what + " (" + std::to_string(W.rows()) + "x" +
-      std::to_string(W.cols()) + ") has row stride " + std::to_string(W.row_stride()) +
-      " and column stride " + std::to_string(W.col_stride()) +
-      (written ? ": it must be rows or columns that do not overlap"
-               : ": neither its rows nor its columns lie one number apart") +
-      " (row-major, or column-major as PyTorch's out x in weight viewed by attn::transposed)");
 }
 
 /// Columns [c0, c0 + cols) of rows [r0, r0 + rows) of m, as a view.
@@ -254,15 +224,6 @@ constexpr options sentence_options(const options& opt, const head_sizes& s, std:
   if (!opt.mask.empty() && opt.mask.size() != s.n) o.mask = opt.mask.subview(b * s.n, s.n);
   if (!opt.row_mask.empty()) o.row_mask = opt.row_mask.subrows(b * s.tq, s.tq);
   return o;
-}
-
-/// out = in W + b (or in W without b), row by row: a row's numbers are the same whatever rows
-/// are computed with it.
-template <real T>
-constexpr void project_into(MatrixView<const T> in, StridedMatrixView<const T> W,
-                            std::span<const T> b, MatrixView<T> out) {
-  if (!b.empty()) add_to_rows(b.data(), tile_of(out), false);
-  multiply(tile_of_const(in), stored_of(W), tile_of(out), !b.empty());
 }
 
 /// The projections: Q = X W_Q + b_Q, K = X_kv W_K + b_K, V = X_kv W_V + b_V.

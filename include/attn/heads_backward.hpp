@@ -76,18 +76,6 @@ void check_head_gradients(const char* where, const head_sizes& s, const multi_he
   size("size of dL/db_O", g.b_O, s.d_out);
 }
 
-/// ∂L/∂W += inᵀ dP (or =), ∂L/∂b += Σ_t dP_t, ∂L/∂in += dP Wᵀ: one projection's backward.
-template <real T>
-void projection_backward(MatrixView<const T> in, StridedMatrixView<const T> W,
-                         MatrixView<const T> dP, StridedMatrixView<T> dW, std::span<T> db,
-                         MatrixView<T> d_in, bool accumulate, bool accumulate_input) {
-  if (dW.rows() != 0)
-    multiply_first_transposed(tile_of_const(in), tile_of_const(dP), stored_of(dW), accumulate);
-  if (!db.empty()) sum_rows(tile_of_const(dP), db.data(), accumulate);
-  if (d_in.rows() != 0)
-    multiply_transposed(tile_of_const(dP), stored_of(W), tile_of(d_in), accumulate_input);
-}
-
 /// Rows [first, first + count) of a weight's gradient, in its layout.
 template <class T>
 [[nodiscard]] constexpr StridedMatrixView<T> weight_rows(StridedMatrixView<T> dW, std::size_t first,

@@ -642,6 +642,14 @@ template <class M>
   else
     return StridedMatrixView<U, R, C>(MatrixView<U, R, C>(m));
 }
+
+/// Resizes m to r × c unless it has that shape (a Matrix of the same shape is reused: a cache
+/// sized by its first call allocates nothing after it).
+template <class T>
+constexpr void ensure_shape(Matrix<T>& m, std::size_t r, std::size_t c) {
+  if (m.rows() != r || m.cols() != c) m = Matrix<T>(r, c);
+}
+
 }  // namespace detail
 
 /// `Matrix`, `MatrixView`, `StridedMatrixView` or a strided_dense_matrix (Eigen's Matrix, Map,
