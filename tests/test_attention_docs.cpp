@@ -58,7 +58,7 @@ TEST_CASE("docs/self-attention.md: cross-attention is E3's map", "[docs]") {
   const attn::Matrix<double> I{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   attn::Matrix<double> Y(4, 3), A(4, 3);
   attn::multi_head_cache<double> cache;  // the projections, kept for the backward
-  attn::multi_head_attention(X, X_kv, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .scale = 1.0},
+  attn::multi_head_attention(X, X_kv, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .score = attn::dot},
                              {.out = Y.view(), .maps = A.view()}, cache);
   const auto e3 = attn::align(X, X_kv, attn::dot);  // section 1's alignment map
   REQUIRE(A == e3.weights);

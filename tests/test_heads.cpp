@@ -184,12 +184,102 @@ TEST_CASE("multi_head_attention: the returning form, the cache reused, the scale
   REQUIRE(cache.queries.data() == q);  // the same shapes: the same storage
   // scale = 1/√d_k given explicitly gives the default's numbers
   auto p = s.params();
-  p.scale = 1 / std::sqrt(2.0);
+  p.score = attn::dot_scaled_by{1 / std::sqrt(2.0)};
   const auto r2 = attn::multi_head_attention(s.X, p);
   for (std::size_t k = 0; k < Y.size(); ++k) REQUIRE_THAT(r2.out.data()[k], Catch::Matchers::WithinAbs(r.out.data()[k], 1e-15));
-  p.scale = 0;  // no scores: every head's weights uniform
+  p.score = attn::dot_scaled_by{0};  // no scores: every head's weights uniform
   const auto r3 = attn::multi_head_attention(s.X, p);
   REQUIRE(r3.cache.heads_out(0, 0) == r3.cache.heads_out(4, 0));
+}
+
+namespace {
+
+// Head i of sentence b by scaled_dot_product_attention itself, on its block of the cache's Q, K
+// and V (key/value head i / (h / h_kv)): its map and its scores, in multi_head_views' layout
+// (rows [(i·B + b)·T, (i·B + b + 1)·T)), and its output, in Z's columns [i·d_v, (i + 1)·d_v).
+template <class T>
+struct per_head {
+  Matrix<T> maps, scores, Z;
+};
+template <class T, class S>
+per_head<T> per_head_sdpa(const attn::multi_head_cache<T>& c, std::size_t h, std::size_t kvh, std::size_t B,
+                          const S& score, const attn::options& opt) {
+  const std::size_t tq = c.queries.rows() / B, n = c.keys.rows() / B, dk = c.queries.cols() / h,
+                    dv = c.values.cols() / kvh;
+  per_head<T> r{Matrix<T>(h * B * tq, n), Matrix<T>(h * B * tq, n), Matrix<T>(B * tq, h * dv)};
+  const auto block = [](const Matrix<T>& m, std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+    return attn::MatrixView<const T>(m.data() + r0 * m.cols() + c0, rows, cols, m.cols());
+  };
+  for (std::size_t i = 0; i < h; ++i)
+    for (std::size_t b = 0; b < B; ++b) {
+      const std::size_t g = i / (h / kvh), row = (i * B + b) * tq;
+      attn::scaled_dot_product_attention(
+          block(c.queries, b * tq, tq, i * dk, dk), block(c.keys, b * n, n, g * dk, dk),
+          block(c.values, b * n, n, g * dv, dv), score,
+          attn::attention_views<T>{.out = attn::MatrixView<T>(r.Z.data() + b * tq * r.Z.cols() + i * dv, tq, dv, r.Z.cols()),
+                                   .weights = attn::MatrixView<T>(r.maps.data() + row * n, tq, n),
+                                   .scores = attn::MatrixView<T>(r.scores.data() + row * n, tq, n)},
+          opt);
+    }
+  return r;
+}
+
+template <class T>
+bool same_bits(const Matrix<T>& a, const Matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::equal(a.data(), a.data() + a.size(), b.data(), [](T x, T y) { return x == y || (x != x && y != y); });
+}
+
+}  // namespace
+
+// One way to give the score: multi_head_parameters::score takes what scaled_dot_product_attention
+// takes; the old std::optional<double> scale is gone.
+static_assert(std::is_convertible_v<attn::scaled_dot_score, attn::dot_product_score_choice>);
+static_assert(std::is_convertible_v<attn::dot_score, attn::dot_product_score_choice>);
+static_assert(std::is_convertible_v<attn::dot_scaled_by, attn::dot_product_score_choice>);
+static_assert(!std::is_convertible_v<double, attn::dot_product_score_choice>);  // a bare number is no score
+template <class P>
+constexpr bool has_scale_member = requires(P p) { p.scale; };
+static_assert(!has_scale_member<attn::multi_head_parameters<double>>);
+static_assert(attn::dot_product_score<attn::dot_product_score_choice, float>);
+static_assert(attn::multi_head_parameters<double>{}.score == attn::scaled_dot);
+
+TEMPLATE_TEST_CASE("multi_head_parameters::score: scaled_dot, dot or dot_scaled_by, each head sdpa's bits",
+                   "[heads][score]", float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(41);
+  const std::size_t B = 2, tq = 5, dm = 4, h = 4, kvh = 2, dk = 3, dv = 2;
+  const Matrix<T> X = random_matrix<T>(B * tq, dm, rng), WQ = random_matrix<T>(dm, h * dk, rng, 0.7),
+                  WK = random_matrix<T>(dm, kvh * dk, rng, 0.7), WV = random_matrix<T>(dm, kvh * dv, rng);
+  attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = h, .kv_heads = kvh};
+  const attn::options opt{.beta = 1.5, .causal = true};
+  const auto each = [&](const auto& score, const char* name) {
+    INFO(name);
+    p.score = score;
+    Matrix<T> Y(B * tq, h * dv), maps(h * B * tq, tq);
+    attn::multi_head_cache<T> cache;
+    attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view()}, cache, opt, B);
+    const per_head<T> ref = per_head_sdpa<T>(cache, h, kvh, B, score, opt);
+    REQUIRE(same_bits(maps, ref.maps));
+    REQUIRE(same_bits(Y, ref.Z));  // (no W_O: Y is the concatenation)
+    return maps;
+  };
+  const Matrix<T> scaled = each(attn::scaled_dot, "scaled_dot");
+  const Matrix<T> plain = each(attn::dot, "dot");
+  const Matrix<T> by = each(attn::dot_scaled_by{0.3}, "dot_scaled_by{0.3}");
+  REQUIRE(!same_bits(scaled, plain));  // three scores, three maps
+  REQUIRE(!same_bits(plain, by));
+  // the backward checks that it is given the forward's score: dot then scaled_dot is refused
+  p.score = attn::dot;
+  auto r = attn::multi_head_attention(X, p, opt, B);
+  Matrix<T> dX(B * tq, dm, T(7));
+  p.score = attn::scaled_dot;
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(X, p, r.cache, r.out, {.inputs = dX.view()}, opt, B),
+                    attn::forward_mismatch_error);
+  REQUIRE(dX(0, 0) == T(7));
+  p.score = attn::dot;
+  attn::multi_head_attention_backward(X, p, r.cache, r.out, {.inputs = dX.view()}, opt, B);
+  REQUIRE(dX(0, 0) != T(7));
 }
 
 TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing is written", "[heads][errors]") {
@@ -413,18 +503,19 @@ TEMPLATE_TEST_CASE("multi_head_attention: a scale that is not finite as a T is r
   if (std::is_same_v<T, float>) bad.push_back(1e39);  // finite as a double, inf as a float
   for (const double scale : bad) {
     INFO("scale " << scale);
-    p.scale = scale;
+    p.score = attn::dot_scaled_by{scale};
     std::fill(Y.data(), Y.data() + Y.size(), T(7));
     REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view()}, cache),
-                        "attn::multi_head_attention: the scale must be finite" + as_float);
+                        "attn::multi_head_attention: the scale of attn::dot_scaled_by must be finite" + as_float);
     REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX.view()}),
-                        "attn::multi_head_attention_backward: the scale must be finite" + as_float);
+                        "attn::multi_head_attention_backward: the scale of attn::dot_scaled_by must be finite" +
+                            as_float);
     REQUIRE(Y(2, 1) == T(7));
     REQUIRE(dX(2, 1) == T(7));
   }
   // beyond float's range, a double and a long double take it: the rows are the rules' (finite)
   if (!std::is_same_v<T, float>) {
-    p.scale = 1e39;
+    p.score = attn::dot_scaled_by{1e39};
     attn::multi_head_attention(X, p, {.out = Y.view()}, cache);
     REQUIRE(Y(2, 1) == Y(2, 1));
   }

@@ -9,7 +9,7 @@
 ///   Y = [Z_1 … Z_h] W_O + b_O                       (the concatenation itself without W_O),
 ///
 /// X_kv = X for self-attention, the encoder's output for cross-attention; scale = 1/√d_k unless
-/// given. d_k and d_v are per-head sizes, so h need not divide d_model. A batch of B sentences is
+/// another score is given (multi_head_parameters::score: dot, dot_scaled_by{s}). d_k and d_v are per-head sizes, so h need not divide d_model. A batch of B sentences is
 /// B·T rows of X (and B·n of X_kv), each sentence attending within itself. The backward is
 /// attn/heads_backward.hpp.
 
@@ -20,10 +20,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "attn/attention.hpp"
 #include "attn/detail/fingerprint.hpp"
@@ -59,8 +59,10 @@ struct multi_head_parameters {
   /// Query head i reads key/value head i / (h / h_kv); W_K and W_V have h_kv·d_k and h_kv·d_v
   /// columns, W_O h·d_v rows.
   std::size_t kv_heads = 0;
-  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=);
-                                 ///< finite as a T (1e39 is not, for float), else domain_error
+  /// The score, as scaled_dot_product_attention takes it: scaled_dot (1/√d_k, the default),
+  /// dot (1) or dot_scaled_by{s} (PyTorch's scale=; s finite as a T, 1e39 is not for float,
+  /// else domain_error "<where>: the scale of attn::dot_scaled_by must be finite").
+  dot_product_score_choice score{};
 };
 
 /// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
@@ -73,8 +75,7 @@ struct multi_head_record {
   double beta = 1;        ///< options::beta
   bool causal = false;    ///< options::causal
   all_masked_policy policy = all_masked_policy::zeros;  ///< options::if_all_masked
-  bool has_scale = false;  ///< multi_head_parameters::scale given
-  double scale = 0;        ///< its value, when given
+  dot_product_score_choice score{};  ///< multi_head_parameters::score
   std::uint64_t key_mask = 0, row_mask = 0;  ///< fingerprints of the masks' entries (and shapes)
   std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
 };
@@ -232,9 +233,7 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
     check_equal(where, "columns of the row mask", opt.row_mask.cols(), "keys per sentence", s.n);
   }
   check_beta<T>(where, opt);
-  if (p.scale && !finite_as<T>(*p.scale))  // on the bits: also under -ffast-math
-    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite" +
-                                      (narrower_than_double<T> ? " as a float" : ""));
+  p.score.template check_scale<T>(where);  // on the bits: also under -ffast-math
   return s;
 }
 
@@ -384,13 +383,10 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
   });
 }
 
-/// Calls f with the score of these parameters: dot_scaled_by{scale} when given, else scaled_dot.
+/// Calls f with the score of these parameters (scaled_dot, dot or dot_scaled_by{s}) itself.
 template <real T, class F>
 constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
-  if (p.scale)
-    f(dot_scaled_by{*p.scale});
-  else
-    f(scaled_dot);
+  p.score.visit(std::forward<F>(f));
 }
 
 /// The four weights and four biases of P (multi_head_parameters, or the gradients' views of
@@ -438,8 +434,7 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
   r.beta = opt.beta;
   r.causal = opt.causal;
   r.policy = opt.if_all_masked;
-  r.has_scale = p.scale.has_value();
-  r.scale = p.scale.value_or(0);
+  r.score = p.score;
   r.key_mask = fingerprint_bytes(opt.mask.bytes(), 1, opt.mask.size(), opt.mask.size());
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
