@@ -282,6 +282,82 @@ TEMPLATE_TEST_CASE("multi_head_parameters::score: scaled_dot, dot or dot_scaled_
   REQUIRE(dX(0, 0) != T(7));
 }
 
+TEMPLATE_TEST_CASE("multi_head_attention gives every head's maps and scores, sdpa's bits: views, threads, returned",
+                   "[heads][scores]", float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(43);
+  const std::size_t B = 2, dm = 4, dkv = 3, h = 4, kvh = 2, dk = 3, dv = 2;
+  for (const bool self : {true, false}) {
+    const std::size_t tq = 5, n = self ? tq : 7;
+    INFO((self ? "self, causal" : "cross"));
+    const Matrix<T> X = random_matrix<T>(B * tq, dm, rng), Xkv = random_matrix<T>(B * n, self ? dm : dkv, rng),
+                    WQ = random_matrix<T>(dm, h * dk, rng, 0.7), WK = random_matrix<T>(Xkv.cols(), kvh * dk, rng, 0.7),
+                    WV = random_matrix<T>(Xkv.cols(), kvh * dv, rng), WO = random_matrix<T>(h * dv, 3, rng);
+    const attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO, .heads = h, .kv_heads = kvh};
+    std::vector<char> keys(n, 1);
+    keys[1] = 0;  // a masked key: its score is still written, as sdpa writes it (before the masks)
+    attn::options opt{.beta = 0.8, .causal = self};
+    opt.mask = keys;
+    const Matrix<T>& kv = self ? X : Xkv;
+    Matrix<T> Y(B * tq, 3), maps(h * B * tq, n), scores(h * B * tq, n);
+    attn::multi_head_cache<T> cache;
+    attn::multi_head_attention(X, kv, p, {.out = Y.view(), .maps = maps.view(), .scores = scores.view()}, cache, opt, B);
+    const per_head<T> ref = per_head_sdpa<T>(cache, h, kvh, B, attn::scaled_dot, opt);
+    REQUIRE(same_bits(maps, ref.maps));
+    REQUIRE(same_bits(scores, ref.scores));
+    REQUIRE(same_bits(cache.heads_out, ref.Z));
+    REQUIRE(scores(0, 1) == scores(0, 1));  // the masked key's score: a number, not left as it was
+    // the scores alone, on 3 threads: the same bits
+    Matrix<T> Y3(B * tq, 3), scores3(h * B * tq, n, T(7));
+    attn::multi_head_attention(X, kv, p, {.out = Y3.view(), .scores = scores3.view()}, cache, opt, B, 3);
+    REQUIRE(same_bits(Y3, Y));
+    REQUIRE(same_bits(scores3, scores));
+    // returned: as asked, else empty
+    const auto r = self ? attn::multi_head_attention(X, p, opt, {.maps = true, .scores = true}, B)
+                        : attn::multi_head_attention(X, kv, p, opt, {.maps = true, .scores = true}, B);
+    REQUIRE(same_bits(r.out, Y));
+    REQUIRE(same_bits(r.maps, maps));
+    REQUIRE(same_bits(r.scores, scores));
+    const auto only = attn::multi_head_attention(X, kv, p, opt, {.scores = true}, B, 2);
+    REQUIRE(only.maps.size() == 0);
+    REQUIRE(same_bits(only.scores, scores));
+    const auto plain = attn::multi_head_attention(X, kv, p, opt, B);  // the call of before: Y and the cache
+    REQUIRE(same_bits(plain.out, Y));
+    REQUIRE(plain.maps.size() == 0);
+    REQUIRE(plain.scores.size() == 0);
+  }
+}
+
+TEST_CASE("multi_head_attention: scores of the wrong shape or over another buffer are refused, naming them",
+          "[heads][scores][errors]") {
+  const Matrix<double> X{{1, 0}, {0, 1}, {1, 1}}, W{{1, 0.5}, {-0.5, 1}};
+  const attn::multi_head_parameters<double> p{.W_Q = W, .W_K = W, .W_V = W, .heads = 2};
+  attn::multi_head_cache<double> cache;
+  Matrix<double> Y(3, 2, 7.0), maps(6, 3, 7.0), scores(6, 3, 7.0), bad(6, 2, 7.0);
+  const auto untouched = [](const Matrix<double>& m) {
+    return std::all_of(m.data(), m.data() + m.size(), [](double v) { return v == 7.0; });
+  };
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view(), .scores = bad.view()}, cache),
+                      "attn::multi_head_attention: the scores is 6x2 but should be 6x3");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view(), .scores = maps.view()}, cache),
+                      "attn::multi_head_attention: the scores overlaps the maps");
+  Matrix<double> big(6, 3, 0.5);  // X in big's first 6 numbers, the scores all of big
+  const Matrix<double> before = big;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(attn::MatrixView<const double>(big.data(), 3, 2), p,
+                                                 {.out = Y.view(), .scores = big.view()}, cache),
+                      "attn::multi_head_attention: the scores overlaps X");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .scores = attn::MatrixView<double>(Y.data(), 1, 3)}, cache),
+                      "attn::multi_head_attention: the scores is 1x3 but should be 6x3");
+  REQUIRE(untouched(Y));
+  REQUIRE(untouched(maps));
+  REQUIRE(untouched(bad));
+  REQUIRE(big == before);
+  // returned: a bad shape throws before the maps and scores are sized from it
+  const Matrix<double> W3(3, 2);
+  REQUIRE_THROWS_WITH((void)attn::multi_head_attention(X, {.W_Q = W3, .W_K = W, .W_V = W}, {}, {.maps = true, .scores = true}),
+                      "attn::multi_head_attention: rows of W_Q is 3 but columns of X is 2");
+}
+
 TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing is written", "[heads][errors]") {
   std::mt19937_64 rng(6);
   auto s = make_setup<double>(1, 4, 6, 2, false, false, true, false, false, rng);

@@ -96,12 +96,15 @@ struct multi_head_cache {
   Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;
 };
 
-/// Where multi_head_attention writes: Y, and (when it has rows) every head's map, head i's of
-/// sentence b in rows [(i·B + b)·T, (i·B + b + 1)·T).
+/// Where multi_head_attention writes: Y, and (each when it has rows) every head's map and its
+/// scores, head i's of sentence b in rows [(i·B + b)·T, (i·B + b + 1)·T).
 template <real T>
 struct multi_head_views {
-  MatrixView<T> out{};   ///< Y (B·T × d_out)
-  MatrixView<T> maps{};  ///< the heads' weights (h·B·T × n), when given
+  MatrixView<T> out{};     ///< Y (B·T × d_out)
+  MatrixView<T> maps{};    ///< the heads' weights A_i (h·B·T × n), when given
+  /// The heads' scores S_i = Q_i K_iᵀ·scale (h·B·T × n, as maps), before β and the masks: what
+  /// scaled_dot_product_attention writes into attention_views::scores; when given.
+  MatrixView<T> scores{};
 };
 
 namespace detail {
@@ -335,13 +338,14 @@ constexpr void for_each_head(MatrixView<const T> Q, MatrixView<const T> K, Matri
 }
 
 /// Every head of every sentence: Z_i = attention(Q_i, K_i, V_i) of its rows, into Z's columns,
-/// its log-sum-exp into row i·B + b of lse, its map (maps with rows) into its rows of maps.
+/// its log-sum-exp into row i·B + b of lse, its map and scores (maps, scores with rows) into
+/// their rows of maps and scores.
 /// Under throw_error every head is checked before any is computed.
 template <real T, class S>
 constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
-                            MatrixView<T> maps, const head_sizes& s, const S& score,
-                            const options& opt) {
+                            MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
+                            const S& score, const options& opt) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -351,6 +355,7 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
     attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
                            .logsumexp = lse.row(row)};
     if (maps.rows() != 0) out.weights = block_of(maps, row * s.tq, s.tq, 0, s.n);
+    if (scores.rows() != 0) out.scores = block_of(scores, row * s.tq, s.tq, 0, s.n);
     many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b));
   });
 }
@@ -361,8 +366,8 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
 template <real T, class S>
 void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                              MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
-                             MatrixView<T> maps, const head_sizes& s, const S& score,
-                             const options& opt, std::size_t threads) {
+                             MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
+                             const S& score, const options& opt, std::size_t threads) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -376,6 +381,7 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
     attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
                            .logsumexp = lse.row(unit)};
     if (maps.rows() != 0) out.weights = block_of(maps, unit * s.tq, s.tq, 0, s.n);
+    if (scores.rows() != 0) out.scores = block_of(scores, unit * s.tq, s.tq, 0, s.n);
     query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
                   block_of(K, b * s.n, s.n, s.kv_head_of(i) * s.dk, s.dk),
                   block_of(V, b * s.n, s.n, s.kv_head_of(i) * s.dv, s.dv), score, out,
@@ -465,11 +471,14 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)
     check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
+  if (out.scores.rows() != 0)
+    check_shape(where, "the scores", out.scores.rows(), out.scores.cols(), s.heads * s.rows, s.n);
   named_regions<T, 10> inputs;
   add_head_inputs(inputs, X, X_kv, p);
-  named_regions<T, 7> outputs;
+  named_regions<T, 8> outputs;
   outputs.add("Y", region_of(out.out));
   outputs.add("the maps", region_of(out.maps));
+  outputs.add("the scores", region_of(out.scores));
   add_forward_cache(outputs, cache);
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.queries, s.rows, s.heads * s.dk);
@@ -482,7 +491,8 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
     project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
     with_head_score(p, [&](const auto& score) {
       attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
-                      cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score, opt);
+                      cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores, s,
+                      score, opt);
     });
     output_projection<T>(cache.heads_out.view(), p, out.out);
     return;
@@ -491,8 +501,8 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
                         threads);
   with_head_score(p, [&](const auto& score) {
     attend_heads_on_threads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
-                               cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score,
-                               opt, threads);
+                               cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores,
+                               s, score, opt, threads);
   });
   output_projection_on_threads<T>(cache.heads_out.view(), p, out.out, threads);
 }
@@ -551,12 +561,48 @@ void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar
                                  batch, threads);
 }
 
-/// What the returning multi_head_attention gives: Y and what the backward needs.
+/// Which of every head's map and scores the returning multi_head_attention gives besides Y and
+/// the cache (`{.maps = true, .scores = true}`); neither unless asked.
+struct multi_head_outputs {
+  bool maps = false;    ///< multi_head_result::maps
+  bool scores = false;  ///< multi_head_result::scores
+};
+
+/// What the returning multi_head_attention gives: Y and what the backward needs, and the maps and
+/// scores when asked (multi_head_outputs; else empty, 0 × 0).
 template <real T>
 struct multi_head_result {
   Matrix<T> out;              ///< Y
   multi_head_cache<T> cache;  ///< the projections, the heads' outputs, their log-sum-exp
+  Matrix<T> maps{};           ///< every head's A_i (h·B·T × n, laid out as multi_head_views::maps)
+  Matrix<T> scores{};         ///< every head's S_i = Q_i K_iᵀ·scale (as multi_head_views::scores)
 };
+
+namespace detail {
+
+/// The returning multi_head_attention: sizes Y (and, when asked, the maps and scores after the
+/// checks), then multi_head_views_of into them.
+template <real T>
+multi_head_result<T> multi_head_returning(MatrixView<const T> X, MatrixView<const T> X_kv,
+                                          const multi_head_parameters<T>& params, const options& opt,
+                                          const multi_head_outputs& want, std::size_t batch,
+                                          std::size_t threads) {
+  const char* where = "attn::multi_head_attention";
+  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : concat_columns(params);
+  multi_head_result<T> r{Matrix<T>(X.rows(), d_out), {}, {}, {}};
+  if (want.maps || want.scores) {  // (the sizes of the checked call: nothing sized from bad ones)
+    const head_sizes s = check_heads<T>(where, X, X_kv, params, batch, opt);
+    if (want.maps) r.maps = Matrix<T>(s.heads * s.rows, s.n);
+    if (want.scores) r.scores = Matrix<T>(s.heads * s.rows, s.n);
+  }
+  multi_head_views_of<T>(where, X, X_kv, params,
+                         multi_head_views<T>{.out = r.out.view(), .maps = r.maps.view(),
+                                             .scores = r.scores.view()},
+                         r.cache, opt, batch, threads);
+  return r;
+}
+
+}  // namespace detail
 
 /// Cross-attention with projections and h heads; returns Y and the cache (`threads`: as the
 /// form into views).
@@ -566,11 +612,23 @@ template <matrix_like Xm, matrix_like Xkv>
     const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
     const options& opt = {}, std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
-  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : detail::concat_columns(params);
-  multi_head_result<T> r{Matrix<T>(as_view(X).rows(), d_out), {}};
-  multi_head_attention(X, X_kv, params, multi_head_views<T>{.out = r.out.view()}, r.cache, opt,
-                       batch, threads);
-  return r;
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const auto xkv_held = as_view(X_kv);
+  return detail::multi_head_returning<T>(x_held, xkv_held, params, opt, {}, batch, threads);
+}
+
+/// As above, and every head's map and scores in the result as `want` asks:
+/// `multi_head_attention(X, X_kv, params, opt, {.maps = true, .scores = true}, batch)`.
+template <matrix_like Xm, matrix_like Xkv>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+    const options& opt, const multi_head_outputs& want, std::size_t batch = 1,
+    std::size_t threads = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  const auto xkv_held = as_view(X_kv);
+  return detail::multi_head_returning<T>(x_held, xkv_held, params, opt, want, batch, threads);
 }
 
 /// Self-attention with projections and h heads; returns Y and the cache.
@@ -578,7 +636,20 @@ template <matrix_like Xm>
 [[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
     const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt = {},
     std::size_t batch = 1, std::size_t threads = 1) {
-  return multi_head_attention(X, X, params, opt, batch, threads);
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  return detail::multi_head_returning<T>(x_held, x_held, params, opt, {}, batch, threads);
+}
+
+/// Self-attention with projections and h heads; returns Y, the cache and, as `want` asks, every
+/// head's map and scores: `multi_head_attention(X, params, opt, {.maps = true}, batch)`.
+template <matrix_like Xm>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt,
+    const multi_head_outputs& want, std::size_t batch = 1, std::size_t threads = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  return detail::multi_head_returning<T>(x_held, x_held, params, opt, want, batch, threads);
 }
 
 /// Every step of attention with projections, for lessons and for fixed sizes: the projections,
@@ -625,7 +696,7 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
   Matrix<T, H, TQ> lse = zero_matrix<T, H, TQ>(H, s.tq);
   project<T>(x, xkv, p, r.queries.view(), r.keys.view(), r.values.view());
   attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
-                  lse.view(), r.maps.view(), s, score, opt);
+                  lse.view(), r.maps.view(), MatrixView<T>{}, s, score, opt);
   output_projection<T>(r.heads_out.view(), p, r.out.view());
   return r;
 }
