@@ -458,6 +458,96 @@ TEST_CASE("self_attention on fixed sizes runs in constant evaluation: W3 and W7"
     for (std::size_t j = 0; j < 3; ++j) CHECK(two.maps(i, j) == two_now.maps(i, j));
 }
 
+// Biases in the fixed forms: a fixed length other than the weight's columns does not compile,
+// nor another scalar, nor b_O without W_O; a dynamic length is checked at run time.
+template <class X, class W, class B>
+constexpr bool can_self_attend_biased =
+    requires(X x, W w, B b) { attn::self_attention(x, w, w, w, attn::projection_biases{b, b, b}); };
+template <class X, class W, class B>
+constexpr bool can_self_attend_with_b_O =
+    requires(X x, W w, B b) { attn::self_attention(x, w, w, w, attn::projection_biases{b, b, b, b}); };
+static_assert(can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 2>>);
+static_assert(!can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 3>>);
+static_assert(!can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<float, 2>>);
+static_assert(can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, std::vector<double>>);  // run time
+static_assert(!can_self_attend_with_b_O<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 2>>);
+template <class X, class W, class WO, class BO>
+constexpr bool can_self_attend_2_biased = requires(X x, W w, WO wo, BO bo, attn::Vector<double, 4> b) {
+  attn::self_attention<2>(x, w, w, w, wo, attn::projection_biases{b, b, b, bo});
+};
+static_assert(can_self_attend_2_biased<Matrix<double, 3, 3>, Matrix<double, 3, 4>, Matrix<double, 4, 3>, attn::Vector<double, 3>>);
+static_assert(!can_self_attend_2_biased<Matrix<double, 3, 3>, Matrix<double, 3, 4>, Matrix<double, 4, 3>, attn::Vector<double, 4>>);
+
+TEST_CASE("self_attention and cross_attention take biases: every step, multi_head_attention's bits", "[heads][biases]") {
+  // W3's X and weights with biases; h = 2 heads of d_k = 2, d_v = 1 and W_O for the <2> forms
+  const Matrix<double, 3, 3> X{{1, 0, 0}, {0, 1, 0}, {0.5, 0.5, 1}};
+  const Matrix<double, 4, 2> X_kv{{1, 0}, {0, 1}, {1, 1}, {-0.5, 2}};
+  const Matrix<double, 3, 2> W_Q{{1, 0}, {0, 1}, {1, 1}}, W_K{{2, 0}, {1.5, 1.5}, {0, 2}}, W_V{{1, 0}, {1, 1}, {0, 1}};
+  const Matrix<double, 3, 4> W_Q2{{1, 0, 0.5, 0}, {0, 1, 0, 0.5}, {1, 1, -1, 0}}, W_K2{{2, 0, 0, 1}, {1.5, 1.5, 1, 0}, {0, 2, 0.5, 0.5}};
+  const Matrix<double, 2, 4> W_Qc{{1, 0, 0.5, 0}, {0, 1, 0, 0.5}};  // cross: W_K, W_V read X_kv's 2 columns
+  const Matrix<double, 2, 4> W_Kc{{2, 0, 0, 1}, {1.5, 1.5, 1, 0}};
+  const Matrix<double, 2, 2> W_Vc{{1, 0}, {1, 1}};
+  const Matrix<double, 3, 2> W_V2{{1, 0}, {1, 1}, {0, 1}};
+  const Matrix<double, 2, 3> W_O{{1, 0.5, 0}, {0, 1, -1}};
+  const attn::Vector<double, 2> b2{0.25, -0.5};
+  const attn::Vector<double, 4> b4{0.5, -0.25, 1, 0.125};
+  const attn::Vector<double, 3> bO{-1, 0.5, 2};
+  const attn::options opt{.beta = 0.75};
+  const auto same = [](const auto& a, const auto& b) {
+    REQUIRE(a.rows() == b.rows());
+    REQUIRE(a.cols() == b.cols());
+    for (std::size_t i = 0; i < a.rows(); ++i)
+      for (std::size_t j = 0; j < a.cols(); ++j) REQUIRE(a(i, j) == b(i, j));
+  };
+  // Q = X W_Q + b_Q by hand: row 2 is (0.5 + 1, 0.5 + 1) + (0.25, -0.5)
+  const auto one = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b2, b2, b2}, opt);
+  REQUIRE(one.queries(2, 0) == 1.75);
+  REQUIRE(one.queries(2, 1) == 1.0);
+  REQUIRE(one.values(0, 0) == 1.25);  // V = X W_V + b_V: (1, 0) + (0.25, -0.5)
+  const auto unbiased = attn::self_attention(X, W_Q, W_K, W_V, opt);
+  REQUIRE(one.out(0, 0) != unbiased.out(0, 0));
+  const auto check = [&](const auto& r, const auto& Xm, const auto& Xkvm, const attn::multi_head_parameters<double>& p) {
+    Matrix<double> Y(Xm.rows(), r.out.cols()), maps(p.heads * Xm.rows(), Xkvm.rows());
+    attn::multi_head_cache<double> cache;
+    attn::multi_head_attention(Xm, Xkvm, p, {.out = Y.view(), .maps = maps.view()}, cache, opt);
+    same(r.queries, cache.queries);
+    same(r.keys, cache.keys);
+    same(r.values, cache.values);
+    same(r.heads_out, cache.heads_out);
+    same(r.maps, maps);
+    same(r.out, Y);
+  };
+  check(one, X, X, {.W_Q = W_Q, .W_K = W_K, .W_V = W_V, .b_Q = b2, .b_K = b2, .b_V = b2});
+  const auto two = attn::self_attention<2>(X, W_Q2, W_K2, W_V2, W_O, attn::projection_biases{b4, b4, b2, bO}, opt);
+  check(two, X, X, {.W_Q = W_Q2, .W_K = W_K2, .W_V = W_V2, .W_O = W_O, .b_Q = b4, .b_K = b4, .b_V = b2, .b_O = bO, .heads = 2});
+  // no_bias leaves one out; a std::vector is checked at run time
+  const std::vector<double> v2{0.25, -0.5};
+  const Matrix<double, 3, 2> Xc{{1, 0}, {0, 1}, {0.5, 0.5}};
+  const auto cross = attn::cross_attention(Xc, X_kv, W_Vc, W_Vc, W_Vc, attn::projection_biases{v2, attn::no_bias{}, b2},
+                                           opt, attn::dot);
+  check(cross, Xc, X_kv, {.W_Q = W_Vc, .W_K = W_Vc, .W_V = W_Vc, .b_Q = v2, .b_V = b2, .score = attn::dot});
+  const auto cross2 = attn::cross_attention<2>(Xc, X_kv, W_Qc, W_Kc, W_Vc, W_O,
+                                               attn::projection_biases{b4, b4, attn::no_bias{}, bO}, opt);
+  check(cross2, Xc, X_kv, {.W_Q = W_Qc, .W_K = W_Kc, .W_V = W_Vc, .W_O = W_O, .b_Q = b4, .b_K = b4, .b_O = bO, .heads = 2});
+  // dynamic lengths: dimension_error naming the bias and both sizes
+  const std::vector<double> v3{1, 2, 3};
+  REQUIRE_THROWS_WITH((void)attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{v2, v3, v2}),
+                      "attn::self_attention: size of b_K is 3 but columns of W_K is 2");
+  REQUIRE_THROWS_WITH((void)attn::cross_attention<2>(Xc, X_kv, W_Qc, W_Kc, W_Vc, W_O,
+                                                     attn::projection_biases{b4, b4, b2, v2}),
+                      "attn::cross_attention: size of b_O is 2 but columns of Y is 3");
+}
+
+TEST_CASE("self_attention with biases runs in constant evaluation", "[heads][biases][constexpr]") {
+  using namespace constant_w3;
+  static constexpr attn::Vector<double, 2> b{0.25, -0.5};
+  constexpr auto r = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b, b, b});
+  static_assert(r.queries(2, 0) == 1.25 && r.queries(2, 1) == 0.5);  // (1, 1) + (0.25, -0.5)
+  const auto now = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b, b, b});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(r.maps(i, j) == now.maps(i, j));
+}
+
 TEMPLATE_TEST_CASE("grouped-query attention is multi-head attention with each key/value head repeated",
                    "[heads][gqa]", float, double, long double) {
   using T = TestType;

@@ -652,27 +652,88 @@ template <matrix_like Xm>
   return detail::multi_head_returning<T>(x_held, x_held, params, opt, want, batch, threads);
 }
 
-/// Every step of attention with projections, for lessons and for fixed sizes: the projections,
-/// each head's map (head i's in rows [i·T, (i+1)·T)), the heads' outputs side by side and Y.
+/// Every step of attention with projections, for lessons and for fixed sizes: the projections
+/// (with the biases when given: projection_biases), each head's map (head i's in rows
+/// [i·T, (i+1)·T)), the heads' outputs side by side and Y.
 template <real T, std::size_t TQ, std::size_t N, std::size_t DQK, std::size_t DVH,
           std::size_t DOUT, std::size_t H>
 struct projected_attention {
-  Matrix<T, TQ, DQK> queries;  ///< Q = X W_Q
-  Matrix<T, N, DQK> keys;      ///< K = X_kv W_K
-  Matrix<T, N, DVH> values;    ///< V = X_kv W_V
+  Matrix<T, TQ, DQK> queries;  ///< Q = X W_Q (+ b_Q)
+  Matrix<T, N, DQK> keys;      ///< K = X_kv W_K (+ b_K)
+  Matrix<T, N, DVH> values;    ///< V = X_kv W_V (+ b_V)
   Matrix<T, product_extent<H, TQ>, N> maps;  ///< A_i = softmax(β·Q_i K_iᵀ/√d_k, masks)
   Matrix<T, TQ, DVH> heads_out;  ///< Z = [A_1 V_1 … A_h V_h]
-  Matrix<T, TQ, DOUT> out;       ///< Y = Z W_O, or Z itself without W_O
+  Matrix<T, TQ, DOUT> out;       ///< Y = Z W_O (+ b_O), or Z itself without W_O
 };
+
+/// A bias left out (projection_biases::b_O unless given).
+struct no_bias {};
+
+/// The biases of self_attention's and cross_attention's fixed forms: b_Q, b_K, b_V and, with
+/// W_O only, b_O, each a vector_like of the weights' scalar (Vector, std::array, std::vector,
+/// std::span: held by value, so a span holds no copy) or no_bias; written
+/// `attn::projection_biases{b_Q, b_K, b_V}` or `{b_Q, b_K, b_V, b_O}`. Q = X W_Q + b_Q, K =
+/// X_kv W_K + b_K, V = X_kv W_V + b_V, Y = Z W_O + b_O. Fixed lengths other than the weights'
+/// columns do not compile; dynamic ones throw dimension_error ("<where>: size of b_Q is 3 but
+/// columns of W_Q is 4"); a bias with no entries is left out, as in multi_head_parameters.
+template <class BQ, class BK, class BV, class BO = no_bias>
+struct projection_biases {
+  BQ b_Q;    ///< h·d_k
+  BK b_K;    ///< h·d_k
+  BV b_V;    ///< h·d_v
+  BO b_O{};  ///< d_out (with W_O only)
+};
+template <class BQ, class BK, class BV>
+projection_biases(BQ, BK, BV) -> projection_biases<BQ, BK, BV>;
+template <class BQ, class BK, class BV, class BO>
+projection_biases(BQ, BK, BV, BO) -> projection_biases<BQ, BK, BV, BO>;
 
 namespace detail {
 
+template <class B>
+inline constexpr bool is_projection_biases = false;
+template <class BQ, class BK, class BV, class BO>
+inline constexpr bool is_projection_biases<projection_biases<BQ, BK, BV, BO>> = true;
+
+/// A bias of scalars T whose fixed length (if any) is N, or no_bias. A mismatch fails to
+/// compile, naming compatible_extents.
+template <class B, class T, std::size_t N>
+concept bias_fits = std::same_as<B, no_bias> ||
+    (vector_like<B> && std::same_as<scalar_of<B>, T> && compatible_extents<extent_of<B>, N>);
+
+/// projection_biases whose b_Q, b_K, b_V fit W_Q, W_K, W_V's columns (fixed lengths).
+template <class Bs, class T, class WQ, class WK, class WV>
+concept input_biases_fit = is_projection_biases<Bs> && bias_fits<decltype(Bs::b_Q), T, cols_of<WQ>> &&
+    bias_fits<decltype(Bs::b_K), T, cols_of<WK>> && bias_fits<decltype(Bs::b_V), T, cols_of<WV>>;
+
+/// A bias as the projections read it: its numbers, or none.
+template <class T, class B>
+[[nodiscard]] constexpr std::span<const T> bias_span(const B& b) {
+  if constexpr (std::same_as<B, no_bias>)
+    return {};
+  else
+    return std::span<const T>(as_span(b));
+}
+
+/// The biases of projected_attention_of, borrowed (none unless given).
+template <class T>
+struct bias_spans {
+  std::span<const T> q{}, k{}, v{}, o{};
+};
+
+template <class T, class Bs>
+[[nodiscard]] constexpr bias_spans<T> spans_of(const Bs& b) {
+  return {bias_span<T>(b.b_Q), bias_span<T>(b.b_K), bias_span<T>(b.b_V), bias_span<T>(b.b_O)};
+}
+
 /// projected_attention for H heads (fixed sizes: inline, no allocation, constexpr): the steps of
-/// multi_head_views_of on the result's own matrices.
+/// multi_head_views_of on the result's own matrices, with the biases b (checked at run time as
+/// multi_head_attention checks them).
 template <std::size_t H, class Xm, class Xkv, class WQ, class WK, class WV, class WO, class S>
 constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv& X_kv,
                                       const WQ& W_Q, const WK& W_K, const WV& W_V, const WO* W_O,
-                                      const options& opt, const S& score) {
+                                      const options& opt, const S& score,
+                                      const bias_spans<matrix_scalar_of<Xm>>& b = {}) {
   using T = matrix_scalar_of<Xm>;
   constexpr std::size_t TQ = rows_of<Xm>, N = rows_of<Xkv>, DQK = cols_of<WQ>, DVH = cols_of<WV>;
   constexpr std::size_t DOUT = [] {
@@ -683,7 +744,8 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
   }();
   // (the weights where they lie, in either layout)
   multi_head_parameters<T> p{
-      .W_Q = strided_of(W_Q), .W_K = strided_of(W_K), .W_V = strided_of(W_V), .heads = H};
+      .W_Q = strided_of(W_Q), .W_K = strided_of(W_K), .W_V = strided_of(W_V),
+      .b_Q = b.q, .b_K = b.k, .b_V = b.v, .b_O = b.o, .heads = H};
   if constexpr (!std::is_same_v<WO, void>) p.W_O = strided_of(*W_O);
   const auto x_held = as_view(X);
   const auto xkv_held = as_view(X_kv);
@@ -762,6 +824,79 @@ template <std::size_t H, matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix
                                              const S& score = S{}) {
   return detail::projected_attention_of<H, Xm, Xkv, WQ, WK, WV, WO>("attn::cross_attention", X, X_kv, W_Q,
                                                                    W_K, W_V, &W_O, opt, score);
+}
+
+/// self_attention with biases (the one-head form; b_O must be no_bias): Q = X W_Q + b_Q,
+/// K = X W_K + b_K, V = X W_V + b_V, every step returned as without them:
+/// `self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b_Q, b_K, b_V}, opt)`. A fixed bias
+/// length other than its weight's columns does not compile; a dynamic one throws
+/// dimension_error naming the bias and both sizes. The numbers are multi_head_attention's with
+/// these biases, bit for bit (the same kernels).
+template <matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, class Bs, class S = scaled_dot_score>
+  requires detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      std::same_as<decltype(Bs::b_O), no_bias> && dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const Bs& biases, const options& opt = {},
+                                            const S& score = S{}) {
+  return detail::projected_attention_of<1, Xm, Xm, WQ, WK, WV, void>(
+      "attn::self_attention", X, X, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// self_attention<H> with W_O and biases: Y = [Z_1 … Z_h] W_O + b_O, the projections with
+/// b_Q, b_K, b_V (`attn::projection_biases{b_Q, b_K, b_V, b_O}`; checks as above).
+template <std::size_t H, matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, matrix_like WO,
+          class Bs, class S = scaled_dot_score>
+  requires(H >= 1) && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WO, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      compatible_extents<cols_of<WV>, rows_of<WO>> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      detail::bias_fits<decltype(Bs::b_O), matrix_scalar_of<Xm>, cols_of<WO>> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const WO& W_O, const Bs& biases, const options& opt = {},
+                                            const S& score = S{}) {
+  return detail::projected_attention_of<H, Xm, Xm, WQ, WK, WV, WO>(
+      "attn::self_attention", X, X, W_Q, W_K, W_V, &W_O, opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// cross_attention with biases (one head; b_O must be no_bias): Q = X W_Q + b_Q,
+/// K = X_kv W_K + b_K, V = X_kv W_V + b_V; checks as self_attention's with biases.
+template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV, class Bs,
+          class S = scaled_dot_score>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      std::same_as<decltype(Bs::b_O), no_bias> && dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const Bs& biases, const options& opt = {},
+                                             const S& score = S{}) {
+  return detail::projected_attention_of<1, Xm, Xkv, WQ, WK, WV, void>(
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// cross_attention<H> with W_O and biases (`attn::projection_biases{b_Q, b_K, b_V, b_O}`).
+template <std::size_t H, matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV,
+          matrix_like WO, class Bs, class S = scaled_dot_score>
+  requires(H >= 1) && detail::input_matrix<Xkv, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::input_matrix<WO, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> && compatible_extents<cols_of<WV>, rows_of<WO>> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      detail::bias_fits<decltype(Bs::b_O), matrix_scalar_of<Xm>, cols_of<WO>> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const WO& W_O, const Bs& biases,
+                                             const options& opt = {}, const S& score = S{}) {
+  return detail::projected_attention_of<H, Xm, Xkv, WQ, WK, WV, WO>(
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, &W_O, opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
 }
 
 }  // namespace attn
