@@ -262,6 +262,8 @@ TEMPLATE_TEST_CASE("multi_head_parameters::score: scaled_dot, dot or dot_scaled_
     const per_head<T> ref = per_head_sdpa<T>(cache, h, kvh, B, score, opt);
     REQUIRE(same_bits(maps, ref.maps));
     REQUIRE(same_bits(Y, ref.Z));  // (no W_O: Y is the concatenation)
+    // the choice is itself a dot-product score: sdpa given it gives the held score's bits
+    REQUIRE(same_bits(per_head_sdpa<T>(cache, h, kvh, B, attn::dot_product_score_choice(score), opt).maps, maps));
     return maps;
   };
   const Matrix<T> scaled = each(attn::scaled_dot, "scaled_dot");
