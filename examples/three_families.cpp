@@ -48,7 +48,7 @@ int main() {
   attn::multi_head_cache<double> cache;
   attn::multi_head_attention(
       w11::hindi, i_drink_tea,
-      {.W_Q = attn::as_view(I), .W_K = attn::as_view(I), .W_V = attn::as_view(I), .scale = 1.0},
+      {.W_Q = attn::as_view(I), .W_K = attn::as_view(I), .W_V = attn::as_view(I), .score = attn::dot},
       {.out = Y.view(), .maps = map.view()}, cache);
   const auto table = unit::matrix_table(
       check, "3. Encoder–decoder: cross-attention (rows: Hindi written; columns: English read)",

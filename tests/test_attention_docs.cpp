@@ -58,7 +58,7 @@ TEST_CASE("docs/self-attention.md: cross-attention is E3's map", "[docs]") {
   const attn::Matrix<double> I{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   attn::Matrix<double> Y(4, 3), A(4, 3);
   attn::multi_head_cache<double> cache;  // the projections, kept for the backward
-  attn::multi_head_attention(X, X_kv, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .scale = 1.0},
+  attn::multi_head_attention(X, X_kv, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .score = attn::dot},
                              {.out = Y.view(), .maps = A.view()}, cache);
   const auto e3 = attn::align(X, X_kv, attn::dot);  // section 1's alignment map
   REQUIRE(A == e3.weights);
@@ -188,14 +188,14 @@ TEST_CASE("docs/heads.md: a batch of two sentences with padding", "[docs]") {
   const attn::Matrix<double> X{{1, 0}, {0, 1}, {1, 1}, {2, 0}, {0, 2}, {1, -1}};
   const attn::Matrix<double> I{{1, 0}, {0, 1}};
   const std::vector<char> keys{1, 1, 1, 1, 1, 0};  // B·n entries: sentence 1's last word is padding
-  attn::Matrix<double> Y(6, 2), maps(2 * 2 * 3, 3);  // head i of sentence b: rows (i·B + b)·T …
-  attn::multi_head_cache<double> cache;
-  attn::multi_head_attention(X, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .heads = 2},
-                             {.out = Y.view(), .maps = maps.view()}, cache, {.mask = keys}, 2);
-  REQUIRE(maps((1 * 2 + 1) * 3 + 0, 2) == 0.0);  // head 1, sentence 1, word 0: the padding gets 0
+  // Y, the cache and every head's map and scores (head i of sentence b: rows (i·B + b)·T …)
+  const auto r = attn::multi_head_attention(X, {.W_Q = I.view(), .W_K = I.view(), .W_V = I.view(), .heads = 2},
+                                            {.mask = keys}, {.maps = true, .scores = true}, 2);
+  REQUIRE(r.maps((1 * 2 + 1) * 3 + 0, 2) == 0.0);  // head 1, sentence 1, word 0: the padding gets 0
+  REQUIRE(r.scores((0 * 2 + 1) * 3 + 0, 2) == 2.0);  // head 0, sentence 1, word 0: q = 2, k = 1, before the mask
   // head 0, sentence 0, word 0: q = 1, keys (1, 0, 1), scale 1/√1: weights (e, 1, e)/(2e + 1)
   const double e = std::exp(1.0);
-  REQUIRE_THAT(Y(0, 0), Catch::Matchers::WithinRel(2 * e / (2 * e + 1), 1e-14));
+  REQUIRE_THAT(r.out(0, 0), Catch::Matchers::WithinRel(2 * e / (2 * e + 1), 1e-14));
 }
 
 TEST_CASE("docs/heads.md: decoding with a cache", "[docs][kv_cache]") {

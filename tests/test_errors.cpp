@@ -1131,9 +1131,9 @@ TEST_CASE("errors: row masks, heads, batches, the cache and jacobian_input name 
   short_bias.b_Q = b3;
   CHECK(message_of([&] { forward(short_bias, {}); }) == "attn::multi_head_attention: size of b_Q is 3 but columns of W_Q is 4");
   P nan_scale = p;
-  nan_scale.scale = qnan<double>;
+  nan_scale.score = attn::dot_scaled_by{qnan<double>};
   require_throws_untouched<attn::domain_error>([&] { forward(nan_scale, {}); }, y);
-  CHECK(message_of([&] { forward(nan_scale, {}); }) == "attn::multi_head_attention: the scale must be finite");
+  CHECK(message_of([&] { forward(nan_scale, {}); }) == "attn::multi_head_attention: the scale of attn::dot_scaled_by must be finite");
   REQUIRE(y.untouched());
 
   // the backward: gradients it cannot give, and a cache without this forward

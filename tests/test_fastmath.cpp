@@ -78,7 +78,7 @@ TEST_CASE("fast-math: the throw_error policy throws before anything is written",
 }
 
 TEST_CASE("fast-math: a scale that is not finite is refused, found from its bits", "[fastmath][scale]") {
-  // a NaN or ±inf scale (multi_head_parameters::scale, dot_scaled_by) was accepted here: the
+  // a NaN or ±inf scale (multi_head_parameters::score, dot_scaled_by) was accepted here: the
   // check was `s - s == 0`, which the compiler may fold to true; it reads the bits now
   const attn::Matrix<double> X{{1, 0}, {0, 1}, {1, 1}}, W{{1, 0.5}, {-0.5, 1}};
   const attn::Matrix<double> queries{{1, 0}, {2, 0.5}};
@@ -87,7 +87,7 @@ TEST_CASE("fast-math: a scale that is not finite is refused, found from its bits
     attn::Matrix<double> Y(3, 2, 7.0), Ys(2, 2, 7.0);
     std::vector<double> s(3, 7.0), w(3, 7.0), c(2, 7.0);
     attn::multi_head_parameters<double> p{.W_Q = W.view(), .W_K = W.view(), .W_V = W.view()};
-    p.scale = scale;
+    p.score = attn::dot_scaled_by{scale};
     REQUIRE_THROWS_AS(attn::multi_head_attention(X, p, {.out = Y.view()}, cache), attn::domain_error);
     REQUIRE_THROWS_AS(attn::attend(std::vector<double>{1, 0}, X, attn::dot_scaled_by{scale}, s, w, c),
                       attn::domain_error);
@@ -101,7 +101,7 @@ TEST_CASE("fast-math: a scale that is not finite is refused, found from its bits
   attn::Matrix<float> Yf(3, 2, 7.0f);
   attn::multi_head_cache<float> cache_f;
   attn::multi_head_parameters<float> pf{.W_Q = Wf.view(), .W_K = Wf.view(), .W_V = Wf.view()};
-  pf.scale = 1e39;
+  pf.score = attn::dot_scaled_by{1e39};
   REQUIRE_THROWS_AS(attn::multi_head_attention(Xf, pf, {.out = Yf.view()}, cache_f), attn::domain_error);
   REQUIRE(Yf(2, 1) == 7.0f);
 }

@@ -184,12 +184,180 @@ TEST_CASE("multi_head_attention: the returning form, the cache reused, the scale
   REQUIRE(cache.queries.data() == q);  // the same shapes: the same storage
   // scale = 1/√d_k given explicitly gives the default's numbers
   auto p = s.params();
-  p.scale = 1 / std::sqrt(2.0);
+  p.score = attn::dot_scaled_by{1 / std::sqrt(2.0)};
   const auto r2 = attn::multi_head_attention(s.X, p);
   for (std::size_t k = 0; k < Y.size(); ++k) REQUIRE_THAT(r2.out.data()[k], Catch::Matchers::WithinAbs(r.out.data()[k], 1e-15));
-  p.scale = 0;  // no scores: every head's weights uniform
+  p.score = attn::dot_scaled_by{0};  // no scores: every head's weights uniform
   const auto r3 = attn::multi_head_attention(s.X, p);
   REQUIRE(r3.cache.heads_out(0, 0) == r3.cache.heads_out(4, 0));
+}
+
+namespace {
+
+// Head i of sentence b by scaled_dot_product_attention itself, on its block of the cache's Q, K
+// and V (key/value head i / (h / h_kv)): its map and its scores, in multi_head_views' layout
+// (rows [(i·B + b)·T, (i·B + b + 1)·T)), and its output, in Z's columns [i·d_v, (i + 1)·d_v).
+template <class T>
+struct per_head {
+  Matrix<T> maps, scores, Z;
+};
+template <class T, class S>
+per_head<T> per_head_sdpa(const attn::multi_head_cache<T>& c, std::size_t h, std::size_t kvh, std::size_t B,
+                          const S& score, const attn::options& opt) {
+  const std::size_t tq = c.queries.rows() / B, n = c.keys.rows() / B, dk = c.queries.cols() / h,
+                    dv = c.values.cols() / kvh;
+  per_head<T> r{Matrix<T>(h * B * tq, n), Matrix<T>(h * B * tq, n), Matrix<T>(B * tq, h * dv)};
+  const auto block = [](const Matrix<T>& m, std::size_t r0, std::size_t rows, std::size_t c0, std::size_t cols) {
+    return attn::MatrixView<const T>(m.data() + r0 * m.cols() + c0, rows, cols, m.cols());
+  };
+  for (std::size_t i = 0; i < h; ++i)
+    for (std::size_t b = 0; b < B; ++b) {
+      const std::size_t g = i / (h / kvh), row = (i * B + b) * tq;
+      attn::scaled_dot_product_attention(
+          block(c.queries, b * tq, tq, i * dk, dk), block(c.keys, b * n, n, g * dk, dk),
+          block(c.values, b * n, n, g * dv, dv), score,
+          attn::attention_views<T>{.out = attn::MatrixView<T>(r.Z.data() + b * tq * r.Z.cols() + i * dv, tq, dv, r.Z.cols()),
+                                   .weights = attn::MatrixView<T>(r.maps.data() + row * n, tq, n),
+                                   .scores = attn::MatrixView<T>(r.scores.data() + row * n, tq, n)},
+          opt);
+    }
+  return r;
+}
+
+template <class T>
+bool same_bits(const Matrix<T>& a, const Matrix<T>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::equal(a.data(), a.data() + a.size(), b.data(), [](T x, T y) { return x == y || (x != x && y != y); });
+}
+
+}  // namespace
+
+// One way to give the score: multi_head_parameters::score takes what scaled_dot_product_attention
+// takes; the old std::optional<double> scale is gone.
+static_assert(std::is_convertible_v<attn::scaled_dot_score, attn::dot_product_score_choice>);
+static_assert(std::is_convertible_v<attn::dot_score, attn::dot_product_score_choice>);
+static_assert(std::is_convertible_v<attn::dot_scaled_by, attn::dot_product_score_choice>);
+static_assert(!std::is_convertible_v<double, attn::dot_product_score_choice>);  // a bare number is no score
+template <class P>
+constexpr bool has_scale_member = requires(P p) { p.scale; };
+static_assert(!has_scale_member<attn::multi_head_parameters<double>>);
+static_assert(attn::dot_product_score<attn::dot_product_score_choice, float>);
+static_assert(attn::multi_head_parameters<double>{}.score == attn::scaled_dot);
+
+TEMPLATE_TEST_CASE("multi_head_parameters::score: scaled_dot, dot or dot_scaled_by, each head sdpa's bits",
+                   "[heads][score]", float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(41);
+  const std::size_t B = 2, tq = 5, dm = 4, h = 4, kvh = 2, dk = 3, dv = 2;
+  const Matrix<T> X = random_matrix<T>(B * tq, dm, rng), WQ = random_matrix<T>(dm, h * dk, rng, 0.7),
+                  WK = random_matrix<T>(dm, kvh * dk, rng, 0.7), WV = random_matrix<T>(dm, kvh * dv, rng);
+  attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .heads = h, .kv_heads = kvh};
+  const attn::options opt{.beta = 1.5, .causal = true};
+  const auto each = [&](const auto& score, const char* name) {
+    INFO(name);
+    p.score = score;
+    Matrix<T> Y(B * tq, h * dv), maps(h * B * tq, tq);
+    attn::multi_head_cache<T> cache;
+    attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view()}, cache, opt, B);
+    const per_head<T> ref = per_head_sdpa<T>(cache, h, kvh, B, score, opt);
+    REQUIRE(same_bits(maps, ref.maps));
+    REQUIRE(same_bits(Y, ref.Z));  // (no W_O: Y is the concatenation)
+    // the choice is itself a dot-product score: sdpa given it gives the held score's bits
+    REQUIRE(same_bits(per_head_sdpa<T>(cache, h, kvh, B, attn::dot_product_score_choice(score), opt).maps, maps));
+    return maps;
+  };
+  const Matrix<T> scaled = each(attn::scaled_dot, "scaled_dot");
+  const Matrix<T> plain = each(attn::dot, "dot");
+  const Matrix<T> by = each(attn::dot_scaled_by{0.3}, "dot_scaled_by{0.3}");
+  REQUIRE(!same_bits(scaled, plain));  // three scores, three maps
+  REQUIRE(!same_bits(plain, by));
+  // the backward checks that it is given the forward's score: dot then scaled_dot is refused
+  p.score = attn::dot;
+  auto r = attn::multi_head_attention(X, p, opt, B);
+  Matrix<T> dX(B * tq, dm, T(7));
+  p.score = attn::scaled_dot;
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(X, p, r.cache, r.out, {.inputs = dX.view()}, opt, B),
+                    attn::forward_mismatch_error);
+  REQUIRE(dX(0, 0) == T(7));
+  p.score = attn::dot;
+  attn::multi_head_attention_backward(X, p, r.cache, r.out, {.inputs = dX.view()}, opt, B);
+  REQUIRE(dX(0, 0) != T(7));
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention gives every head's maps and scores, sdpa's bits: views, threads, returned",
+                   "[heads][scores]", float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(43);
+  const std::size_t B = 2, dm = 4, dkv = 3, h = 4, kvh = 2, dk = 3, dv = 2;
+  for (const bool self : {true, false}) {
+    const std::size_t tq = 5, n = self ? tq : 7;
+    INFO((self ? "self, causal" : "cross"));
+    const Matrix<T> X = random_matrix<T>(B * tq, dm, rng), Xkv = random_matrix<T>(B * n, self ? dm : dkv, rng),
+                    WQ = random_matrix<T>(dm, h * dk, rng, 0.7), WK = random_matrix<T>(Xkv.cols(), kvh * dk, rng, 0.7),
+                    WV = random_matrix<T>(Xkv.cols(), kvh * dv, rng), WO = random_matrix<T>(h * dv, 3, rng);
+    const attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO, .heads = h, .kv_heads = kvh};
+    std::vector<char> keys(n, 1);
+    keys[1] = 0;  // a masked key: its score is still written, as sdpa writes it (before the masks)
+    attn::options opt{.beta = 0.8, .causal = self};
+    opt.mask = keys;
+    const Matrix<T>& kv = self ? X : Xkv;
+    Matrix<T> Y(B * tq, 3), maps(h * B * tq, n), scores(h * B * tq, n);
+    attn::multi_head_cache<T> cache;
+    attn::multi_head_attention(X, kv, p, {.out = Y.view(), .maps = maps.view(), .scores = scores.view()}, cache, opt, B);
+    const per_head<T> ref = per_head_sdpa<T>(cache, h, kvh, B, attn::scaled_dot, opt);
+    REQUIRE(same_bits(maps, ref.maps));
+    REQUIRE(same_bits(scores, ref.scores));
+    REQUIRE(same_bits(cache.heads_out, ref.Z));
+    REQUIRE(scores(0, 1) == scores(0, 1));  // the masked key's score: a number, not left as it was
+    // the scores alone, on 3 threads: the same bits
+    Matrix<T> Y3(B * tq, 3), scores3(h * B * tq, n, T(7));
+    attn::multi_head_attention(X, kv, p, {.out = Y3.view(), .scores = scores3.view()}, cache, opt, B, 3);
+    REQUIRE(same_bits(Y3, Y));
+    REQUIRE(same_bits(scores3, scores));
+    // returned: as asked, else empty
+    const auto r = self ? attn::multi_head_attention(X, p, opt, {.maps = true, .scores = true}, B)
+                        : attn::multi_head_attention(X, kv, p, opt, {.maps = true, .scores = true}, B);
+    REQUIRE(same_bits(r.out, Y));
+    REQUIRE(same_bits(r.maps, maps));
+    REQUIRE(same_bits(r.scores, scores));
+    const auto only = attn::multi_head_attention(X, kv, p, opt, {.scores = true}, B, 2);
+    REQUIRE(only.maps.size() == 0);
+    REQUIRE(same_bits(only.scores, scores));
+    const auto plain = attn::multi_head_attention(X, kv, p, opt, B);  // the call of before: Y and the cache
+    REQUIRE(same_bits(plain.out, Y));
+    REQUIRE(plain.maps.size() == 0);
+    REQUIRE(plain.scores.size() == 0);
+  }
+}
+
+TEST_CASE("multi_head_attention: scores of the wrong shape or over another buffer are refused, naming them",
+          "[heads][scores][errors]") {
+  const Matrix<double> X{{1, 0}, {0, 1}, {1, 1}}, W{{1, 0.5}, {-0.5, 1}};
+  const attn::multi_head_parameters<double> p{.W_Q = W, .W_K = W, .W_V = W, .heads = 2};
+  attn::multi_head_cache<double> cache;
+  Matrix<double> Y(3, 2, 7.0), maps(6, 3, 7.0), scores(6, 3, 7.0), bad(6, 2, 7.0);
+  const auto untouched = [](const Matrix<double>& m) {
+    return std::all_of(m.data(), m.data() + m.size(), [](double v) { return v == 7.0; });
+  };
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view(), .scores = bad.view()}, cache),
+                      "attn::multi_head_attention: the scores is 6x2 but should be 6x3");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .maps = maps.view(), .scores = maps.view()}, cache),
+                      "attn::multi_head_attention: the scores overlaps the maps");
+  Matrix<double> big(6, 3, 0.5);  // X in big's first 6 numbers, the scores all of big
+  const Matrix<double> before = big;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(attn::MatrixView<const double>(big.data(), 3, 2), p,
+                                                 {.out = Y.view(), .scores = big.view()}, cache),
+                      "attn::multi_head_attention: the scores overlaps X");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view(), .scores = attn::MatrixView<double>(Y.data(), 1, 3)}, cache),
+                      "attn::multi_head_attention: the scores is 1x3 but should be 6x3");
+  REQUIRE(untouched(Y));
+  REQUIRE(untouched(maps));
+  REQUIRE(untouched(bad));
+  REQUIRE(big == before);
+  // returned: a bad shape throws before the maps and scores are sized from it
+  const Matrix<double> W3(3, 2);
+  REQUIRE_THROWS_WITH((void)attn::multi_head_attention(X, {.W_Q = W3, .W_K = W, .W_V = W}, {}, {.maps = true, .scores = true}),
+                      "attn::multi_head_attention: rows of W_Q is 3 but columns of X is 2");
 }
 
 TEST_CASE("multi_head_attention: shapes that disagree name the buffer; nothing is written", "[heads][errors]") {
@@ -290,6 +458,96 @@ TEST_CASE("self_attention on fixed sizes runs in constant evaluation: W3 and W7"
     }
   for (std::size_t i = 0; i < 6; ++i)
     for (std::size_t j = 0; j < 3; ++j) CHECK(two.maps(i, j) == two_now.maps(i, j));
+}
+
+// Biases in the fixed forms: a fixed length other than the weight's columns does not compile,
+// nor another scalar, nor b_O without W_O; a dynamic length is checked at run time.
+template <class X, class W, class B>
+constexpr bool can_self_attend_biased =
+    requires(X x, W w, B b) { attn::self_attention(x, w, w, w, attn::projection_biases{b, b, b}); };
+template <class X, class W, class B>
+constexpr bool can_self_attend_with_b_O =
+    requires(X x, W w, B b) { attn::self_attention(x, w, w, w, attn::projection_biases{b, b, b, b}); };
+static_assert(can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 2>>);
+static_assert(!can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 3>>);
+static_assert(!can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<float, 2>>);
+static_assert(can_self_attend_biased<Matrix<double, 3, 3>, Matrix<double, 3, 2>, std::vector<double>>);  // run time
+static_assert(!can_self_attend_with_b_O<Matrix<double, 3, 3>, Matrix<double, 3, 2>, attn::Vector<double, 2>>);
+template <class X, class W, class WO, class BO>
+constexpr bool can_self_attend_2_biased = requires(X x, W w, WO wo, BO bo, attn::Vector<double, 4> b) {
+  attn::self_attention<2>(x, w, w, w, wo, attn::projection_biases{b, b, b, bo});
+};
+static_assert(can_self_attend_2_biased<Matrix<double, 3, 3>, Matrix<double, 3, 4>, Matrix<double, 4, 3>, attn::Vector<double, 3>>);
+static_assert(!can_self_attend_2_biased<Matrix<double, 3, 3>, Matrix<double, 3, 4>, Matrix<double, 4, 3>, attn::Vector<double, 4>>);
+
+TEST_CASE("self_attention and cross_attention take biases: every step, multi_head_attention's bits", "[heads][biases]") {
+  // W3's X and weights with biases; h = 2 heads of d_k = 2, d_v = 1 and W_O for the <2> forms
+  const Matrix<double, 3, 3> X{{1, 0, 0}, {0, 1, 0}, {0.5, 0.5, 1}};
+  const Matrix<double, 4, 2> X_kv{{1, 0}, {0, 1}, {1, 1}, {-0.5, 2}};
+  const Matrix<double, 3, 2> W_Q{{1, 0}, {0, 1}, {1, 1}}, W_K{{2, 0}, {1.5, 1.5}, {0, 2}}, W_V{{1, 0}, {1, 1}, {0, 1}};
+  const Matrix<double, 3, 4> W_Q2{{1, 0, 0.5, 0}, {0, 1, 0, 0.5}, {1, 1, -1, 0}}, W_K2{{2, 0, 0, 1}, {1.5, 1.5, 1, 0}, {0, 2, 0.5, 0.5}};
+  const Matrix<double, 2, 4> W_Qc{{1, 0, 0.5, 0}, {0, 1, 0, 0.5}};  // cross: W_K, W_V read X_kv's 2 columns
+  const Matrix<double, 2, 4> W_Kc{{2, 0, 0, 1}, {1.5, 1.5, 1, 0}};
+  const Matrix<double, 2, 2> W_Vc{{1, 0}, {1, 1}};
+  const Matrix<double, 3, 2> W_V2{{1, 0}, {1, 1}, {0, 1}};
+  const Matrix<double, 2, 3> W_O{{1, 0.5, 0}, {0, 1, -1}};
+  const attn::Vector<double, 2> b2{0.25, -0.5};
+  const attn::Vector<double, 4> b4{0.5, -0.25, 1, 0.125};
+  const attn::Vector<double, 3> bO{-1, 0.5, 2};
+  const attn::options opt{.beta = 0.75};
+  const auto same = [](const auto& a, const auto& b) {
+    REQUIRE(a.rows() == b.rows());
+    REQUIRE(a.cols() == b.cols());
+    for (std::size_t i = 0; i < a.rows(); ++i)
+      for (std::size_t j = 0; j < a.cols(); ++j) REQUIRE(a(i, j) == b(i, j));
+  };
+  // Q = X W_Q + b_Q by hand: row 2 is (0.5 + 1, 0.5 + 1) + (0.25, -0.5)
+  const auto one = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b2, b2, b2}, opt);
+  REQUIRE(one.queries(2, 0) == 1.75);
+  REQUIRE(one.queries(2, 1) == 1.0);
+  REQUIRE(one.values(0, 0) == 1.25);  // V = X W_V + b_V: (1, 0) + (0.25, -0.5)
+  const auto unbiased = attn::self_attention(X, W_Q, W_K, W_V, opt);
+  REQUIRE(one.out(0, 0) != unbiased.out(0, 0));
+  const auto check = [&](const auto& r, const auto& Xm, const auto& Xkvm, const attn::multi_head_parameters<double>& p) {
+    Matrix<double> Y(Xm.rows(), r.out.cols()), maps(p.heads * Xm.rows(), Xkvm.rows());
+    attn::multi_head_cache<double> cache;
+    attn::multi_head_attention(Xm, Xkvm, p, {.out = Y.view(), .maps = maps.view()}, cache, opt);
+    same(r.queries, cache.queries);
+    same(r.keys, cache.keys);
+    same(r.values, cache.values);
+    same(r.heads_out, cache.heads_out);
+    same(r.maps, maps);
+    same(r.out, Y);
+  };
+  check(one, X, X, {.W_Q = W_Q, .W_K = W_K, .W_V = W_V, .b_Q = b2, .b_K = b2, .b_V = b2});
+  const auto two = attn::self_attention<2>(X, W_Q2, W_K2, W_V2, W_O, attn::projection_biases{b4, b4, b2, bO}, opt);
+  check(two, X, X, {.W_Q = W_Q2, .W_K = W_K2, .W_V = W_V2, .W_O = W_O, .b_Q = b4, .b_K = b4, .b_V = b2, .b_O = bO, .heads = 2});
+  // no_bias leaves one out; a std::vector is checked at run time
+  const std::vector<double> v2{0.25, -0.5};
+  const Matrix<double, 3, 2> Xc{{1, 0}, {0, 1}, {0.5, 0.5}};
+  const auto cross = attn::cross_attention(Xc, X_kv, W_Vc, W_Vc, W_Vc, attn::projection_biases{v2, attn::no_bias{}, b2},
+                                           opt, attn::dot);
+  check(cross, Xc, X_kv, {.W_Q = W_Vc, .W_K = W_Vc, .W_V = W_Vc, .b_Q = v2, .b_V = b2, .score = attn::dot});
+  const auto cross2 = attn::cross_attention<2>(Xc, X_kv, W_Qc, W_Kc, W_Vc, W_O,
+                                               attn::projection_biases{b4, b4, attn::no_bias{}, bO}, opt);
+  check(cross2, Xc, X_kv, {.W_Q = W_Qc, .W_K = W_Kc, .W_V = W_Vc, .W_O = W_O, .b_Q = b4, .b_K = b4, .b_O = bO, .heads = 2});
+  // dynamic lengths: dimension_error naming the bias and both sizes
+  const std::vector<double> v3{1, 2, 3};
+  REQUIRE_THROWS_WITH((void)attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{v2, v3, v2}),
+                      "attn::self_attention: size of b_K is 3 but columns of W_K is 2");
+  REQUIRE_THROWS_WITH((void)attn::cross_attention<2>(Xc, X_kv, W_Qc, W_Kc, W_Vc, W_O,
+                                                     attn::projection_biases{b4, b4, b2, v2}),
+                      "attn::cross_attention: size of b_O is 2 but columns of Y is 3");
+}
+
+TEST_CASE("self_attention with biases runs in constant evaluation", "[heads][biases][constexpr]") {
+  using namespace constant_w3;
+  static constexpr attn::Vector<double, 2> b{0.25, -0.5};
+  constexpr auto r = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b, b, b});
+  static_assert(r.queries(2, 0) == 1.25 && r.queries(2, 1) == 0.5);  // (1, 1) + (0.25, -0.5)
+  const auto now = attn::self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b, b, b});
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(r.maps(i, j) == now.maps(i, j));
 }
 
 TEMPLATE_TEST_CASE("grouped-query attention is multi-head attention with each key/value head repeated",
@@ -413,18 +671,19 @@ TEMPLATE_TEST_CASE("multi_head_attention: a scale that is not finite as a T is r
   if (std::is_same_v<T, float>) bad.push_back(1e39);  // finite as a double, inf as a float
   for (const double scale : bad) {
     INFO("scale " << scale);
-    p.scale = scale;
+    p.score = attn::dot_scaled_by{scale};
     std::fill(Y.data(), Y.data() + Y.size(), T(7));
     REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view()}, cache),
-                        "attn::multi_head_attention: the scale must be finite" + as_float);
+                        "attn::multi_head_attention: the scale of attn::dot_scaled_by must be finite" + as_float);
     REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, p, cache, dY, {.inputs = dX.view()}),
-                        "attn::multi_head_attention_backward: the scale must be finite" + as_float);
+                        "attn::multi_head_attention_backward: the scale of attn::dot_scaled_by must be finite" +
+                            as_float);
     REQUIRE(Y(2, 1) == T(7));
     REQUIRE(dX(2, 1) == T(7));
   }
   // beyond float's range, a double and a long double take it: the rows are the rules' (finite)
   if (!std::is_same_v<T, float>) {
-    p.scale = 1e39;
+    p.score = attn::dot_scaled_by{1e39};
     attn::multi_head_attention(X, p, {.out = Y.view()}, cache);
     REQUIRE(Y(2, 1) == Y(2, 1));
   }

@@ -442,7 +442,7 @@ TEST_CASE("multi_head_attention_backward: a forward it does not match is refused
   refused("the all-masked policy is not the forward's",
           [&] { attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, other, c.B); });
   auto scaled = c.params();
-  scaled.scale = 0.5;
+  scaled.score = attn::dot_scaled_by{0.5};
   refused("the scale is not the forward's",
           [&] { attn::multi_head_attention_backward(c.x(), scaled, cache, dY, g, opt, c.B); });
   // another X of the same shape; a weight changed in place between the forward and the backward

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -184,7 +183,7 @@ inline void self_attention(const config& c, results& r) {
   const attn::options opt = options_of(c);
   for (const bool scaled : {false, true}) {
     if (!c.dot_vs_scaled && scaled != (c.score == score_kind::scaled_dot)) continue;
-    p.scale = scaled ? std::optional<double>{} : std::optional<double>{1.0};
+    p.score = scaled ? attn::dot_product_score_choice{attn::scaled_dot} : attn::dot_product_score_choice{attn::dot};
     attn::Matrix<double> maps(h * T, T), Y(T, c.WO.empty() ? p.W_V.cols() : c.WO.cols);
     attn::multi_head_cache<double> cache;
     attn::multi_head_attention(c.queries.view(), p, attn::multi_head_views<double>{.out = Y.view(), .maps = maps.view()},

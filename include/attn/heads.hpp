@@ -9,7 +9,7 @@
 ///   Y = [Z_1 … Z_h] W_O + b_O                       (the concatenation itself without W_O),
 ///
 /// X_kv = X for self-attention, the encoder's output for cross-attention; scale = 1/√d_k unless
-/// given. d_k and d_v are per-head sizes, so h need not divide d_model. A batch of B sentences is
+/// another score is given (multi_head_parameters::score: dot, dot_scaled_by{s}). d_k and d_v are per-head sizes, so h need not divide d_model. A batch of B sentences is
 /// B·T rows of X (and B·n of X_kv), each sentence attending within itself. The backward is
 /// attn/heads_backward.hpp.
 
@@ -20,10 +20,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "attn/attention.hpp"
 #include "attn/detail/fingerprint.hpp"
@@ -60,8 +60,10 @@ struct multi_head_parameters {
   /// Query head i reads key/value head i / (h / h_kv); W_K and W_V have h_kv·d_k and h_kv·d_v
   /// columns, W_O h·d_v rows.
   std::size_t kv_heads = 0;
-  std::optional<double> scale{}; ///< the scores' scale: 1/√d_k unless given (PyTorch's scale=);
-                                 ///< finite as a T (1e39 is not, for float), else domain_error
+  /// The score, as scaled_dot_product_attention takes it: scaled_dot (1/√d_k, the default),
+  /// dot (1) or dot_scaled_by{s} (PyTorch's scale=; s finite as a T, 1e39 is not for float,
+  /// else domain_error "<where>: the scale of attn::dot_scaled_by must be finite").
+  dot_product_score_choice score{};
 };
 
 /// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
@@ -74,8 +76,7 @@ struct multi_head_record {
   double beta = 1;        ///< options::beta
   bool causal = false;    ///< options::causal
   all_masked_policy policy = all_masked_policy::zeros;  ///< options::if_all_masked
-  bool has_scale = false;  ///< multi_head_parameters::scale given
-  double scale = 0;        ///< its value, when given
+  dot_product_score_choice score{};  ///< multi_head_parameters::score
   std::uint64_t key_mask = 0, row_mask = 0;  ///< fingerprints of the masks' entries (and shapes)
   std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
 };
@@ -96,12 +97,15 @@ struct multi_head_cache {
   Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;
 };
 
-/// Where multi_head_attention writes: Y, and (when it has rows) every head's map, head i's of
-/// sentence b in rows [(i·B + b)·T, (i·B + b + 1)·T).
+/// Where multi_head_attention writes: Y, and (each when it has rows) every head's map and its
+/// scores, head i's of sentence b in rows [(i·B + b)·T, (i·B + b + 1)·T).
 template <real T>
 struct multi_head_views {
-  MatrixView<T> out{};   ///< Y (B·T × d_out)
-  MatrixView<T> maps{};  ///< the heads' weights (h·B·T × n), when given
+  MatrixView<T> out{};     ///< Y (B·T × d_out)
+  MatrixView<T> maps{};    ///< the heads' weights A_i (h·B·T × n), when given
+  /// The heads' scores S_i = Q_i K_iᵀ·scale (h·B·T × n, as maps), before β and the masks: what
+  /// scaled_dot_product_attention writes into attention_views::scores; when given.
+  MatrixView<T> scores{};
 };
 
 namespace detail {
@@ -202,9 +206,7 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
     check_equal(where, "columns of the row mask", opt.row_mask.cols(), "keys per sentence", s.n);
   }
   check_beta<T>(where, opt);
-  if (p.scale && !finite_as<T>(*p.scale))  // on the bits: also under -ffast-math
-    attn::detail::raise<domain_error>(std::string(where) + ": the scale must be finite" +
-                                      (narrower_than_double<T> ? " as a float" : ""));
+  p.score.template check_scale<T>(where);  // on the bits: also under -ffast-math
   return s;
 }
 
@@ -297,13 +299,14 @@ constexpr void for_each_head(MatrixView<const T> Q, MatrixView<const T> K, Matri
 }
 
 /// Every head of every sentence: Z_i = attention(Q_i, K_i, V_i) of its rows, into Z's columns,
-/// its log-sum-exp into row i·B + b of lse, its map (maps with rows) into its rows of maps.
+/// its log-sum-exp into row i·B + b of lse, its map and scores (maps, scores with rows) into
+/// their rows of maps and scores.
 /// Under throw_error every head is checked before any is computed.
 template <real T, class S>
 constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
-                            MatrixView<T> maps, const head_sizes& s, const S& score,
-                            const options& opt) {
+                            MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
+                            const S& score, const options& opt) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -313,6 +316,7 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
     attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
                            .logsumexp = lse.row(row)};
     if (maps.rows() != 0) out.weights = block_of(maps, row * s.tq, s.tq, 0, s.n);
+    if (scores.rows() != 0) out.scores = block_of(scores, row * s.tq, s.tq, 0, s.n);
     many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b));
   });
 }
@@ -323,8 +327,8 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
 template <real T, class S>
 void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                              MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
-                             MatrixView<T> maps, const head_sizes& s, const S& score,
-                             const options& opt, std::size_t threads) {
+                             MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
+                             const S& score, const options& opt, std::size_t threads) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -338,6 +342,7 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
     attention_views<T> out{.out = block_of(Z, b * s.tq, s.tq, i * s.dv, s.dv),
                            .logsumexp = lse.row(unit)};
     if (maps.rows() != 0) out.weights = block_of(maps, unit * s.tq, s.tq, 0, s.n);
+    if (scores.rows() != 0) out.scores = block_of(scores, unit * s.tq, s.tq, 0, s.n);
     query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
                   block_of(K, b * s.n, s.n, s.kv_head_of(i) * s.dk, s.dk),
                   block_of(V, b * s.n, s.n, s.kv_head_of(i) * s.dv, s.dv), score, out,
@@ -345,13 +350,10 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
   });
 }
 
-/// Calls f with the score of these parameters: dot_scaled_by{scale} when given, else scaled_dot.
+/// Calls f with the score of these parameters (scaled_dot, dot or dot_scaled_by{s}) itself.
 template <real T, class F>
 constexpr void with_head_score(const multi_head_parameters<T>& p, F&& f) {
-  if (p.scale)
-    f(dot_scaled_by{*p.scale});
-  else
-    f(scaled_dot);
+  p.score.visit(std::forward<F>(f));
 }
 
 /// The four weights and four biases of P (multi_head_parameters, or the gradients' views of
@@ -399,8 +401,7 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
   r.beta = opt.beta;
   r.causal = opt.causal;
   r.policy = opt.if_all_masked;
-  r.has_scale = p.scale.has_value();
-  r.scale = p.scale.value_or(0);
+  r.score = p.score;
   r.key_mask = fingerprint_bytes(opt.mask.bytes(), 1, opt.mask.size(), opt.mask.size());
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
@@ -431,11 +432,14 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   check_shape(where, "Y", out.out.rows(), out.out.cols(), s.rows, s.d_out);
   if (out.maps.rows() != 0)
     check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
+  if (out.scores.rows() != 0)
+    check_shape(where, "the scores", out.scores.rows(), out.scores.cols(), s.heads * s.rows, s.n);
   named_regions<T, 10> inputs;
   add_head_inputs(inputs, X, X_kv, p);
-  named_regions<T, 7> outputs;
+  named_regions<T, 8> outputs;
   outputs.add("Y", region_of(out.out));
   outputs.add("the maps", region_of(out.maps));
+  outputs.add("the scores", region_of(out.scores));
   add_forward_cache(outputs, cache);
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   ensure_shape(cache.queries, s.rows, s.heads * s.dk);
@@ -448,7 +452,8 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
     project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
     with_head_score(p, [&](const auto& score) {
       attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
-                      cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score, opt);
+                      cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores, s,
+                      score, opt);
     });
     output_projection<T>(cache.heads_out.view(), p, out.out);
     return;
@@ -457,8 +462,8 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
                         threads);
   with_head_score(p, [&](const auto& score) {
     attend_heads_on_threads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
-                               cache.heads_out.view(), cache.logsumexp.view(), out.maps, s, score,
-                               opt, threads);
+                               cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores,
+                               s, score, opt, threads);
   });
   output_projection_on_threads<T>(cache.heads_out.view(), p, out.out, threads);
 }
@@ -517,12 +522,48 @@ void multi_head_attention(const Xm& X, const multi_head_parameters<matrix_scalar
                                  batch, threads);
 }
 
-/// What the returning multi_head_attention gives: Y and what the backward needs.
+/// Which of every head's map and scores the returning multi_head_attention gives besides Y and
+/// the cache (`{.maps = true, .scores = true}`); neither unless asked.
+struct multi_head_outputs {
+  bool maps = false;    ///< multi_head_result::maps
+  bool scores = false;  ///< multi_head_result::scores
+};
+
+/// What the returning multi_head_attention gives: Y and what the backward needs, and the maps and
+/// scores when asked (multi_head_outputs; else empty, 0 × 0).
 template <real T>
 struct multi_head_result {
   Matrix<T> out;              ///< Y
   multi_head_cache<T> cache;  ///< the projections, the heads' outputs, their log-sum-exp
+  Matrix<T> maps{};           ///< every head's A_i (h·B·T × n, laid out as multi_head_views::maps)
+  Matrix<T> scores{};         ///< every head's S_i = Q_i K_iᵀ·scale (as multi_head_views::scores)
 };
+
+namespace detail {
+
+/// The returning multi_head_attention: sizes Y (and, when asked, the maps and scores after the
+/// checks), then multi_head_views_of into them.
+template <real T>
+multi_head_result<T> multi_head_returning(MatrixView<const T> X, MatrixView<const T> X_kv,
+                                          const multi_head_parameters<T>& params, const options& opt,
+                                          const multi_head_outputs& want, std::size_t batch,
+                                          std::size_t threads) {
+  const char* where = "attn::multi_head_attention";
+  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : concat_columns(params);
+  multi_head_result<T> r{Matrix<T>(X.rows(), d_out), {}, {}, {}};
+  if (want.maps || want.scores) {  // (the sizes of the checked call: nothing sized from bad ones)
+    const head_sizes s = check_heads<T>(where, X, X_kv, params, batch, opt);
+    if (want.maps) r.maps = Matrix<T>(s.heads * s.rows, s.n);
+    if (want.scores) r.scores = Matrix<T>(s.heads * s.rows, s.n);
+  }
+  multi_head_views_of<T>(where, X, X_kv, params,
+                         multi_head_views<T>{.out = r.out.view(), .maps = r.maps.view(),
+                                             .scores = r.scores.view()},
+                         r.cache, opt, batch, threads);
+  return r;
+}
+
+}  // namespace detail
 
 /// Cross-attention with projections and h heads; returns Y and the cache (`threads`: as the
 /// form into views).
@@ -532,11 +573,23 @@ template <matrix_like Xm, matrix_like Xkv>
     const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
     const options& opt = {}, std::size_t batch = 1, std::size_t threads = 1) {
   using T = matrix_scalar_of<Xm>;
-  const std::size_t d_out = params.W_O.rows() != 0 ? params.W_O.cols() : detail::concat_columns(params);
-  multi_head_result<T> r{Matrix<T>(as_view(X).rows(), d_out), {}};
-  multi_head_attention(X, X_kv, params, multi_head_views<T>{.out = r.out.view()}, r.cache, opt,
-                       batch, threads);
-  return r;
+  const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
+  const auto xkv_held = as_view(X_kv);
+  return detail::multi_head_returning<T>(x_held, xkv_held, params, opt, {}, batch, threads);
+}
+
+/// As above, and every head's map and scores in the result as `want` asks:
+/// `multi_head_attention(X, X_kv, params, opt, {.maps = true, .scores = true}, batch)`.
+template <matrix_like Xm, matrix_like Xkv>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const Xkv& X_kv, const multi_head_parameters<matrix_scalar_of<Xm>>& params,
+    const options& opt, const multi_head_outputs& want, std::size_t batch = 1,
+    std::size_t threads = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  const auto xkv_held = as_view(X_kv);
+  return detail::multi_head_returning<T>(x_held, xkv_held, params, opt, want, batch, threads);
 }
 
 /// Self-attention with projections and h heads; returns Y and the cache.
@@ -544,30 +597,104 @@ template <matrix_like Xm>
 [[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
     const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt = {},
     std::size_t batch = 1, std::size_t threads = 1) {
-  return multi_head_attention(X, X, params, opt, batch, threads);
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  return detail::multi_head_returning<T>(x_held, x_held, params, opt, {}, batch, threads);
 }
 
-/// Every step of attention with projections, for lessons and for fixed sizes: the projections,
-/// each head's map (head i's in rows [i·T, (i+1)·T)), the heads' outputs side by side and Y.
+/// Self-attention with projections and h heads; returns Y, the cache and, as `want` asks, every
+/// head's map and scores: `multi_head_attention(X, params, opt, {.maps = true}, batch)`.
+template <matrix_like Xm>
+[[nodiscard]] multi_head_result<matrix_scalar_of<Xm>> multi_head_attention(
+    const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm>>& params, const options& opt,
+    const multi_head_outputs& want, std::size_t batch = 1, std::size_t threads = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const auto x_held = as_view(X);
+  return detail::multi_head_returning<T>(x_held, x_held, params, opt, want, batch, threads);
+}
+
+/// Every step of attention with projections, for lessons and for fixed sizes: the projections
+/// (with the biases when given: projection_biases), each head's map (head i's in rows
+/// [i·T, (i+1)·T)), the heads' outputs side by side and Y.
 template <real T, std::size_t TQ, std::size_t N, std::size_t DQK, std::size_t DVH,
           std::size_t DOUT, std::size_t H>
 struct projected_attention {
-  Matrix<T, TQ, DQK> queries;  ///< Q = X W_Q
-  Matrix<T, N, DQK> keys;      ///< K = X_kv W_K
-  Matrix<T, N, DVH> values;    ///< V = X_kv W_V
+  Matrix<T, TQ, DQK> queries;  ///< Q = X W_Q (+ b_Q)
+  Matrix<T, N, DQK> keys;      ///< K = X_kv W_K (+ b_K)
+  Matrix<T, N, DVH> values;    ///< V = X_kv W_V (+ b_V)
   Matrix<T, product_extent<H, TQ>, N> maps;  ///< A_i = softmax(β·Q_i K_iᵀ/√d_k, masks)
   Matrix<T, TQ, DVH> heads_out;  ///< Z = [A_1 V_1 … A_h V_h]
-  Matrix<T, TQ, DOUT> out;       ///< Y = Z W_O, or Z itself without W_O
+  Matrix<T, TQ, DOUT> out;       ///< Y = Z W_O (+ b_O), or Z itself without W_O
 };
+
+/// A bias left out (projection_biases::b_O unless given).
+struct no_bias {};
+
+/// The biases of self_attention's and cross_attention's fixed forms: b_Q, b_K, b_V and, with
+/// W_O only, b_O, each a vector_like of the weights' scalar (Vector, std::array, std::vector,
+/// std::span: held by value, so a span holds no copy) or no_bias; written
+/// `attn::projection_biases{b_Q, b_K, b_V}` or `{b_Q, b_K, b_V, b_O}`. Q = X W_Q + b_Q, K =
+/// X_kv W_K + b_K, V = X_kv W_V + b_V, Y = Z W_O + b_O. Fixed lengths other than the weights'
+/// columns do not compile; dynamic ones throw dimension_error ("<where>: size of b_Q is 3 but
+/// columns of W_Q is 4"); a bias with no entries is left out, as in multi_head_parameters.
+template <class BQ, class BK, class BV, class BO = no_bias>
+struct projection_biases {
+  BQ b_Q;    ///< h·d_k
+  BK b_K;    ///< h·d_k
+  BV b_V;    ///< h·d_v
+  BO b_O{};  ///< d_out (with W_O only)
+};
+template <class BQ, class BK, class BV>
+projection_biases(BQ, BK, BV) -> projection_biases<BQ, BK, BV>;
+template <class BQ, class BK, class BV, class BO>
+projection_biases(BQ, BK, BV, BO) -> projection_biases<BQ, BK, BV, BO>;
 
 namespace detail {
 
+template <class B>
+inline constexpr bool is_projection_biases = false;
+template <class BQ, class BK, class BV, class BO>
+inline constexpr bool is_projection_biases<projection_biases<BQ, BK, BV, BO>> = true;
+
+/// A bias of scalars T whose fixed length (if any) is N, or no_bias. A mismatch fails to
+/// compile, naming compatible_extents.
+template <class B, class T, std::size_t N>
+concept bias_fits = std::same_as<B, no_bias> ||
+    (vector_like<B> && std::same_as<scalar_of<B>, T> && compatible_extents<extent_of<B>, N>);
+
+/// projection_biases whose b_Q, b_K, b_V fit W_Q, W_K, W_V's columns (fixed lengths).
+template <class Bs, class T, class WQ, class WK, class WV>
+concept input_biases_fit = is_projection_biases<Bs> && bias_fits<decltype(Bs::b_Q), T, cols_of<WQ>> &&
+    bias_fits<decltype(Bs::b_K), T, cols_of<WK>> && bias_fits<decltype(Bs::b_V), T, cols_of<WV>>;
+
+/// A bias as the projections read it: its numbers, or none.
+template <class T, class B>
+[[nodiscard]] constexpr std::span<const T> bias_span(const B& b) {
+  if constexpr (std::same_as<B, no_bias>)
+    return {};
+  else
+    return std::span<const T>(as_span(b));
+}
+
+/// The biases of projected_attention_of, borrowed (none unless given).
+template <class T>
+struct bias_spans {
+  std::span<const T> q{}, k{}, v{}, o{};
+};
+
+template <class T, class Bs>
+[[nodiscard]] constexpr bias_spans<T> spans_of(const Bs& b) {
+  return {bias_span<T>(b.b_Q), bias_span<T>(b.b_K), bias_span<T>(b.b_V), bias_span<T>(b.b_O)};
+}
+
 /// projected_attention for H heads (fixed sizes: inline, no allocation, constexpr): the steps of
-/// multi_head_views_of on the result's own matrices.
+/// multi_head_views_of on the result's own matrices, with the biases b (checked at run time as
+/// multi_head_attention checks them).
 template <std::size_t H, class Xm, class Xkv, class WQ, class WK, class WV, class WO, class S>
 constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv& X_kv,
                                       const WQ& W_Q, const WK& W_K, const WV& W_V, const WO* W_O,
-                                      const options& opt, const S& score) {
+                                      const options& opt, const S& score,
+                                      const bias_spans<matrix_scalar_of<Xm>>& b = {}) {
   using T = matrix_scalar_of<Xm>;
   constexpr std::size_t TQ = rows_of<Xm>, N = rows_of<Xkv>, DQK = cols_of<WQ>, DVH = cols_of<WV>;
   constexpr std::size_t DOUT = [] {
@@ -578,7 +705,8 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
   }();
   // (the weights where they lie, in either layout)
   multi_head_parameters<T> p{
-      .W_Q = strided_of(W_Q), .W_K = strided_of(W_K), .W_V = strided_of(W_V), .heads = H};
+      .W_Q = strided_of(W_Q), .W_K = strided_of(W_K), .W_V = strided_of(W_V),
+      .b_Q = b.q, .b_K = b.k, .b_V = b.v, .b_O = b.o, .heads = H};
   if constexpr (!std::is_same_v<WO, void>) p.W_O = strided_of(*W_O);
   const auto x_held = as_view(X);
   const auto xkv_held = as_view(X_kv);
@@ -591,7 +719,7 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
   Matrix<T, H, TQ> lse = zero_matrix<T, H, TQ>(H, s.tq);
   project<T>(x, xkv, p, r.queries.view(), r.keys.view(), r.values.view());
   attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
-                  lse.view(), r.maps.view(), s, score, opt);
+                  lse.view(), r.maps.view(), MatrixView<T>{}, s, score, opt);
   output_projection<T>(r.heads_out.view(), p, r.out.view());
   return r;
 }
@@ -657,6 +785,79 @@ template <std::size_t H, matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix
                                              const S& score = S{}) {
   return detail::projected_attention_of<H, Xm, Xkv, WQ, WK, WV, WO>("attn::cross_attention", X, X_kv, W_Q,
                                                                    W_K, W_V, &W_O, opt, score);
+}
+
+/// self_attention with biases (the one-head form; b_O must be no_bias): Q = X W_Q + b_Q,
+/// K = X W_K + b_K, V = X W_V + b_V, every step returned as without them:
+/// `self_attention(X, W_Q, W_K, W_V, attn::projection_biases{b_Q, b_K, b_V}, opt)`. A fixed bias
+/// length other than its weight's columns does not compile; a dynamic one throws
+/// dimension_error naming the bias and both sizes. The numbers are multi_head_attention's with
+/// these biases, bit for bit (the same kernels).
+template <matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, class Bs, class S = scaled_dot_score>
+  requires detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      std::same_as<decltype(Bs::b_O), no_bias> && dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const Bs& biases, const options& opt = {},
+                                            const S& score = S{}) {
+  return detail::projected_attention_of<1, Xm, Xm, WQ, WK, WV, void>(
+      "attn::self_attention", X, X, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// self_attention<H> with W_O and biases: Y = [Z_1 … Z_h] W_O + b_O, the projections with
+/// b_Q, b_K, b_V (`attn::projection_biases{b_Q, b_K, b_V, b_O}`; checks as above).
+template <std::size_t H, matrix_like Xm, matrix_like WQ, matrix_like WK, matrix_like WV, matrix_like WO,
+          class Bs, class S = scaled_dot_score>
+  requires(H >= 1) && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WO, matrix_scalar_of<Xm>> && detail::projections_fit<Xm, Xm, WQ, WK, WV> &&
+      compatible_extents<cols_of<WV>, rows_of<WO>> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      detail::bias_fits<decltype(Bs::b_O), matrix_scalar_of<Xm>, cols_of<WO>> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto self_attention(const Xm& X, const WQ& W_Q, const WK& W_K, const WV& W_V,
+                                            const WO& W_O, const Bs& biases, const options& opt = {},
+                                            const S& score = S{}) {
+  return detail::projected_attention_of<H, Xm, Xm, WQ, WK, WV, WO>(
+      "attn::self_attention", X, X, W_Q, W_K, W_V, &W_O, opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// cross_attention with biases (one head; b_O must be no_bias): Q = X W_Q + b_Q,
+/// K = X_kv W_K + b_K, V = X_kv W_V + b_V; checks as self_attention's with biases.
+template <matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV, class Bs,
+          class S = scaled_dot_score>
+  requires detail::input_matrix<Xkv, matrix_scalar_of<Xm>> && detail::input_matrix<WQ, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WK, matrix_scalar_of<Xm>> && detail::input_matrix<WV, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      std::same_as<decltype(Bs::b_O), no_bias> && dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const Bs& biases, const options& opt = {},
+                                             const S& score = S{}) {
+  return detail::projected_attention_of<1, Xm, Xkv, WQ, WK, WV, void>(
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, static_cast<const void*>(nullptr), opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
+}
+
+/// cross_attention<H> with W_O and biases (`attn::projection_biases{b_Q, b_K, b_V, b_O}`).
+template <std::size_t H, matrix_like Xm, matrix_like Xkv, matrix_like WQ, matrix_like WK, matrix_like WV,
+          matrix_like WO, class Bs, class S = scaled_dot_score>
+  requires(H >= 1) && detail::input_matrix<Xkv, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WQ, matrix_scalar_of<Xm>> && detail::input_matrix<WK, matrix_scalar_of<Xm>> &&
+      detail::input_matrix<WV, matrix_scalar_of<Xm>> && detail::input_matrix<WO, matrix_scalar_of<Xm>> &&
+      detail::projections_fit<Xm, Xkv, WQ, WK, WV> && compatible_extents<cols_of<WV>, rows_of<WO>> &&
+      detail::input_biases_fit<Bs, matrix_scalar_of<Xm>, WQ, WK, WV> &&
+      detail::bias_fits<decltype(Bs::b_O), matrix_scalar_of<Xm>, cols_of<WO>> &&
+      dot_product_score<S, matrix_scalar_of<Xm>>
+[[nodiscard]] constexpr auto cross_attention(const Xm& X, const Xkv& X_kv, const WQ& W_Q, const WK& W_K,
+                                             const WV& W_V, const WO& W_O, const Bs& biases,
+                                             const options& opt = {}, const S& score = S{}) {
+  return detail::projected_attention_of<H, Xm, Xkv, WQ, WK, WV, WO>(
+      "attn::cross_attention", X, X_kv, W_Q, W_K, W_V, &W_O, opt, score,
+      detail::spans_of<matrix_scalar_of<Xm>>(biases));
 }
 
 }  // namespace attn

@@ -266,7 +266,7 @@ void check_same_forward(const char* where, const multi_head_record& forward, Mat
   if (now.policy != forward.policy && now.policy != all_masked_policy::throw_error &&
       forward.policy != all_masked_policy::throw_error)  // (throw_error: no row is all masked)
     differs("the all-masked policy is not the forward's");
-  if (now.has_scale != forward.has_scale || now.scale != forward.scale)
+  if (now.score != forward.score)
     differs("the scale is not the forward's");
   static constexpr const char* names[10] = {"X", "X_kv", "W_Q", "W_K", "W_V",
                                             "W_O", "b_Q", "b_K", "b_V", "b_O"};

@@ -341,6 +341,54 @@ struct dot_scaled_by : dot_product_family<dot_scaled_by> {
   }
 };
 
+/// One of attn's three dot-product scores held as a value, the score of attention with
+/// projections (multi_head_parameters::score): scaled_dot (1/√d, the default), dot (1) or
+/// dot_scaled_by{s} (s), each converting to it implicitly (`p.score = attn::dot;`,
+/// `p.score = attn::dot_scaled_by{0.125};`). Itself a dot-product score with the scale of the
+/// one it holds; `visit(f)` calls f with that score itself, so its numbers are that score's.
+struct dot_product_score_choice : dot_product_family<dot_product_score_choice> {
+  static constexpr const char* name = "attn::dot_product_score_choice";
+  /// Which score is held: scaled_dot, dot, dot_scaled_by.
+  enum class kind : unsigned char { scaled, unscaled, by_factor };
+  kind which = kind::scaled;  ///< scaled_dot unless another was given
+  double factor = 0;          ///< dot_scaled_by's factor when which is by_factor, else 0
+
+  constexpr dot_product_score_choice() noexcept = default;
+  constexpr dot_product_score_choice(scaled_dot_score) noexcept {}  // NOLINT: implicit by design
+  constexpr dot_product_score_choice(dot_score) noexcept : which(kind::unscaled) {}  // NOLINT
+  constexpr dot_product_score_choice(dot_scaled_by s) noexcept  // NOLINT
+      : which(kind::by_factor), factor(s.factor) {}
+
+  /// Calls f(scaled_dot), f(dot) or f(dot_scaled_by{factor}): the score held.
+  template <class F>
+  constexpr decltype(auto) visit(F&& f) const {
+    if (which == kind::unscaled) return std::forward<F>(f)(dot_score{});
+    if (which == kind::by_factor) return std::forward<F>(f)(dot_scaled_by{factor});
+    return std::forward<F>(f)(scaled_dot_score{});
+  }
+  /// The held score's scale: 1/√d (1 for d = 0), 1, or factor as a T.
+  template <real T>
+  [[nodiscard]] constexpr T scale(std::size_t d) const noexcept {
+    return visit([d](const auto& s) { return s.template scale<T>(d); });
+  }
+  /// dot_scaled_by's check when it is held (its domain_error "<where>: the scale of
+  /// attn::dot_scaled_by must be finite", on the bits); nothing for scaled_dot and dot.
+  template <real T>
+  constexpr void check_scale(const char* where) const {
+    if (which == kind::by_factor) dot_scaled_by{factor}.check_scale<T>(where);
+  }
+  /// Whether the scale is finite as a T (what check_scale checks).
+  template <real T>
+  [[nodiscard]] constexpr bool scale_fits() const noexcept {
+    return which != kind::by_factor || detail::finite_as<T>(factor);
+  }
+  /// The same score: the same kind and, for dot_scaled_by, the same factor.
+  [[nodiscard]] friend constexpr bool operator==(const dot_product_score_choice& a,
+                                                 const dot_product_score_choice& b) noexcept {
+    return a.which == b.which && (a.which != kind::by_factor || a.factor == b.factor);
+  }
+};
+
 namespace detail {
 /// Work in column blocks of this many numbers so that the per-call buffers live on the stack.
 inline constexpr std::size_t score_block = 128;

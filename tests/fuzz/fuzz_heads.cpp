@@ -418,7 +418,8 @@ void run(reader& r) {
                                    .b_V = in.bV,
                                    .b_O = in.bO,
                                    .heads = heads,
-                                   .scale = broken == 5 ? std::optional<double>(std::numeric_limits<double>::quiet_NaN()) : in.scale};
+                                   .score = attn::dot_scaled_by{broken == 5 ? std::numeric_limits<double>::quiet_NaN() : in.scale.value_or(0)}};
+  if (broken != 5 && !in.scale) p.score = attn::scaled_dot;
   if (in.has_wo) p.W_O = CMV(in.WO.data(), h * dv, in.d_out);
   attn::options opt{.beta = in.beta, .if_all_masked = in.policy, .causal = in.causal};
   if (!keys_x.empty()) opt.mask = attn::mask_view(keys_x);
