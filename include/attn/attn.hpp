@@ -8,6 +8,7 @@
 #include "attn/allocator.hpp"  // IWYU pragma: export
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/backward.hpp"   // IWYU pragma: export
+#include "attn/block.hpp"      // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
 #include "attn/feed_forward.hpp"  // IWYU pragma: export

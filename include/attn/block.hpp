@@ -1,0 +1,291 @@
+#pragma once
+/// \file attn/block.hpp
+/// The transformer block (the unit's §9; NEXT_SECTIONS.md; docs/block.md), self-attention with h
+/// heads (attn/heads.hpp), the feed-forward layer (attn/feed_forward.hpp) and two norms
+/// (attn/norms.hpp) around residuals, in either arrangement:
+///
+///   post-LN (the paper, PyTorch's default):  H₁ = X + MHA(X),      X₁ = LN₁(H₁),
+///                                            H₂ = X₁ + FFN(X₁),    Y = LN₂(H₂);
+///   pre-LN:                                  A = LN₁(X),           H₁ = X + MHA(A),
+///                                            B = LN₂(H₁),          Y = H₁ + FFN(B).
+///
+/// Dropout is left out (a block for inference, lessons and exact gradients; a training loop
+/// that wants it applies it to the sub-layers' outputs). Masks, causal, β and a batch of B
+/// sentences stacked as B·T rows are self-attention's (options, batch). The backward gives ∂L/∂X
+/// and every parameter's gradient; the cache keeps every intermediate (reachable for lessons:
+/// the attention output, H₁, the first norm's output, the FFN's hidden layer before and after
+/// the activation, its output, each norm's μ and r) and allocates nothing after the first call
+/// of the same shapes.
+
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "attn/detail/fingerprint.hpp"
+#include "attn/error.hpp"
+#include "attn/feed_forward.hpp"
+#include "attn/heads.hpp"
+#include "attn/heads_backward.hpp"
+#include "attn/linear.hpp"
+#include "attn/matrix.hpp"
+#include "attn/norms.hpp"
+#include "attn/vector.hpp"
+
+namespace attn {
+
+/// Where the norms go: after each residual (post-LN) or before each sub-layer (pre-LN).
+enum class norm_placement { post, pre };
+
+/// A block's parameters, borrowed: self-attention's (W_O mapping back to d_model), the
+/// feed-forward layer's (W₂ mapping back to d_model), the two norms' (LayerNorm unless their
+/// kind says RMSNorm) and the arrangement.
+template <real T>
+struct block_parameters {
+  multi_head_parameters<T> attention{};  ///< W_Q, W_K, W_V, W_O, biases, heads, the score
+  feed_forward_parameters<T> ffn{};      ///< W₁, b₁, W₂, b₂, the activation
+  norm_parameters<T> norm_1{};           ///< the norm around attention
+  norm_parameters<T> norm_2{};           ///< the norm around the feed-forward layer
+  norm_placement placement = norm_placement::post;  ///< post-LN (PyTorch's default) or pre-LN
+};
+
+/// What the forward keeps and the backward reads, sized by the forward and reused.
+template <real T>
+struct block_cache {
+  multi_head_cache<T> attention;  ///< self-attention's own cache (its Q, K, V, maps' L, …)
+  feed_forward_cache<T> ffn;      ///< H⁻ and H of the feed-forward layer
+  Matrix<T> attention_out;        ///< MHA(·)
+  Matrix<T> residual_1;           ///< H₁ = X + MHA(·)
+  Matrix<T> normed_1;             ///< post: X₁ = LN₁(H₁); pre: A = LN₁(X)
+  Matrix<T> ffn_out;              ///< FFN(·)
+  Matrix<T> residual_2;           ///< post: H₂ = X₁ + FFN(X₁); pre: B = LN₂(H₁)
+  std::vector<T> mean_1, rstd_1, mean_2, rstd_2;  ///< each norm's μ and r per row
+  Matrix<T> grad_1, grad_2;       ///< the backward's working storage
+  std::uint64_t forward[2] = {};  ///< fingerprints of X and of the norms and arrangement; 0: none
+};
+
+/// Where transformer_block_backward writes: ∂L/∂X and every parameter's gradient (a view left
+/// empty is not computed; weights' gradients in their own layout), each overwritten or, with
+/// `accumulate`, added to.
+template <real T>
+struct block_gradients {
+  MatrixView<T> input{};                               ///< ∂L/∂X
+  StridedMatrixView<T> W_Q{}, W_K{}, W_V{}, W_O{};     ///< attention's weights
+  std::span<T> b_Q{}, b_K{}, b_V{}, b_O{};             ///< attention's biases
+  StridedMatrixView<T> W_1{}, W_2{};                   ///< the feed-forward layer's weights
+  std::span<T> b_1{}, b_2{};                           ///< its biases
+  std::span<T> gamma_1{}, beta_1{}, gamma_2{}, beta_2{};  ///< the norms'
+  bool accumulate = false;                             ///< add to what the views hold
+};
+
+namespace detail {
+
+template <class T>
+[[nodiscard]] std::uint64_t block_norms_fingerprint(const block_parameters<T>& p) noexcept {
+  fingerprint_state s;
+  for (const norm_parameters<T>* n : {&p.norm_1, &p.norm_2}) {
+    s.add(fingerprint(n->gamma.data(), 1, n->gamma.size(), n->gamma.size()));
+    s.add(fingerprint(n->beta.data(), 1, n->beta.size(), n->beta.size()));
+    s.add(number_bits(n->eps));
+    s.add(static_cast<std::uint64_t>(n->kind));
+  }
+  s.add(static_cast<std::uint64_t>(p.placement));
+  return s.value();
+}
+
+/// The checks of a block before anything is written: self-attention's and the feed-forward
+/// layer's shapes (both must map d_model back to d_model), the norms'.
+template <real T>
+void check_block(const char* where, MatrixView<const T> X, const block_parameters<T>& p,
+                 const options& opt, std::size_t batch) {
+  const std::size_t d = X.cols();
+  check_nonempty(where, "the width of X", d);
+  (void)check_heads<T>(where, X, X, p.attention, batch, opt);
+  if (p.attention.W_O.rows() == 0)
+    check_equal(where, "columns of the heads' concatenation", concat_columns(p.attention), "columns of X", d);
+  else
+    check_equal(where, "columns of W_O", p.attention.W_O.cols(), "columns of X", d);
+  check_feed_forward<T>(where, X, p.ffn);
+  check_equal(where, "columns of W_2", p.ffn.W_2.cols(), "columns of X", d);
+  check_norm(where, d, p.norm_1);
+  check_norm(where, d, p.norm_2);
+}
+
+}  // namespace detail
+
+/// Y = the block applied to X (B·T × d_model) into Y (X's shape); every intermediate into the
+/// cache. Errors (dimension_error, domain_error, overlap_error) name the buffer and both sizes,
+/// before anything is written.
+template <matrix_like Xm, mutable_matrix_like Ym>
+  requires std::same_as<matrix_scalar_of<Xm>, matrix_scalar_of<Ym>>
+void transformer_block(const Xm& X, const block_parameters<matrix_scalar_of<Xm>>& p, Ym&& Y,
+                       block_cache<matrix_scalar_of<Xm>>& cache, const options& opt = {},
+                       std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const char* where = "attn::transformer_block";
+  const auto xv = as_view(X);
+  const MatrixView<const T> x = xv;
+  const MatrixView<T> y = as_mutable_view(Y);
+  detail::check_block<T>(where, x, p, opt, batch);
+  detail::check_shape(where, "the output", y.rows(), y.cols(), x.rows(), x.cols());
+  if (detail::overlaps(detail::region_of(y), detail::region_of(x))) detail::throw_overlap(where, "the output", "X");
+  const std::size_t rows = x.rows(), d = x.cols();
+  cache.forward[0] = 0;  // (until this forward is whole: a throw below leaves no forward to match)
+  for (Matrix<T>* m : {&cache.attention_out, &cache.residual_1, &cache.normed_1, &cache.ffn_out, &cache.residual_2})
+    detail::ensure_shape(*m, rows, d);
+  for (std::vector<T>* v : {&cache.mean_1, &cache.rstd_1, &cache.mean_2, &cache.rstd_2}) v->resize(rows);
+  const auto add = [](MatrixView<const T> a, MatrixView<const T> b, MatrixView<T> out) {
+    for (std::size_t t = 0; t < a.rows(); ++t)
+      for (std::size_t i = 0; i < a.cols(); ++i) out(t, i) = a(t, i) + b(t, i);
+  };
+  const norm_statistics<T> stats_1{cache.mean_1, cache.rstd_1}, stats_2{cache.mean_2, cache.rstd_2};
+  if (p.placement == norm_placement::post) {
+    multi_head_attention(x, p.attention, multi_head_views<T>{.out = cache.attention_out.view()}, cache.attention,
+                         opt, batch);
+    add(x, cache.attention_out.view(), cache.residual_1.view());
+    norm(cache.residual_1, cache.normed_1, p.norm_1, stats_1);
+    feed_forward(cache.normed_1, p.ffn, cache.ffn_out, cache.ffn);
+    add(cache.normed_1.view(), cache.ffn_out.view(), cache.residual_2.view());
+    norm(cache.residual_2, y, p.norm_2, stats_2);
+  } else {
+    norm(x, cache.normed_1, p.norm_1, stats_1);
+    multi_head_attention(cache.normed_1, p.attention, multi_head_views<T>{.out = cache.attention_out.view()},
+                         cache.attention, opt, batch);
+    add(x, cache.attention_out.view(), cache.residual_1.view());
+    norm(cache.residual_1, cache.residual_2, p.norm_2, stats_2);
+    feed_forward(cache.residual_2, p.ffn, cache.ffn_out, cache.ffn);
+    add(cache.residual_1.view(), cache.ffn_out.view(), y);
+  }
+  cache.forward[0] = detail::fingerprint(x.data(), x.rows(), x.cols(), x.row_stride()) | 1u;
+  cache.forward[1] = detail::block_norms_fingerprint(p);
+  (void)d;
+}
+
+/// The backward of transformer_block from its cache: ∂L/∂X and every parameter's gradient that
+/// `g` asks for. forward_mismatch_error when X, a parameter or an option is not the forward's;
+/// dimension_error for dY or a gradient of another shape; all before anything is written.
+template <matrix_like Xm, matrix_like Gm>
+  requires std::same_as<matrix_scalar_of<Xm>, matrix_scalar_of<Gm>>
+void transformer_block_backward(const Xm& X, const block_parameters<matrix_scalar_of<Xm>>& p,
+                                block_cache<matrix_scalar_of<Xm>>& cache, const Gm& dY,
+                                const block_gradients<matrix_scalar_of<Xm>>& g, const options& opt = {},
+                                std::size_t batch = 1) {
+  using T = matrix_scalar_of<Xm>;
+  const char* where = "attn::transformer_block_backward";
+  const auto xv = as_view(X);
+  const auto gv = as_view(dY);
+  const MatrixView<const T> x = xv, dy = gv;
+  detail::check_block<T>(where, x, p, opt, batch);
+  const std::size_t rows = x.rows(), d = x.cols();
+  detail::check_shape(where, "dL/dY", dy.rows(), dy.cols(), rows, d);
+  if (g.input.rows() != 0) detail::check_shape(where, "dL/dX", g.input.rows(), g.input.cols(), rows, d);
+  const auto weight = [&](const char* what, StridedMatrixView<T> m, StridedMatrixView<const T> like) {
+    if (m.rows() == 0) return;
+    detail::check_shape(where, what, m.rows(), m.cols(), like.rows(), like.cols());
+    detail::check_layout(where, what, m, true);
+  };
+  const auto vec = [&](const char* what, std::span<T> v, std::size_t n) {
+    if (!v.empty()) detail::check_equal(where, what, v.size(), "its parameter's size", n);
+  };
+  const multi_head_parameters<T>& a = p.attention;
+  weight("dL/dW_Q", g.W_Q, a.W_Q);
+  weight("dL/dW_K", g.W_K, a.W_K);
+  weight("dL/dW_V", g.W_V, a.W_V);
+  weight("dL/dW_O", g.W_O, a.W_O);
+  weight("dL/dW_1", g.W_1, p.ffn.W_1);
+  weight("dL/dW_2", g.W_2, p.ffn.W_2);
+  vec("size of dL/db_Q", g.b_Q, a.W_Q.cols());
+  vec("size of dL/db_K", g.b_K, a.W_K.cols());
+  vec("size of dL/db_V", g.b_V, a.W_V.cols());
+  vec("size of dL/db_O", g.b_O, d);
+  vec("size of dL/db_1", g.b_1, p.ffn.W_1.cols());
+  vec("size of dL/db_2", g.b_2, d);
+  for (std::span<T> s : {g.gamma_1, g.gamma_2}) vec("size of dL/dgamma", s, d);
+  for (std::span<T> s : {g.beta_1, g.beta_2}) vec("size of dL/dbeta", s, d);
+  if (g.W_O.rows() != 0 && a.W_O.rows() == 0)
+    detail::raise<dimension_error>(std::string(where) + ": dL/dW_O is asked for but there is no W_O");
+  // the forward this cache holds must be this one: X, the norms; attention's and the FFN's own
+  // records (their inputs are the cache's own matrices)
+  if (cache.forward[0] == 0 || cache.residual_1.rows() != rows || cache.residual_1.cols() != d)
+    detail::raise<forward_mismatch_error>(std::string(where) +
+                                          ": the cache holds no forward of these shapes (call transformer_block first)");
+  const auto differs = [&](const char* what) {
+    detail::raise<forward_mismatch_error>(std::string(where) + ": " + what +
+                                          " is not the forward's (the backward must be given its forward's "
+                                          "inputs, parameters and options)");
+  };
+  if ((detail::fingerprint(x.data(), x.rows(), x.cols(), x.row_stride()) | 1u) != cache.forward[0]) differs("X");
+  if (detail::block_norms_fingerprint(p) != cache.forward[1]) differs("a norm's parameters or the arrangement");
+  const MatrixView<const T> attention_in = p.placement == norm_placement::post ? x : cache.normed_1.view();
+  detail::check_same_forward<T>(where, cache.attention.forward, attention_in, attention_in, a, opt, batch);
+  {
+    std::uint64_t now[6];
+    detail::feed_forward_record<T>(p.placement == norm_placement::post ? cache.normed_1.view() : cache.residual_2.view(),
+                                   p.ffn, now);
+    for (std::size_t i = 1; i < 6; ++i)
+      if (now[i] != cache.ffn.forward[i]) differs("the feed-forward layer's parameters");
+  }
+  detail::ensure_shape(cache.grad_1, rows, d);
+  detail::ensure_shape(cache.grad_2, rows, d);
+  const MatrixView<T> g1 = cache.grad_1.view(), g2 = cache.grad_2.view();
+  const auto add_into = [](MatrixView<T> to, MatrixView<const T> from) {
+    for (std::size_t t = 0; t < to.rows(); ++t)
+      for (std::size_t i = 0; i < to.cols(); ++i) to(t, i) += from(t, i);
+  };
+  const auto zero = [](MatrixView<T> m) {
+    for (std::size_t t = 0; t < m.rows(); ++t)
+      for (std::size_t i = 0; i < m.cols(); ++i) m(t, i) = T(0);
+  };
+  const bool acc = g.accumulate;
+  const feed_forward_gradients<T> ffn_g{.input = g1, .W_1 = g.W_1, .b_1 = g.b_1, .W_2 = g.W_2, .b_2 = g.b_2,
+                                        .accumulate = acc};
+  const auto attention_g = [&](MatrixView<T> input) {
+    return multi_head_gradients<T>{.inputs = input, .W_Q = g.W_Q, .W_K = g.W_K, .W_V = g.W_V, .W_O = g.W_O,
+                                   .b_Q = g.b_Q, .b_K = g.b_K, .b_V = g.b_V, .b_O = g.b_O, .accumulate = acc};
+  };
+  const saved_norm<T> saved_1{cache.mean_1, cache.rstd_1}, saved_2{cache.mean_2, cache.rstd_2};
+  // with accumulate, the sub-layers add their ∂L/∂(input) to the working storage: start it at 0
+  if (p.placement == norm_placement::post) {
+    // Y = LN₂(H₂): ∂L/∂H₂ into g2
+    if (acc) zero(g2);
+    norm_backward(cache.residual_2, p.norm_2, dy, norm_gradients<T>{g2, g.gamma_2, g.beta_2, acc}, saved_2);
+    // H₂ = X₁ + FFN(X₁): ∂L/∂X₁ = ∂L/∂H₂ + FFN's, in g1
+    if (acc) zero(g1);
+    feed_forward_backward(cache.normed_1, p.ffn, cache.ffn, g2, ffn_g);
+    add_into(g1, g2);
+    // X₁ = LN₁(H₁): ∂L/∂H₁ into g2
+    if (acc) zero(g2);
+    norm_backward(cache.residual_1, p.norm_1, g1, norm_gradients<T>{g2, g.gamma_1, g.beta_1, acc}, saved_1);
+    // H₁ = X + MHA(X): ∂L/∂X = ∂L/∂H₁ + MHA's
+    if (g.input.rows() != 0) {
+      multi_head_attention_backward(x, a, cache.attention, g2, attention_g(g.input), opt, batch);
+      add_into(g.input, g2);
+    } else {
+      multi_head_attention_backward(x, a, cache.attention, g2, attention_g({}), opt, batch);
+    }
+  } else {
+    // Y = H₁ + FFN(B): ∂L/∂B into g1
+    if (acc) zero(g1);
+    feed_forward_backward(cache.residual_2, p.ffn, cache.ffn, dy, ffn_g);
+    // B = LN₂(H₁): ∂L/∂H₁ = dY + LN₂'s, in g2
+    if (acc) zero(g2);
+    norm_backward(cache.residual_1, p.norm_2, g1, norm_gradients<T>{g2, g.gamma_2, g.beta_2, acc}, saved_2);
+    add_into(g2, dy);
+    // H₁ = X + MHA(A): ∂L/∂A into g1
+    if (acc) zero(g1);
+    multi_head_attention_backward(cache.normed_1, a, cache.attention, g2, attention_g(g1), opt, batch);
+    // A = LN₁(X): ∂L/∂X = ∂L/∂H₁ + LN₁'s
+    if (g.input.rows() != 0) {
+      norm_backward(x, p.norm_1, g1, norm_gradients<T>{g.input, g.gamma_1, g.beta_1, acc}, saved_1);
+      add_into(g.input, g2);
+    } else {
+      norm_backward(x, p.norm_1, g1, norm_gradients<T>{{}, g.gamma_1, g.beta_1, acc}, saved_1);
+    }
+  }
+}
+
+}  // namespace attn
