@@ -19,6 +19,7 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -231,6 +232,15 @@ void transformer_block_backward(const Xm& X, const block_parameters<matrix_scala
   }
   detail::ensure_shape(cache.grad_1, rows, d);
   detail::ensure_shape(cache.grad_2, rows, d);
+  detail::ensure_shape(cache.ffn.grad_hidden, rows, p.ffn.W_1.cols());
+  detail::ensure_shape(cache.attention.grad_queries, rows, a.W_Q.cols());
+  detail::ensure_shape(cache.attention.grad_keys, rows, a.W_K.cols());
+  detail::ensure_shape(cache.attention.grad_values, rows, a.W_V.cols());
+  detail::ensure_shape(cache.attention.grad_heads_out, rows, detail::concat_columns(a));
+  {
+    const std::size_t dm = std::max({rows, d, p.ffn.W_1.cols(), a.W_Q.cols(), a.W_V.cols()});
+    detail::gemm_reserve<T>(dm, dm, dm);  // every product's panels before the first write
+  }
   const MatrixView<T> g1 = cache.grad_1.view(), g2 = cache.grad_2.view();
   const auto add_into = [](MatrixView<T> to, MatrixView<const T> from) {
     for (std::size_t t = 0; t < to.rows(); ++t)

@@ -16,6 +16,7 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -118,6 +119,8 @@ void feed_forward(const Xm& X, const feed_forward_parameters<matrix_scalar_of<Xm
     if (detail::overlaps(yr, ins[i])) detail::throw_overlap(where, "the output", names[i]);
   detail::ensure_shape(cache.pre, x.rows(), p.W_1.cols());
   detail::ensure_shape(cache.hidden, x.rows(), p.W_1.cols());
+  const std::size_t d = std::max({x.rows(), x.cols(), p.W_1.cols(), p.W_2.cols()});
+  detail::gemm_reserve<T>(d, d, d);
   detail::project_into<T>(x, p.W_1, p.b_1, cache.pre.view());
   activate(p.act, cache.pre, cache.hidden);
   detail::project_into<T>(cache.hidden.view(), p.W_2, p.b_2, y);
@@ -191,6 +194,8 @@ void feed_forward_backward(const Xm& X, const feed_forward_parameters<matrix_sca
                                             " is not the forward's (the backward must be given its forward's "
                                             "inputs and parameters)");
   detail::ensure_shape(cache.grad_hidden, rows, d_ff);
+  const std::size_t d = std::max({rows, x.cols(), d_ff, d_out});
+  detail::gemm_reserve<T>(d, d, d);  // (the products allocate nothing once gradients are written)
   // ∂L/∂W₂, ∂L/∂b₂ and ∂L/∂H = dY W₂ᵀ
   detail::projection_backward<T>(cache.hidden.view(), p.W_2, dy, g.W_2, g.b_2, cache.grad_hidden.view(),
                                  g.accumulate, false);

@@ -15,6 +15,7 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <concepts>
@@ -128,6 +129,15 @@ template <class T>
 [[nodiscard]] constexpr MatrixView<T> block_of(MatrixView<T> m, std::size_t r0, std::size_t rows,
                                                std::size_t c0, std::size_t cols) noexcept {
   return MatrixView<T>(m.data() + r0 * m.row_stride() + c0, rows, cols, m.row_stride());
+}
+
+/// Grows this thread's product panels (detail/gemm.hpp) for every projection of a call of these
+/// sizes, forward or backward, before anything is written.
+template <real T>
+void reserve_head_products(const head_sizes& s) {
+  const std::size_t d = std::max({s.rows, s.kv_rows, s.d_model, s.d_kv, s.heads * s.dk, s.heads * s.dv,
+                                  s.d_out});
+  gemm_reserve<T>(d, d, d);
 }
 
 /// Checks every shape of one call (dimension_error naming the buffer), β and the scale (finite
@@ -447,6 +457,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   ensure_shape(cache.values, s.kv_rows, s.kv_heads * s.dv);
   ensure_shape(cache.heads_out, s.rows, s.heads * s.dv);
   ensure_shape(cache.logsumexp, s.heads * s.batch, s.tq);
+  if (threads <= 1) reserve_head_products<T>(s);
   cache.forward = record_of<T>(X, X_kv, p, opt, batch);
   if (threads <= 1) {
     project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());

@@ -318,6 +318,7 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
        {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
     outputs.add("the cache", region_of(m->view()));
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
+  if (threads <= 1) reserve_head_products<T>(s);
   // under throw_error every head of every sentence is checked before anything is written (a
   // head's backward checks only its own, after ∂L/∂W_O and the heads before it were done); the
   // heads' backward then meets no row to throw for, and the zeros policy gives the same numbers

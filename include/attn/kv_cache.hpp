@@ -221,6 +221,7 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
   Matrix<T>& Z = kv_access<T>::heads_out(cache);
   ensure_shape(Q, X.rows(), s.heads * s.dk);
   ensure_shape(Z, X.rows(), s.heads * s.dv);
+  reserve_head_products<T>(s);
   // nothing can fail from here: append the new rows' keys and values, then attend
   std::vector<std::size_t>& lengths = kv_access<T>::lengths(cache);
   const std::size_t cap = cache.capacity();

@@ -11,6 +11,7 @@
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <span>
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "attn/attention.hpp"
+#include "attn/detail/gemm.hpp"
 #include "attn/detail/overlap.hpp"
 #include "attn/detail/products.hpp"
 #include "attn/error.hpp"
@@ -121,6 +123,7 @@ void linear(const Xm& X, const linear_parameters<matrix_scalar_of<Xm>>& p, Ym&& 
   const MatrixView<const T> x = xv;
   const MatrixView<T> y = as_mutable_view(Y);
   detail::check_linear<T>("attn::linear", x, p, y);
+  detail::gemm_reserve<T>(std::max(x.rows(), x.cols()), std::max(x.rows(), p.W.cols()), x.cols());
   detail::project_into<T>(x, p.W, p.b, y, accumulate);
 }
 
@@ -173,6 +176,8 @@ void linear_backward(const Xm& X, const linear_parameters<matrix_scalar_of<Xm>>&
         if (overlaps(outs[o], ins[i])) detail::throw_overlap(where, names[o], in_names[i]);
     }
   }
+  const std::size_t d = std::max({x.rows(), x.cols(), p.W.cols()});
+  detail::gemm_reserve<T>(d, d, d);  // (∂L/∂W is written before ∂L/∂X's product runs)
   detail::projection_backward<T>(x, p.W, dy, g.W, g.b, g.input, g.accumulate, g.accumulate);
 }
 

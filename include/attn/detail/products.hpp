@@ -8,13 +8,17 @@
 ///   C = Aᵀ B   C_i = Σ_t A_ti B_t          (A's column i gathered, then add_weighted_rows)
 ///
 /// each written over C or added to it; and the same on a weight stored either way
-/// (stored_matrix: its rows, or its columns as rows, PyTorch's out × in). Kernel layer: raw rows
-/// and strides (tile_matrix).
+/// (stored_matrix: its rows, or its columns as rows, PyTorch's out × in), which the projections
+/// use: those run on the packed product of detail/gemm.hpp (the row kernels stay for constant
+/// evaluation and for ∂L/∂W = Xᵀ dP when X holds NaN or inf). Kernel layer: raw rows and strides
+/// (tile_matrix).
 
 #include "attn/detail/config.hpp"
 
 #include <cstddef>
+#include <type_traits>
 
+#include "attn/detail/gemm.hpp"
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
 #include "attn/detail/tile.hpp"
@@ -141,31 +145,68 @@ struct stored_matrix {
   bool transposed = false;
 };
 
-/// C = A W, or C += A W: multiply, or on a transposed W's rows multiply_transposed.
+/// A tile as the product reads it.
+template <class T>
+[[nodiscard]] constexpr gemm_matrix<T> gemm_of(const tile_matrix<T>& m) noexcept {
+  return {m.data, m.stride, 1};
+}
+/// A stored weight as the product reads W itself: its rows, or its columns.
+template <class T>
+[[nodiscard]] constexpr gemm_matrix<T> gemm_of(const stored_matrix<T>& W) noexcept {
+  return W.transposed ? gemm_matrix<T>{W.stored.data, 1, W.stored.stride} : gemm_of(W.stored);
+}
+
+/// Whether rows × cols numbers from data (rows `stride` apart) are all finite.
+template <class T>
+[[nodiscard]] constexpr bool tile_finite(const tile_matrix<const T>& m) noexcept {
+  for (std::size_t t = 0; t < m.rows; ++t)
+    for (std::size_t i = 0; i < m.cols; ++i)
+      if (!(m.row(t)[i] - m.row(t)[i] == T(0))) return false;
+  return true;
+}
+
+// The products on a stored weight run on gemm (detail/gemm.hpp) at run time; in constant
+// evaluation (attn's fixed-size forms) on the row kernels above.
+
+/// C = A W, or C += A W.
 template <class T>
 constexpr void multiply(const tile_matrix<const T>& A, const stored_matrix<const T>& W,
-                        const tile_matrix<T>& C, bool accumulate) noexcept {
+                        const tile_matrix<T>& C, bool accumulate) {
+  if (!std::is_constant_evaluated()) {
+    gemm<T>(A.rows, C.cols, A.cols, gemm_of(A), gemm_of(W), gemm_of(C), accumulate);
+    return;
+  }
   if (W.transposed)
     multiply_transposed(A, W.stored, C, accumulate);
   else
     multiply(A, W.stored, C, accumulate);
 }
 
-/// C = A Wᵀ, or C += A Wᵀ: multiply_transposed, or on a transposed W's rows multiply.
+/// C = A Wᵀ, or C += A Wᵀ.
 template <class T>
 constexpr void multiply_transposed(const tile_matrix<const T>& A, const stored_matrix<const T>& W,
-                                   const tile_matrix<T>& C, bool accumulate) noexcept {
+                                   const tile_matrix<T>& C, bool accumulate) {
+  if (!std::is_constant_evaluated()) {
+    gemm<T>(A.rows, C.cols, A.cols, gemm_of(A), gemm_of(W).transposed(), gemm_of(C), accumulate);
+    return;
+  }
   if (W.transposed)
     multiply(A, W.stored, C, accumulate);
   else
     multiply_transposed(A, W.stored, C, accumulate);
 }
 
-/// C = Aᵀ B, or C += Aᵀ B, written in C's layout (∂L/∂W = Xᵀ dP in the layout of its W).
+/// C = Aᵀ B, or C += Aᵀ B, written in C's layout (∂L/∂W = Xᵀ dP in the layout of its W). On gemm
+/// when A is all finite; an A that holds NaN or inf (a padded row of X) takes the row kernels,
+/// which leave out each term whose B entry is 0 (gemm would form 0·NaN).
 template <class T>
 constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
                                          const tile_matrix<const T>& B,
-                                         const stored_matrix<T>& C, bool accumulate) noexcept {
+                                         const stored_matrix<T>& C, bool accumulate) {
+  if (!std::is_constant_evaluated() && tile_finite(A)) {
+    gemm<T>(A.cols, B.cols, A.rows, gemm_of(A).transposed(), gemm_of(B), gemm_of(C), accumulate);
+    return;
+  }
   if (C.transposed)
     multiply_first_transposed_into_columns(A, B, C.stored, accumulate);
   else
