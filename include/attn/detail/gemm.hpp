@@ -32,6 +32,11 @@
 #include "attn/detail/simd.hpp"
 #include "attn/detail/threads.hpp"
 
+#if defined(ATTN_USE_CBLAS)
+#include <type_traits>
+#include <cblas.h>  // the CBLAS the program links (define ATTN_USE_CBLAS only with one)
+#endif
+
 namespace attn::detail {
 
 /// A matrix as the product reads it: element (i, j) at data[i·rs + j·cs].
@@ -257,12 +262,68 @@ void gemm_columns(std::size_t m, std::size_t k, gemm_matrix<const T> A, gemm_mat
   }
 }
 
+#if defined(ATTN_USE_CBLAS)
+/// ATTN_USE_CBLAS: the products of float and double go to the CBLAS the program links (OpenBLAS,
+/// MKL, BLIS), as Eigen's EIGEN_USE_BLAS does; long double, and operands neither of whose strides
+/// is 1, stay on attn's kernel. The sums are then in the BLAS's order: the bit-for-bit promises
+/// of the file comment (a row alone, threads) are the BLAS's to keep, not attn's.
+inline constexpr bool gemm_uses_cblas = true;
+
+/// An operand of rows × cols as CBLAS takes it, row-major: itself (NoTrans, its rows `ld`
+/// apart) or its transpose (Trans, its columns `ld` apart); false when it is neither. (A stride
+/// of a dimension of size 1 is never read, so it need not meet CBLAS's ld ≥ that size.)
+template <class T>
+[[nodiscard]] inline bool cblas_operand(gemm_matrix<const T> M, std::size_t rows, std::size_t cols,
+                                        CBLAS_TRANSPOSE& t, int& ld) noexcept {
+  if (M.cs == 1 && (rows == 1 || M.rs >= cols)) {
+    t = CblasNoTrans;
+    ld = static_cast<int>(rows == 1 ? std::max<std::size_t>(cols, 1) : M.rs);
+    return true;
+  }
+  if (M.rs == 1 && (cols == 1 || M.cs >= rows)) {
+    t = CblasTrans;
+    ld = static_cast<int>(cols == 1 ? std::max<std::size_t>(rows, 1) : M.cs);
+    return true;
+  }
+  return false;
+}
+
+/// C = A·B (+ C) on the CBLAS, C row-major; false when it cannot take these operands.
+template <class T>
+bool cblas_gemm(std::size_t m, std::size_t n, std::size_t k, gemm_matrix<const T> A, gemm_matrix<const T> B,
+                T* C, std::size_t crs, bool accumulate) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    CBLAS_TRANSPOSE ta, tb;
+    int lda, ldb;
+    if (m == 0 || n == 0 || k == 0 || !cblas_operand(A, m, k, ta, lda) || !cblas_operand(B, k, n, tb, ldb))
+      return false;
+    const int M = static_cast<int>(m), N = static_cast<int>(n), K = static_cast<int>(k);
+    const int ldc = static_cast<int>(m == 1 ? n : std::max<std::size_t>(crs, n));
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A.data, lda, B.data, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A.data, lda, B.data, ldb, accumulate ? 1.0 : 0.0, C, ldc);
+    return true;
+  } else {
+    return false;
+  }
+}
+#else
+/// Whether the products go to a CBLAS (ATTN_USE_CBLAS: see there).
+inline constexpr bool gemm_uses_cblas = false;
+#endif
+
 /// C = A·B or C += A·B: A (m × k), B (k × n), C (m × n) at c with strides (crs, ccs), one of
 /// which is 1 (row-major or column-major C; a column-major C is computed as Cᵀ = Bᵀ Aᵀ, the same
 /// sums). Deterministic (the file comment).
 template <class T>
 void gemm(std::size_t m, std::size_t n, std::size_t k, gemm_matrix<const T> A, gemm_matrix<const T> B,
           gemm_matrix<T> C, bool accumulate) {
+#if defined(ATTN_USE_CBLAS)
+  if (C.cs == 1 ? cblas_gemm<T>(m, n, k, A, B, C.data, C.rs, accumulate)
+                : cblas_gemm<T>(n, m, k, B.transposed(), A.transposed(), C.data, C.cs, accumulate))
+    return;
+#endif
   if (C.cs == 1)
     gemm_columns<T>(m, k, A, B, C.data, C.rs, accumulate, 0, n);
   else
@@ -279,6 +340,9 @@ void gemm(std::size_t m, std::size_t n, std::size_t k, gemm_matrix<const T> A, g
     gemm<T>(n, m, k, B.transposed(), A.transposed(), C.transposed(), accumulate, threads);
     return;
   }
+#if defined(ATTN_USE_CBLAS)
+  if (cblas_gemm<T>(m, n, k, A, B, C.data, C.rs, accumulate)) return;  // (the BLAS's own threads)
+#endif
   using G = gemm_blocking<T>;
   const std::size_t slivers = (n + G::NR - 1) / G::NR;
   const std::size_t pieces = std::min(usable_threads(threads), slivers);
