@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <limits>
 #include <random>
 #include <span>
@@ -43,6 +44,7 @@ struct case_data {
   std::vector<char> keys;
   bool causal;
   std::size_t kvh = 0;  // key/value heads (grouped-query attention), 0: h
+  std::optional<attn::rotary> positions{};  // RoPE between the projections and the scores
 
   std::size_t kv() const { return kvh != 0 ? kvh : h; }
   bool columns = false;  // the weights, and their gradients, in PyTorch's layout (out × in)
@@ -61,7 +63,8 @@ struct case_data {
             .b_V = bV,
             .b_O = bO,
             .heads = h,
-            .kv_heads = kvh};
+            .kv_heads = kvh,
+            .positions = positions};
   }
   attn::options opts() const { return {.beta = 0.8, .mask = keys, .causal = causal}; }
   attn::MatrixView<const T> x() const { return {X.data(), B * tq, dm}; }
@@ -161,6 +164,74 @@ TEMPLATE_TEST_CASE("multi_head_attention_backward agrees with finite differences
       auto c = make_case<TestType>(h, k & 1, k >> 1, rng);
       check_case(c);
     }
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention with rotary positions: the heads of rotated Q and K, and every "
+                   "gradient against finite differences", "[heads][derivatives][rope]", float, double, long double) {
+  // The forward with positions = RoPE applied by hand to the projections, then each head's
+  // attention (bit for bit: the same functions in the same order); the backward (the inverse turn
+  // on ∂L/∂Q and ∂L/∂K) against central differences, both pair forms, self and cross, GQA, causal.
+  using T = TestType;
+  std::mt19937_64 rng(1212);
+  for (const auto form : {attn::rotary_form::interleaved, attn::rotary_form::half_split})
+    for (int k = 0; k < 4; ++k) {
+      const bool self = (k & 1) != 0;
+      INFO((form == attn::rotary_form::interleaved ? "interleaved" : "half-split") << ", self " << self << ", GQA "
+                                                                                   << (k >> 1));
+      auto c = k >> 1 ? make_gqa_case<T>(4, 2, self, true, rng) : make_case<T>(2, self, true, rng);
+      c.positions = attn::rotary{.form = form, .base = 100};
+      check_case(c);
+      // the forward by hand: project, turn Q and K, attend each head, W_O
+      attn::multi_head_cache<T> cache;
+      std::vector<T> y(c.B * c.tq * c.dout);
+      attn::multi_head_attention(c.x(), c.xkv(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache, c.opts(), c.B);
+      auto plain = c;
+      plain.positions.reset();
+      attn::multi_head_cache<T> pc;
+      std::vector<T> y2(y.size());
+      attn::multi_head_attention(plain.x(), plain.xkv(), plain.params(), {.out = {y2.data(), c.B * c.tq, c.dout}}, pc,
+                                 plain.opts(), c.B);
+      attn::Matrix<T> Q = pc.queries, K = pc.keys;  // the plain forward's projections, turned here
+      const std::size_t q_offset = c.n > c.tq ? c.n - c.tq : 0;
+      attn::apply_rotary(Q, c.h, q_offset, c.B, *c.positions);
+      attn::apply_rotary(K, c.kv(), 0, c.B, *c.positions);
+      std::size_t differ = 0;
+      for (std::size_t q = 0; q < Q.size(); ++q) differ += Q.data()[q] == cache.queries.data()[q] ? 0 : 1;
+      for (std::size_t q = 0; q < K.size(); ++q) differ += K.data()[q] == cache.keys.data()[q] ? 0 : 1;
+      CHECK(differ == 0);
+    }
+  // refused where it cannot be: an odd head size; jacobian_input (its formula has no rotation)
+  auto odd = make_case<double>(1, true, false, rng);
+  odd.positions = attn::rotary{};
+  odd.dk = 3;
+  odd.WQ.assign(odd.dm * 3, 0.1);
+  odd.WK.assign(odd.dkv * 3, 0.1);
+  odd.bQ.assign(3, 0.0);
+  odd.bK.assign(3, 0.0);
+  std::vector<double> y(odd.tq * odd.dout, 4.0);
+  attn::multi_head_cache<double> cache;
+  REQUIRE_THROWS_MATCHES(attn::multi_head_attention(odd.x(), odd.params(), {.out = {y.data(), odd.tq, odd.dout}}, cache),
+                         attn::dimension_error,
+                         Catch::Matchers::Message("attn::multi_head_attention: a head's query and key size, for rotary "
+                                                  "positions, is 3 but must be even (sines and cosines come in pairs)"));
+  for (const double v : y) CHECK(v == 4.0);
+  auto even = make_case<double>(2, true, false, rng);
+  even.positions = attn::rotary{};
+  attn::Matrix<double> J(even.dout, even.dm);
+  REQUIRE_THROWS_AS(attn::jacobian_input(even.x(), even.params(), 0, 1, J), attn::domain_error);
+  // a backward with other positions than its forward's is refused
+  auto fw = make_case<double>(2, true, false, rng);
+  fw.positions = attn::rotary{};
+  attn::multi_head_cache<double> fc;
+  std::vector<double> fy(fw.tq * fw.dout);
+  attn::multi_head_attention(fw.x(), fw.params(), {.out = {fy.data(), fw.tq, fw.dout}}, fc, fw.opts());
+  auto other = fw;
+  other.positions = attn::rotary{.form = attn::rotary_form::half_split};
+  std::vector<double> dWQ(fw.WQ.size());
+  REQUIRE_THROWS_AS(attn::multi_head_attention_backward(fw.x(), other.params(), fc,
+                                                        attn::MatrixView<const double>(fw.dY.data(), fw.tq, fw.dout),
+                                                        {.W_Q = {dWQ.data(), fw.dm, fw.h * fw.dk}}, fw.opts()),
+                    attn::forward_mismatch_error);
 }
 
 TEST_CASE("multi_head_attention_backward: accumulate adds, left-out gradients stay out, the cache is checked",

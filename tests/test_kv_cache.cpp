@@ -5,6 +5,7 @@
 // anything is written.
 #include <cstddef>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "attn/attn.hpp"
@@ -96,6 +97,40 @@ TEMPLATE_TEST_CASE("multi_head_attention_cached: each step's rows are the whole 
       for (std::size_t r = 0; r < total[b]; ++r)
         for (std::size_t c = 0; c < kvh * w.dk; ++c) REQUIRE(cache.keys(b)(r, c) == whole.cache.keys(r, c));
     }
+  }
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention_cached with rotary positions: each step's rows are the whole "
+                   "sequence's", "[kv_cache][heads][rope]", float, double) {
+  // RoPE turns a new row at its place in its sequence (the cache's length, then one more per row),
+  // the whole causal forward turns row t at t: the same angles, the same numbers
+  using T = TestType;
+  std::mt19937_64 rng(4343);
+  const std::size_t dm = 6, h = 2, kvh = 1, dk = 4, dv = 2, d_out = 3;
+  const Matrix<T> WQ = random_matrix<T>(dm, h * dk, rng), WK = random_matrix<T>(dm, kvh * dk, rng),
+                  WV = random_matrix<T>(dm, kvh * dv, rng), WO = random_matrix<T>(h * dv, d_out, rng);
+  for (const auto form : {attn::rotary_form::interleaved, attn::rotary_form::half_split}) {
+    const attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO, .heads = h, .kv_heads = kvh,
+                                           .positions = attn::rotary{.form = form}};
+    const std::size_t total = 9;
+    const Matrix<T> X = random_matrix<T>(total, dm, rng);
+    attn::kv_cache<T> cache(1, 16, kvh, dk, dv);
+    Matrix<T> got(total, d_out);
+    for (const auto& [r0, count] : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 1}, {5, 3}, {8, 1}}) {
+      Matrix<T> Y(count, d_out);
+      attn::multi_head_attention_cached(rows_of(X, r0, count), p, cache, Y.view());
+      for (std::size_t r = 0; r < count; ++r)
+        for (std::size_t c = 0; c < d_out; ++c) got(r0 + r, c) = Y(r, c);
+    }
+    const auto whole = attn::multi_head_attention(X, p, {.causal = true});
+    for (std::size_t i = 0; i < whole.out.size(); ++i) CHECK(got.data()[i] == whole.out.data()[i]);
+    // and without the positions the numbers differ (the positions did something)
+    attn::multi_head_parameters<T> plain = p;
+    plain.positions.reset();
+    const auto unturned = attn::multi_head_attention(X, plain, {.causal = true});
+    std::size_t same = 0;
+    for (std::size_t i = d_out; i < whole.out.size(); ++i) same += whole.out.data()[i] == unturned.out.data()[i] ? 1 : 0;
+    CHECK(same < whole.out.size() / 2);
   }
 }
 

@@ -35,6 +35,7 @@
 #include "attn/linear.hpp"
 #include "attn/mask.hpp"
 #include "attn/matrix.hpp"
+#include "attn/positions.hpp"
 #include "attn/score.hpp"
 #include "attn/softmax.hpp"
 #include "attn/vector.hpp"
@@ -65,6 +66,10 @@ struct multi_head_parameters {
   /// dot (1) or dot_scaled_by{s} (PyTorch's scale=; s finite as a T, 1e39 is not for float,
   /// else domain_error "<where>: the scale of attn::dot_scaled_by must be finite").
   dot_product_score_choice score{};
+  /// RoPE on each head's queries and keys between the projections and the scores (attn/positions.hpp;
+  /// d_k even): query row t of a sentence at position t + n − T (T = n: t), key row j at j. None:
+  /// no positions here (add them to X, or give ALiBi as a bias).
+  std::optional<rotary> positions{};
 };
 
 /// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
@@ -78,6 +83,9 @@ struct multi_head_record {
   bool causal = false;    ///< options::causal
   all_masked_policy policy = all_masked_policy::zeros;  ///< options::if_all_masked
   dot_product_score_choice score{};  ///< multi_head_parameters::score
+  bool rotary = false;                ///< multi_head_parameters::positions given
+  rotary_form rotary_pairs = rotary_form::interleaved;  ///< its form
+  double rotary_base = 0;             ///< its base
   std::uint64_t key_mask = 0, row_mask = 0;  ///< fingerprints of the masks' entries (and shapes)
   std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
 };
@@ -217,7 +225,21 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
   }
   check_beta<T>(where, opt);
   p.score.template check_scale<T>(where);  // on the bits: also under -ffast-math
+  if (p.positions) {
+    if (s.dk % 2 != 0) throw_odd_width(where, "a head's query and key size, for rotary positions,", s.dk);
+    check_base(where, p.positions->base);
+  }
   return s;
+}
+
+/// RoPE on the projected queries (h heads, query row t of a sentence at t + n − T) and keys (h_kv
+/// heads, key row j at j), or its inverse on their gradients; nothing without positions.
+template <real T>
+void rotate_heads(const char* where, const multi_head_parameters<T>& p, const head_sizes& s, MatrixView<T> Q,
+                  MatrixView<T> K, bool inverse) {
+  if (!p.positions) return;
+  rotate_pairs<T>(where, Q, s.heads, s.n > s.tq ? s.n - s.tq : 0, s.batch, *p.positions, inverse);
+  rotate_pairs<T>(where, K, s.kv_heads, 0, s.batch, *p.positions, inverse);
 }
 
 /// The columns of the heads' outputs side by side, h·d_v (h·d_v = W_V's columns · h / h_kv);
@@ -412,6 +434,11 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
   r.causal = opt.causal;
   r.policy = opt.if_all_masked;
   r.score = p.score;
+  r.rotary = p.positions.has_value();
+  if (p.positions) {
+    r.rotary_pairs = p.positions->form;
+    r.rotary_base = p.positions->base;
+  }
   r.key_mask = fingerprint_bytes(opt.mask.bytes(), 1, opt.mask.size(), opt.mask.size());
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
@@ -461,6 +488,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   cache.forward = record_of<T>(X, X_kv, p, opt, batch);
   if (threads <= 1) {
     project<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view());
+    rotate_heads<T>(where, p, s, cache.queries.view(), cache.keys.view(), false);
     with_head_score(p, [&](const auto& score) {
       attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
                       cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores, s,
@@ -471,6 +499,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   }
   project_on_threads<T>(X, X_kv, p, cache.queries.view(), cache.keys.view(), cache.values.view(),
                         threads);
+  rotate_heads<T>(where, p, s, cache.queries.view(), cache.keys.view(), false);
   with_head_score(p, [&](const auto& score) {
     attend_heads_on_threads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
                                cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores,

@@ -155,6 +155,7 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
     for (std::size_t unit = 0; unit < s.kv_heads * s.batch; ++unit)
       heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
   });
+  rotate_heads<T>(where, p, s, dQ, dK, true);  // RoPE's backward: the inverse turn
   // the output projection's gradients
   if (p.W_O.rows() != 0 && g.W_O.rows() != 0)
     multiply_first_transposed(tile_of_const(Z), tile_of_const(dY), stored_of(g.W_O), g.accumulate);
@@ -205,6 +206,7 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
       heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
     });
   });
+  rotate_heads<T>(where, p, s, dQ, dK, true);  // RoPE's backward: the inverse turn
   const MatrixView<const T> cdQ = dQ, cdK = dK, cdV = dV;
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
   const bool acc = g.accumulate;
@@ -268,6 +270,8 @@ void check_same_forward(const char* where, const multi_head_record& forward, Mat
     differs("the all-masked policy is not the forward's");
   if (now.score != forward.score)
     differs("the scale is not the forward's");
+  if (now.rotary != forward.rotary || now.rotary_pairs != forward.rotary_pairs || now.rotary_base != forward.rotary_base)
+    differs("the rotary positions are not the forward's");
   static constexpr const char* names[10] = {"X", "X_kv", "W_Q", "W_K", "W_V",
                                             "W_O", "b_Q", "b_K", "b_V", "b_O"};
   for (std::size_t i = 0; i < 10; ++i)
@@ -409,6 +413,10 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
   const MatrixView<const T> x = x_held;
   const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
+  if (params.positions)
+    attn::detail::raise<domain_error>(std::string(where) +
+                                      ": rotary positions are not in its formula (give the rotated Q and K "
+                                      "to the one-head Jacobians instead)");
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
   detail::named_regions<T, 10> inputs;

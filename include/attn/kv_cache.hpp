@@ -229,8 +229,13 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
   for (std::size_t k = 0; k < seq.count; ++k) {
     const std::size_t b = seq.first + k;
     const MatrixView<const T> x = block_of(X, k * t, t, 0, X.cols());
-    project_into<T>(x, p.W_K, p.b_K, block_of(kv_access<T>::keys(cache).view(), b * cap + lengths[b], t, 0, s.kv_heads * s.dk));
+    const MatrixView<T> keys = block_of(kv_access<T>::keys(cache).view(), b * cap + lengths[b], t, 0, s.kv_heads * s.dk);
+    project_into<T>(x, p.W_K, p.b_K, keys);
     project_into<T>(x, p.W_V, p.b_V, block_of(kv_access<T>::values(cache).view(), b * cap + lengths[b], t, 0, s.kv_heads * s.dv));
+    if (p.positions) {  // the new rows sit at positions length … length + t − 1 of their sequence
+      rotate_pairs<T>(where, block_of(Q.view(), k * t, t, 0, Q.cols()), s.heads, lengths[b], 1, *p.positions, false);
+      rotate_pairs<T>(where, keys, s.kv_heads, lengths[b], 1, *p.positions, false);
+    }
   }
   with_head_score(p, [&](const auto& score) {
     cached_heads<T>(where, cache, seq, t, Q.view(), s.heads, score, Z.view(), opt);
