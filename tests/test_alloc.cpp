@@ -337,6 +337,34 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
         }) == 0);
 }
 
+TEST_CASE("The block, the feed-forward layer and the norms allocate nothing once their caches have the shapes",
+          "[alloc][block]") {
+  const std::size_t T = 48, dm = 32, h = 4, dff = 64;
+  attn::Matrix<float> X(T, dm, 0.1f), WQ(dm, dm, 0.05f), WK(dm, dm, 0.04f), WV(dm, dm, 0.03f), WO(dm, dm, 0.02f),
+      W1(dm, dff, 0.01f), W2(dff, dm, 0.02f), Y(T, dm), dY(T, dm, 1.0f), dX(T, dm), dWQ(dm, dm), dW1(dm, dff);
+  for (std::size_t i = 0; i < X.size(); ++i) X.data()[i] = static_cast<float>(i % 11) * 0.1f;
+  std::vector<float> g1(dm, 1.0f), b1(dm, 0.0f), dg1(dm), db1(dm);
+  attn::block_parameters<float> p;
+  p.attention = {.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = WO.view(), .heads = h,
+                 .positions = attn::rotary{}};
+  p.ffn = {.W_1 = W1.view(), .W_2 = W2.view(), .act = attn::activation::gelu};
+  p.norm_1 = {.gamma = g1, .beta = b1};
+  const attn::block_gradients<float> g{.input = dX.view(), .W_Q = dWQ.view(), .W_1 = dW1.view(), .gamma_1 = dg1,
+                                       .beta_1 = db1};
+  for (const auto placement : {attn::norm_placement::post, attn::norm_placement::pre}) {
+    p.placement = placement;
+    attn::block_cache<float> cache;
+    attn::transformer_block(X, p, Y, cache, {.causal = true});  // (sizes the cache)
+    attn::transformer_block_backward(X, p, cache, dY, g, {.causal = true});
+    CHECK(count_allocations([&] { attn::transformer_block(X, p, Y, cache, {.causal = true}); }) == 0);
+    CHECK(count_allocations([&] { attn::transformer_block_backward(X, p, cache, dY, g, {.causal = true}); }) == 0);
+  }
+  std::vector<float> mean(T), rstd(T);
+  CHECK(count_allocations([&] { attn::layer_norm(X, Y, {}, {mean, rstd}); }) == 0);
+  CHECK(count_allocations([&] { attn::activate(attn::activation::gelu_tanh, X, Y); }) == 0);
+  CHECK(count_allocations([&] { attn::apply_rotary(Y, h); }) == 0);
+}
+
 TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untouched, for every k",
           "[alloc][errors]") {
   // n and d above the 128 numbers of inline scratch: every scratch is on the heap

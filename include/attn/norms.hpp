@@ -29,6 +29,7 @@
 
 #include "attn/detail/math.hpp"
 #include "attn/detail/overlap.hpp"
+#include "attn/detail/simd.hpp"
 #include "attn/error.hpp"
 #include "attn/matrix.hpp"
 #include "attn/vector.hpp"
@@ -94,18 +95,19 @@ template <class T>
 [[nodiscard]] inline row_stats<T> norm_row_stats(const T* x, std::size_t n, T eps, bool layer) noexcept {
   const T count = static_cast<T>(n);
   if (!layer) {
-    T q = 0;
-    for (std::size_t i = 0; i < n; ++i) q += x[i] * x[i];
+    const T q = sum_of_products(x, x, n);
     return {T(0), T(1) / std::sqrt(q / count + eps)};
   }
-  T s = 0;
-  for (std::size_t i = 0; i < n; ++i) s += x[i];
-  const T m0 = s / count;
+  const T m0 = sum_of(x, n) / count;
+  // Σ(x − μ₀) and Σ(x − μ₀)², 256 deviations at a time on the stack (the sums' order is fixed)
+  constexpr std::size_t chunk = 256;
+  T d[chunk];
   T c = 0, q = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const T d = x[i] - m0;
-    c += d;
-    q += d * d;
+  for (std::size_t i0 = 0; i0 < n; i0 += chunk) {
+    const std::size_t len = n - i0 < chunk ? n - i0 : chunk;
+    for (std::size_t i = 0; i < len; ++i) d[i] = x[i0 + i] - m0;
+    c += sum_of(d, len);
+    q += sum_of_products(d, d, len);
   }
   T var = (q - c * c / count) / count;
   if (var < T(0)) var = T(0);  // (q ≥ c²/n in exact arithmetic)

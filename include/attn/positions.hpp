@@ -151,7 +151,9 @@ void sinusoids_into(const char* where, MatrixView<T> X, std::size_t offset, std:
   }
 }
 
-/// Rotates pair i of every head of row t of each sentence by sign·(offset + t)·θ_i.
+/// Rotates pair i of every head of row t of each sentence by sign·(offset + t)·θ_i: row by row,
+/// the cosines and sines of one position formed once (64 pairs at a time, on the stack) for
+/// every head and sentence, each row read and written once.
 template <class T>
 void rotate_pairs(const char* where, MatrixView<T> x, std::size_t heads, std::size_t offset,
                   std::size_t batch, const rotary& r, bool inverse) {
@@ -160,23 +162,31 @@ void rotate_pairs(const char* where, MatrixView<T> x, std::size_t heads, std::si
     throw_heads_split(where, cols, heads);
   check_base(where, r.base);
   const std::size_t tq = sentence_rows(where, "the matrix", x.rows(), batch);
-  const std::size_t dk = cols / heads;
+  const std::size_t dk = cols / heads, pairs = dk / 2;
   using W = angle_type<T>;
   const bool interleaved = r.form == rotary_form::interleaved;
-  for (std::size_t i = 0; i < dk / 2; ++i) {
-    const W theta = pair_frequency<W>(r.base, i, dk);
-    const pair_columns c = columns_of_pair(i, dk, interleaved);
+  constexpr std::size_t chunk = 64;
+  T cs[chunk], sn[chunk];
+  W theta[chunk];
+  for (std::size_t i0 = 0; i0 < pairs; i0 += chunk) {
+    const std::size_t np = pairs - i0 < chunk ? pairs - i0 : chunk;
+    for (std::size_t i = 0; i < np; ++i) theta[i] = pair_frequency<W>(r.base, i0 + i, dk);
     for (std::size_t t = 0; t < tq; ++t) {
-      const W angle = static_cast<W>(offset + t) * theta;
-      const T cs = static_cast<T>(std::cos(angle));
-      const T sn = inverse ? -static_cast<T>(std::sin(angle)) : static_cast<T>(std::sin(angle));
+      for (std::size_t i = 0; i < np; ++i) {
+        const W angle = static_cast<W>(offset + t) * theta[i];
+        cs[i] = static_cast<T>(std::cos(angle));
+        sn[i] = inverse ? -static_cast<T>(std::sin(angle)) : static_cast<T>(std::sin(angle));
+      }
       for (std::size_t b = 0; b < batch; ++b) {
         T* row = x.row(b * tq + t).data();
         for (std::size_t h = 0; h < heads; ++h) {
           T* head = row + h * dk;
-          const T a = head[c.first], v = head[c.second];
-          head[c.first] = a * cs - v * sn;
-          head[c.second] = a * sn + v * cs;
+          for (std::size_t i = 0; i < np; ++i) {
+            const pair_columns c = columns_of_pair(i0 + i, dk, interleaved);
+            const T a = head[c.first], v = head[c.second];
+            head[c.first] = a * cs[i] - v * sn[i];
+            head[c.second] = a * sn[i] + v * cs[i];
+          }
         }
       }
     }
