@@ -77,6 +77,10 @@ struct acc {
   void add(E a, E b) {
     const ld A = std::abs(a.v) + a.e, B = std::abs(b.v) + b.e;
     unsure = unsure || (std::isfinite(a.v) && !std::isfinite(a.e)) || (std::isfinite(b.v) && !std::isfinite(b.e));
+    // ±inf times a number T may hold as 0 or with the other sign (a product that underflows:
+    // 2.4e−38 · −1.9e−14 is −0 in float): ±inf or NaN in T, whatever the exact product is
+    const auto sign_unknown = [](E x) { return x.e > 0 && !(std::abs(x.v) > x.e); };
+    unsure = unsure || (std::isinf(a.v) && sign_unknown(b)) || (std::isinf(b.v) && sign_unknown(a));
     v += a.v * b.v;
     mag += A * B;
     if (std::isfinite(A) && std::isfinite(B)) fmag += A * B;
