@@ -255,6 +255,39 @@ TEST_CASE("scaled_dot_product_attention: NaN and inf follow the rules of one que
   REQUIRE(std::isnan(Yn(2, 0)));
 }
 
+TEMPLATE_TEST_CASE("scaled_dot_product_attention: a row's numbers do not depend on the rows computed with it, "
+                   "inf in a value it does not see",
+                   "[sdpa][mask][errors]", float, double, long double) {
+  // Causal over 12 keys whose key 7 has a value of ±inf: the rows before 7 do not see it, and
+  // each must come out as computed alone over its own keys, bit for bit, whichever rows it is
+  // computed with (rows [first, 12) with the offset: the tiles of MR rows fall elsewhere). The
+  // tiled kernel summed a tile's rows over the keys its last row sees, so 0·inf made a NaN that
+  // sent a row whose tile reaches key 7 to the exact path, which rounds otherwise
+  // (fuzz_cache: a cached step's rows were not the whole forward's, 1 ulp in float). d_v = 2
+  // takes the kernel's scalar sums, d_v = 16 its vectors.
+  using T = TestType;
+  std::mt19937_64 rng(2828);
+  const std::size_t n = 12, dk = 3;
+  for (const std::size_t dv : {std::size_t{2}, std::size_t{16}}) {
+    const Matrix<T> Q = random_matrix<T>(n, dk, rng, 2), K = random_matrix<T>(n, dk, rng, 2);
+    Matrix<T> V = random_matrix<T>(n, dv, rng, 100);
+    for (std::size_t c = 0; c < dv; ++c) V(7, c) = (c % 2 == 0 ? 1 : -1) * std::numeric_limits<T>::infinity();
+    for (std::size_t first = 0; first < 7; ++first) {
+      const attn::MatrixView<const T> q(Q.data() + first * dk, n - first, dk);
+      Matrix<T> Y(n - first, dv);
+      attn::scaled_dot_product_attention(q, K, V, {.out = Y.view()}, {.causal = true});
+      for (std::size_t t = first; t < 7; ++t) {
+        Matrix<T> y(1, dv);
+        attn::scaled_dot_product_attention(attn::MatrixView<const T>(Q.data() + t * dk, 1, dk),
+                                           attn::MatrixView<const T>(K.data(), t + 1, dk),
+                                           attn::MatrixView<const T>(V.data(), t + 1, dv), {.out = y.view()});
+        INFO("d_v " << dv << ", rows from " << first << ", row " << t);
+        for (std::size_t c = 0; c < dv; ++c) REQUIRE(Y(t - first, c) == y(0, c));
+      }
+    }
+  }
+}
+
 TEST_CASE("scaled_dot_product_attention: sizes that disagree name the buffer and leave outputs alone",
           "[sdpa][errors]") {
   const Matrix<double> Q(3, 4, 1.0), K(5, 4, 1.0), V(5, 2, 1.0), K3(5, 3, 1.0), V4(4, 2, 1.0);

@@ -1,7 +1,10 @@
 // libFuzzer target: attention with projections and heads (attn/heads.hpp, attn/heads_backward.hpp)
 // in float, double and long double: multi_head_attention (self and cross, 1 to 3 sentences of up
-// to 7 queries over up to 9 keys, 1 to 3 heads, W_O and each bias there or not, a scale or
-// 1/√d_k, any β, a key mask of n or B·n entries, a row mask, causal, every all-masked policy;
+// to 7 queries over up to 9 keys, 1 to 3 heads — or, from a byte read after all the others (the
+// inputs that end before it keep their meaning), h heads over h_kv key/value heads (grouped-query
+// attention, h/h_kv = 2/1, 3/1, 4/2, 4/1, 6/3, 6/2, 4/4, 2/2, or an h_kv that does not divide h)
+// —, W_O and each bias there or not, a scale or 1/√d_k, any β, a key mask of n or B·n entries, a
+// row mask, causal, every all-masked policy;
 // into views with the maps or returning), on threads (0 to 4, 2^61, SIZE_MAX), its backward (any
 // set of gradients, accumulating or not, on threads too), self_attention / cross_attention (every
 // step returned) and jacobian_input. Clean inputs with NaN, ±inf or ±max in the rows of X and
@@ -10,12 +13,14 @@
 // - exactly the documented exceptions, Y, the maps, the gradients and the Jacobian untouched on a
 //   throw;
 // - everything against the long double reference of fuzz_many.hpp (projections, each head of each
-//   sentence, W_O, the biases; backward through them; the Jacobian's formula), within bounds
+//   sentence over its key/value head, W_O, the biases; backward through them, a key/value head's
+//   ∂L/∂K and ∂L/∂V the sums over its query heads; the Jacobian's formula), within bounds
 //   carried through every step: a number of finite inputs is finite, whatever the padding holds;
 //   a gradient no term reaches (a weight's row of padding, a bias of padding) exactly 0;
 // - the threads overloads are the one-thread call bit for bit (Y, the maps, the cache, every
 //   gradient), and so is the returning form.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -35,30 +40,15 @@ std::vector<E> as_e(const std::vector<T>& x) {
   return e;
 }
 
-/// out (rows × cols) = in (rows × k) W (k × cols) + b: the reference of a projection.
-template <class T>
-std::vector<E> project(const std::vector<T>& in, std::size_t rows, std::size_t k, const std::vector<T>& W,
-                       std::size_t cols, const std::vector<T>& b) {
-  std::vector<E> out(rows * cols);
-  for (std::size_t r = 0; r < rows; ++r)
-    for (std::size_t c = 0; c < cols; ++c) {
-      acc<T> a;
-      for (std::size_t m = 0; m < k; ++m) a.add(E{static_cast<ld>(in[r * k + m]), 0}, E{static_cast<ld>(W[m * cols + c]), 0});
-      if (!b.empty()) a.add(E{static_cast<ld>(b[c]), 0});
-      // a sum whose finite terms may overflow T is not known in T, not even which non-finite
-      // value it takes (X_0·(−inf) + 5.6e38 is −inf exactly and NaN in float): anything, then,
-      // which makes every score it reaches uncertain (a finite value, an infinite bound)
-      const E s = a.get();
-      out[r * cols + c] = !std::isfinite(s.v) && a.may_overflow() ? E{0, inf_ld} : s;
-    }
-  return out;
-}
-
 /// One call's sizes and inputs.
 template <class T>
 struct heads_input {
   bool wild = false, cross = false;
   std::size_t B = 1, tq = 1, n = 1, d_model = 1, d_kv = 1, h = 1, dk = 1, dv = 1, d_out = 1;
+  std::size_t kv = 0;  ///< multi_head_parameters::kv_heads: 0 (h key/value heads) or h_kv
+  /// h_kv, the key/value heads; query head i reads key/value head i / (h / h_kv).
+  [[nodiscard]] std::size_t kvh() const { return kv == 0 ? h : kv; }
+  [[nodiscard]] std::size_t kv_of(std::size_t i) const { return i / (h / kvh()); }
   bool has_wo = false;
   std::optional<double> scale;
   double beta = 1;
@@ -94,23 +84,24 @@ struct heads_ref {
   [[nodiscard]] const std::vector<T>& kv() const { return in.cross ? in.Xkv : in.X; }
 
   void forward() {
-    const std::size_t B = in.B, tq = in.tq, n = in.n, h = in.h, dk = in.dk, dv = in.dv;
+    const std::size_t B = in.B, tq = in.tq, n = in.n, h = in.h, hk = in.kvh(), dk = in.dk, dv = in.dv;
     Q = project<T>(in.X, B * tq, in.d_model, in.WQ, h * dk, in.bQ);
-    K = project<T>(kv(), B * n, in.d_kv, in.WK, h * dk, in.bK);
-    V = project<T>(kv(), B * n, in.d_kv, in.WV, h * dv, in.bV);
+    K = project<T>(kv(), B * n, in.d_kv, in.WK, hk * dk, in.bK);
+    V = project<T>(kv(), B * n, in.d_kv, in.WV, hk * dv, in.bV);
     scale_t = in.scale ? static_cast<ld>(static_cast<T>(*in.scale)) : static_cast<ld>(attn::scaled_dot_score::scale<T>(dk));
     Z.assign(B * tq * h * dv, E{});
     units.clear();
     for (std::size_t i = 0; i < h; ++i)
       for (std::size_t b = 0; b < B; ++b) {
         attention_ref<T> u;
+        const std::size_t g = in.kv_of(i);  // the key/value head query head i reads
         u.tq = tq, u.n = n, u.dk = dk, u.dv = dv;
         u.Q.resize(tq * dk), u.K.resize(n * dk), u.V.resize(n * dv);
         for (std::size_t t = 0; t < tq; ++t)
           for (std::size_t c = 0; c < dk; ++c) u.Q[t * dk + c] = Q[(b * tq + t) * h * dk + i * dk + c];
         for (std::size_t j = 0; j < n; ++j) {
-          for (std::size_t c = 0; c < dk; ++c) u.K[j * dk + c] = K[(b * n + j) * h * dk + i * dk + c];
-          for (std::size_t c = 0; c < dv; ++c) u.V[j * dv + c] = V[(b * n + j) * h * dv + i * dv + c];
+          for (std::size_t c = 0; c < dk; ++c) u.K[j * dk + c] = K[(b * n + j) * hk * dk + g * dk + c];
+          for (std::size_t c = 0; c < dv; ++c) u.V[j * dv + c] = V[(b * n + j) * hk * dv + g * dv + c];
         }
         u.f = scale_t;
         u.beta = static_cast<ld>(beta_as<T>(in.beta));
@@ -123,25 +114,14 @@ struct heads_ref {
           for (std::size_t c = 0; c < dv; ++c) Z[(b * tq + t) * h * dv + i * dv + c] = u.Y[t * dv + c];
         units.push_back(std::move(u));
       }
-    const std::size_t rows = B * tq, dc = in.out_cols();
-    Y.assign(rows * dc, E{});
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t o = 0; o < dc; ++o) {
-        acc<T> a;
-        if (in.has_wo)
-          for (std::size_t c = 0; c < h * dv; ++c) a.add(Z[r * h * dv + c], E{static_cast<ld>(in.WO[c * dc + o]), 0});
-        else
-          a.add(Z[r * h * dv + o]);
-        if (!in.bO.empty()) a.add(E{static_cast<ld>(in.bO[o]), 0});
-        Y[r * dc + o] = a.get();
-      }
+    Y = project_out<T>(Z, B * tq, h * dv, in.WO, in.out_cols(), in.bO);
   }
 
   // the backward's sums
   std::vector<acc<T>> dX, dXkv, dWQ, dWK, dWV, dWO, dbQ, dbK, dbV, dbO;
 
   void backward() {
-    const std::size_t B = in.B, tq = in.tq, n = in.n, h = in.h, dk = in.dk, dv = in.dv, dc = in.out_cols();
+    const std::size_t B = in.B, tq = in.tq, n = in.n, h = in.h, hk = in.kvh(), dk = in.dk, dv = in.dv, dc = in.out_cols();
     const std::size_t rows = B * tq, kvr = B * n;
     const auto e = [](T x) { return E{static_cast<ld>(x), 0}; };
     // the output projection
@@ -163,8 +143,8 @@ struct heads_ref {
     dbO.assign(dc, acc<T>{});
     for (std::size_t o = 0; o < dc; ++o)
       for (std::size_t r = 0; r < rows; ++r) dbO[o].add(e(in.dY[r * dc + o]));
-    // every head of every sentence
-    std::vector<acc<T>> gQ(rows * h * dk), gK(kvr * h * dk), gV(kvr * h * dv);
+    // every head of every sentence; a key/value head's ∂L/∂K, ∂L/∂V gather its query heads'
+    std::vector<acc<T>> gQ(rows * h * dk), gK(kvr * hk * dk), gV(kvr * hk * dv);
     for (std::size_t i = 0; i < h; ++i)
       for (std::size_t b = 0; b < B; ++b) {
         attention_ref<T>& u = units[i * B + b];
@@ -174,9 +154,10 @@ struct heads_ref {
         u.backward(dy);
         for (std::size_t t = 0; t < tq; ++t)
           for (std::size_t c = 0; c < dk; ++c) gQ[(b * tq + t) * h * dk + i * dk + c] = u.dQ[t * dk + c];
+        const std::size_t g = in.kv_of(i);
         for (std::size_t j = 0; j < n; ++j) {
-          for (std::size_t c = 0; c < dk; ++c) gK[(b * n + j) * h * dk + i * dk + c] = u.dK[j * dk + c];
-          for (std::size_t c = 0; c < dv; ++c) gV[(b * n + j) * h * dv + i * dv + c] = u.dV[j * dv + c];
+          for (std::size_t c = 0; c < dk; ++c) gK[(b * n + j) * hk * dk + g * dk + c].merge(u.dK[j * dk + c]);
+          for (std::size_t c = 0; c < dv; ++c) gV[(b * n + j) * hk * dv + g * dv + c].merge(u.dV[j * dv + c]);
         }
       }
     // the input projections: ∂L/∂W = inᵀ dP (rows dP no term reaches left out: they are exactly
@@ -195,8 +176,8 @@ struct heads_ref {
         }
     };
     weight(in.X, rows, in.d_model, gQ, h * dk, dWQ, dbQ);
-    weight(kv(), kvr, in.d_kv, gK, h * dk, dWK, dbK);
-    weight(kv(), kvr, in.d_kv, gV, h * dv, dWV, dbV);
+    weight(kv(), kvr, in.d_kv, gK, hk * dk, dWK, dbK);
+    weight(kv(), kvr, in.d_kv, gV, hk * dv, dWV, dbV);
     const auto input = [&](std::vector<acc<T>>& dIn, std::size_t r, std::size_t k, const std::vector<acc<T>>& dP,
                            const std::vector<T>& W, std::size_t cols) {
       for (std::size_t m = 0; m < k; ++m)
@@ -210,8 +191,8 @@ struct heads_ref {
     for (std::size_t r = 0; r < rows; ++r) input(dX, r, in.d_model, gQ, in.WQ, h * dk);
     std::vector<acc<T>>& dK_in = in.cross ? dXkv : dX;
     for (std::size_t r = 0; r < kvr; ++r) {
-      input(dK_in, r, in.d_kv, gK, in.WK, h * dk);
-      input(dK_in, r, in.d_kv, gV, in.WV, h * dv);
+      input(dK_in, r, in.d_kv, gK, in.WK, hk * dk);
+      input(dK_in, r, in.d_kv, gV, in.WV, hk * dv);
     }
   }
 };
@@ -266,12 +247,12 @@ struct grads {
       : X(which & 1u ? in.B * in.tq * in.d_model : 0),
         Xkv(which & 2u ? in.B * in.n * in.d_kv : 0),
         WQ(which & 4u ? (in.d_model + (broken == 2 ? 1 : 0)) * in.h * in.dk : 0),
-        WK(which & 8u ? in.d_kv * in.h * in.dk : 0),
-        WV(which & 16u ? in.d_kv * in.h * in.dv : 0),
+        WK(which & 8u ? in.d_kv * in.kvh() * in.dk : 0),
+        WV(which & 16u ? in.d_kv * in.kvh() * in.dv : 0),
         WO(which & 32u ? in.h * in.dv * in.out_cols() : 0),
         bQ(which & 64u ? in.h * in.dk : 0),
-        bK(which & 128u ? in.h * in.dk : 0),
-        bV(which & 256u ? in.h * in.dv : 0),
+        bK(which & 128u ? in.kvh() * in.dk : 0),
+        bV(which & 256u ? in.kvh() * in.dv : 0),
         bO(which & 512u ? in.out_cols() : 0) {}
   std::vector<guarded<T>*> all() { return {&X, &Xkv, &WQ, &WK, &WV, &WO, &bQ, &bK, &bV, &bO}; }
 };
@@ -311,7 +292,7 @@ void run(reader& r) {
   }
   in.beta = r.beta();
   const std::uint8_t mk = r.byte();
-  const std::size_t B = in.B, tq = in.tq, n = in.n, h = in.h, dk = in.dk, dv = in.dv;
+  const std::size_t B = in.B, tq = in.tq, n = in.n, dk = in.dk, dv = in.dv;
   if (mk % 3 != 0) in.keys = r.mask(mk % 3 == 1 ? n : B * n);
   if (in.keys.empty() && mk % 3 != 0) in.keys.assign(mk % 3 == 1 ? n : B * n, 1);
   if (r.flag()) {
@@ -323,7 +304,7 @@ void run(reader& r) {
   }
   const bool want_maps = r.flag();
   const std::uint8_t bb = r.byte();
-  const int broken = bb < 0xF0 ? 0 : 1 + bb % 8;
+  int broken = bb < 0xF0 ? 0 : 1 + bb % 8;
   const std::uint8_t gb = r.byte();
   const int bwd_broken = gb < 0xF0 ? 0 : 1 + gb % 5;
   // which gradients: bit 0 dX, 1 dX_kv, 2–5 dW_Q … dW_O, 6–9 db_Q … db_O (no bytes: all but dX_kv)
@@ -338,17 +319,24 @@ void run(reader& r) {
 
   in.X.resize(B * tq * in.d_model);
   in.Xkv.resize(in.cross ? B * n * in.d_kv : 0);
-  in.WQ.resize(in.d_model * h * dk);
-  in.WK.resize(in.d_kv * h * dk);
-  in.WV.resize(in.d_kv * h * dv);
-  in.WO.resize(in.has_wo ? h * dv * in.d_out : 0);
-  in.bQ.resize(biases & 1u ? h * dk : 0);
-  in.bK.resize(biases & 2u ? h * dk : 0);
-  in.bV.resize(biases & 4u ? h * dv : 0);
-  in.bO.resize(biases & 8u ? in.out_cols() : 0);
-  in.dY.resize(B * tq * in.out_cols());
-  for (std::vector<T>* x : {&in.X, &in.Xkv, &in.WQ, &in.WK, &in.WV, &in.WO, &in.bQ, &in.bK, &in.bV, &in.bO, &in.dY})
-    fill_numbers(r, *x, in.wild);
+  // what the heads shape: the weights, the biases and dY (h heads over h_kv key/value heads)
+  const std::array<std::vector<T>*, 9> of_heads = {&in.WQ, &in.WK, &in.WV, &in.WO, &in.bQ, &in.bK, &in.bV, &in.bO, &in.dY};
+  const auto shape_heads = [&] {
+    const std::size_t hq = in.h, hk = in.kvh();
+    in.WQ.resize(in.d_model * hq * dk);
+    in.WK.resize(in.d_kv * hk * dk);
+    in.WV.resize(in.d_kv * hk * dv);
+    in.WO.resize(in.has_wo ? hq * dv * in.d_out : 0);
+    in.bQ.resize(biases & 1u ? hq * dk : 0);
+    in.bK.resize(biases & 2u ? hk * dk : 0);
+    in.bV.resize(biases & 4u ? hk * dv : 0);
+    in.bO.resize(biases & 8u ? in.out_cols() : 0);
+    in.dY.resize(B * tq * in.out_cols());
+  };
+  shape_heads();
+  fill_numbers(r, in.X, in.wild);
+  fill_numbers(r, in.Xkv, in.wild);
+  for (std::vector<T>* x : of_heads) fill_numbers(r, *x, in.wild);
   std::vector<T> init(64);
   fill_numbers(r, init, false);
 
@@ -374,6 +362,20 @@ void run(reader& r) {
         garbage_in = true;
       }
   }
+  // grouped-query attention: a byte after all of the above (0 in the inputs that end before it,
+  // as every seed written before it did: h_kv = h, those inputs keep their meaning). Else h and
+  // h_kv from the table, and the weights, the biases and dY drawn again for them; now and then
+  // (broken 9) an h_kv that does not divide h
+  const std::uint8_t gq = r.byte();
+  if (gq != 0 && in.dk != 257) {
+    static constexpr std::size_t grouping[8][2] = {{2, 1}, {3, 1}, {4, 2}, {4, 1}, {6, 3}, {6, 2}, {4, 4}, {2, 2}};
+    in.h = grouping[gq % 8][0];
+    in.kv = grouping[gq % 8][1];
+    if ((gq & 0x70u) == 0x70u && broken == 0) broken = 9;
+    shape_heads();
+    for (std::vector<T>* x : of_heads) fill_numbers(r, *x, in.wild);
+  }
+  const std::size_t h = in.h, hk = in.kvh();
   if ((garbage_bits & 2u) != 0 && !in.dY.empty()) {  // NaN in dY of one row
     in.dY[(jt * 7 + js) % in.dY.size()] = std::numeric_limits<T>::quiet_NaN();
     garbage_in = true;
@@ -382,11 +384,11 @@ void run(reader& r) {
     std::fprintf(stderr, "%s; ", sizeof(T) == sizeof(float) ? "float" : sizeof(T) == sizeof(double) ? "double" : "long double");
     std::fprintf(stderr, "%s, B %zu, T %zu, n %zu, d_model %zu, d_kv %zu, h %zu, d_k %zu, d_v %zu, W_O %d (d_out %zu), "
                  "biases %u, scale %g, beta %g, policy %d, key mask %zu, row mask %zu, causal %d, threads %zu, maps %d, "
-                 "broken %d/%d, gradients %u, accumulate %d, garbage %u, t %zu, s %zu\n",
+                 "broken %d/%d, gradients %u, accumulate %d, garbage %u, t %zu, s %zu, h_kv %zu (kv_heads %zu)\n",
                  in.cross ? "cross" : "self", B, tq, n, in.d_model, in.d_kv, h, dk, dv, in.has_wo ? 1 : 0, in.d_out, biases,
                  in.scale ? *in.scale : -99.0, in.beta, static_cast<int>(in.policy), in.keys.size(), in.rows.size(),
                  in.causal ? 1 : 0, threads, want_maps ? 1 : 0, broken, bwd_broken, which, accumulate ? 1 : 0,
-                 garbage_bits, jt, js);
+                 garbage_bits, jt, js, hk, in.kv);
     dump<T>("X", in.X);
     dump<T>("X_kv", in.Xkv);
     dump<T>("W_Q", in.WQ);
@@ -397,10 +399,10 @@ void run(reader& r) {
   }
 
   // what attn gets, now and then of a wrong size: 1 b_Q, 3 the key mask, 4 the batch, 5 the scale
-  // (domain_error), 6 the row mask, 8 W_K's rows; 2 Y and 7 the maps (outputs)
+  // (domain_error), 6 the row mask, 8 W_K's rows, 9 h_kv; 2 Y and 7 the maps (outputs)
   std::vector<T> bQx = in.bQ, WKx = in.WK;
   if (broken == 1) bQx.assign(h * dk + 1, T(0));
-  if (broken == 8) WKx.resize((in.d_kv + 1) * h * dk, T(0));
+  if (broken == 8) WKx.resize((in.d_kv + 1) * hk * dk, T(0));
   std::vector<char> keys_x = in.keys, rows_x = in.rows;
   if (broken == 3) keys_x.assign(B * n + 1, 1);
   if (broken == 6) rows_x.assign((B * tq + 1) * n, 1);
@@ -411,8 +413,8 @@ void run(reader& r) {
     if (B > 1 && (B * tq) % batch == 0 && (B * n) % batch == 0) heads = 0;
   }
   attn::multi_head_parameters<T> p{.W_Q = CMV(in.WQ.data(), in.d_model, h * dk),
-                                   .W_K = CMV(WKx.data(), broken == 8 ? in.d_kv + 1 : in.d_kv, h * dk),
-                                   .W_V = CMV(in.WV.data(), in.d_kv, h * dv),
+                                   .W_K = CMV(WKx.data(), broken == 8 ? in.d_kv + 1 : in.d_kv, hk * dk),
+                                   .W_V = CMV(in.WV.data(), in.d_kv, hk * dv),
                                    .b_Q = bQx,
                                    .b_K = in.bK,
                                    .b_V = in.bV,
@@ -421,6 +423,7 @@ void run(reader& r) {
                                    .score = attn::dot_scaled_by{broken == 5 ? std::numeric_limits<double>::quiet_NaN() : in.scale.value_or(0)}};
   if (broken != 5 && !in.scale) p.score = attn::scaled_dot;
   if (in.has_wo) p.W_O = CMV(in.WO.data(), h * dv, in.d_out);
+  p.kv_heads = broken == 9 ? h + 1 : in.kv;  // (h + 1 divides no h)
   attn::options opt{.beta = in.beta, .if_all_masked = in.policy, .causal = in.causal};
   if (!keys_x.empty()) opt.mask = attn::mask_view(keys_x);
   if (!rows_x.empty()) opt.row_mask = attn::mask_matrix_view(rows_x.data(), broken == 6 ? B * tq + 1 : B * tq, n);
@@ -428,7 +431,7 @@ void run(reader& r) {
   const std::size_t dc = in.out_cols(), rows = B * tq;
 
   const bool inputs_ok = broken == 0 || broken == 2 || broken == 7;
-  const bool dim_broken = broken == 1 || broken == 3 || broken == 4 || broken == 6 || broken == 8;
+  const bool dim_broken = broken == 1 || broken == 3 || broken == 4 || broken == 6 || broken == 8 || broken == 9;
   heads_ref<T> ref(in);
   if (inputs_ok) ref.forward();
 
@@ -492,7 +495,7 @@ void run(reader& r) {
                    want_maps ? maps.data.data() : nullptr);
 
   // self_attention / cross_attention: every step (one sentence, no biases)
-  const bool fixed_shapes = in.cross ? h == 1 && !in.has_wo : h == 1 || in.has_wo;
+  const bool fixed_shapes = (in.cross ? h == 1 && !in.has_wo : h == 1 || in.has_wo) && hk == h && h <= 3;
   if (fixed_call && B == 1 && in.bQ.empty() && in.bK.empty() && in.bV.empty() && in.bO.empty() && fixed_shapes) {
     const auto mat = [](const std::vector<T>& x, std::size_t r0, std::size_t c0) {
       attn::Matrix<T> m(r0, c0);
@@ -548,8 +551,8 @@ void run(reader& r) {
     if (!gg.X.data.empty()) v.inputs = MV(gg.X.data.data(), rows, in.d_model);
     if (!gg.Xkv.data.empty()) v.kv_inputs = MV(gg.Xkv.data.data(), B * n, in.d_kv);
     if (!gg.WQ.data.empty()) v.W_Q = MV(gg.WQ.data.data(), in.d_model + (bwd_broken == 2 ? 1 : 0), h * dk);
-    if (!gg.WK.data.empty()) v.W_K = MV(gg.WK.data.data(), in.d_kv, h * dk);
-    if (!gg.WV.data.empty()) v.W_V = MV(gg.WV.data.data(), in.d_kv, h * dv);
+    if (!gg.WK.data.empty()) v.W_K = MV(gg.WK.data.data(), in.d_kv, hk * dk);
+    if (!gg.WV.data.empty()) v.W_V = MV(gg.WV.data.data(), in.d_kv, hk * dv);
     if (!gg.WO.data.empty()) v.W_O = MV(gg.WO.data.data(), h * dv, dc);
     v.b_Q = gg.bQ.data, v.b_K = gg.bK.data, v.b_V = gg.bV.data, v.b_O = gg.bO.data;
     return v;
@@ -601,12 +604,12 @@ void run(reader& r) {
       check("dL/dX", g.X, ref.dX, in.d_model, held[0]);
       if (in.cross) check("dL/dX_kv", g.Xkv, ref.dXkv, in.d_kv, held[1]);
       check("dL/dW_Q", g.WQ, ref.dWQ, h * dk, held[2]);
-      check("dL/dW_K", g.WK, ref.dWK, h * dk, held[3]);
-      check("dL/dW_V", g.WV, ref.dWV, std::max<std::size_t>(h * dv, 1), held[4]);
+      check("dL/dW_K", g.WK, ref.dWK, hk * dk, held[3]);
+      check("dL/dW_V", g.WV, ref.dWV, std::max<std::size_t>(hk * dv, 1), held[4]);
       if (in.has_wo) check("dL/dW_O", g.WO, ref.dWO, dc, held[5]);
       check("dL/db_Q", g.bQ, ref.dbQ, h * dk, held[6]);
-      check("dL/db_K", g.bK, ref.dbK, h * dk, held[7]);
-      check("dL/db_V", g.bV, ref.dbV, std::max<std::size_t>(h * dv, 1), held[8]);
+      check("dL/db_K", g.bK, ref.dbK, hk * dk, held[7]);
+      check("dL/db_V", g.bV, ref.dbV, std::max<std::size_t>(hk * dv, 1), held[8]);
       check("dL/db_O", g.bO, ref.dbO, dc, held[9]);
     }
   }
@@ -633,24 +636,28 @@ void run(reader& r) {
   std::vector<acc<T>> Jref(dc * in.d_model);
   for (std::size_t i = 0; i < h; ++i) {
     const attention_ref<T>& u = ref.units[i];
+    const std::size_t gi = in.kv_of(i);  // its key/value head
     if (u.kind[t] == row_is::uncertain || u.kind[t] == row_is::nan) return;
     const bool flows = u.kind[t] == row_is::finite;
     std::vector<E> Ji(dv * in.d_model);
     for (std::size_t a = 0; a < dv; ++a)
       for (std::size_t m = 0; m < in.d_model; ++m) {
         acc<T> x;
-        x.add(u.A[t * n + s], e(in.WV[m * h * dv + i * dv + a]));
-        const auto outer = [&](std::size_t j, const std::vector<T>& W, const std::vector<E>& vec_of, std::size_t row) {
+        x.add(u.A[t * n + s], e(in.WV[m * hk * dv + gi * dv + a]));
+        // (W u)_m: W's head w_head of w_heads, u the head u_head of u_heads of vec_of's row
+        const auto outer = [&](std::size_t j, const std::vector<T>& W, std::size_t w_heads, std::size_t w_head,
+                               const std::vector<E>& vec_of, std::size_t u_heads, std::size_t u_head, std::size_t row) {
           acc<T> w;
-          for (std::size_t c = 0; c < dk; ++c) w.add(e(W[m * h * dk + i * dk + c]), vec_of[row * h * dk + i * dk + c]);
+          for (std::size_t c = 0; c < dk; ++c)
+            w.add(e(W[m * w_heads * dk + w_head * dk + c]), vec_of[row * u_heads * dk + u_head * dk + c]);
           const E f = mul<T>(cE, mul<T>(u.A[t * n + j], sub<T>(u.V[j * dv + a], u.Y[t * dv + a])));
           x.add(f, w.get());
         };
         if (flows) {
           if (t == s)
             for (std::size_t j = 0; j < n; ++j)
-              if (u.m.kept(t, j)) outer(j, in.WQ, ref.K, j);
-          if (u.m.kept(t, s)) outer(s, in.WK, ref.Q, t);
+              if (u.m.kept(t, j)) outer(j, in.WQ, h, i, ref.K, hk, gi, j);
+          if (u.m.kept(t, s)) outer(s, in.WK, hk, gi, ref.Q, h, i, t);
         }
         Ji[a * in.d_model + m] = x.get();
       }

@@ -77,6 +77,10 @@ struct acc {
   void add(E a, E b) {
     const ld A = std::abs(a.v) + a.e, B = std::abs(b.v) + b.e;
     unsure = unsure || (std::isfinite(a.v) && !std::isfinite(a.e)) || (std::isfinite(b.v) && !std::isfinite(b.e));
+    // ±inf times a number T may hold as 0 or with the other sign (a product that underflows:
+    // 2.4e−38 · −1.9e−14 is −0 in float): ±inf or NaN in T, whatever the exact product is
+    const auto sign_unknown = [](E x) { return x.e > 0 && !(std::abs(x.v) > x.e); };
+    unsure = unsure || (std::isinf(a.v) && sign_unknown(b)) || (std::isinf(b.v) && sign_unknown(a));
     v += a.v * b.v;
     mag += A * B;
     if (std::isfinite(A) && std::isfinite(B)) fmag += A * B;
@@ -92,6 +96,19 @@ struct acc {
     err += a.e;
     ++terms;
   }
+  /// Adds the terms of another sum s, which attn may round on its own before adding it (a
+  /// key/value head's gradient over its query heads, one after the other): one more rounding,
+  /// counted as one more term, when both have terms.
+  void merge(const acc& s) {
+    if (s.terms == 0) return;
+    if (terms != 0) ++terms;
+    v += s.v;
+    mag += s.mag;
+    err += s.err;
+    fmag += s.fmag;
+    terms += s.terms;
+    unsure = unsure || s.unsure;
+  }
   /// The sum and its bound.
   [[nodiscard]] E get() const {
     const ld k = static_cast<ld>(terms + 2);
@@ -105,6 +122,44 @@ struct acc {
     return unsure || !(fmag * 16 * static_cast<ld>(terms + 2) < prec<T>::max);
   }
 };
+
+/// out (rows × cols) = in (rows × k) W (k × cols) + b: the reference of a projection.
+template <class T>
+std::vector<E> project(const std::vector<T>& in, std::size_t rows, std::size_t k, const std::vector<T>& W,
+                       std::size_t cols, const std::vector<T>& b) {
+  std::vector<E> out(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) {
+      acc<T> a;
+      for (std::size_t m = 0; m < k; ++m) a.add(E{static_cast<ld>(in[r * k + m]), 0}, E{static_cast<ld>(W[m * cols + c]), 0});
+      if (!b.empty()) a.add(E{static_cast<ld>(b[c]), 0});
+      // a sum whose finite terms may overflow T is not known in T, not even which non-finite
+      // value it takes (X_0·(−inf) + 5.6e38 is −inf exactly and NaN in float): anything, then,
+      // which makes every score it reaches uncertain (a finite value, an infinite bound)
+      const E s = a.get();
+      out[r * cols + c] = !std::isfinite(s.v) && a.may_overflow() ? E{0, inf_ld} : s;
+    }
+  return out;
+}
+
+/// Y (rows × cols) = Z W_O + b_O, or Z + b_O without W_O (Z of zc columns, W_O zc × cols or
+/// empty): the reference of the output projection.
+template <class T>
+std::vector<E> project_out(const std::vector<E>& Z, std::size_t rows, std::size_t zc, const std::vector<T>& WO,
+                           std::size_t cols, const std::vector<T>& b) {
+  std::vector<E> Y(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t o = 0; o < cols; ++o) {
+      acc<T> a;
+      if (!WO.empty())
+        for (std::size_t c = 0; c < zc; ++c) a.add(Z[r * zc + c], E{static_cast<ld>(WO[c * cols + o]), 0});
+      else
+        a.add(Z[r * zc + o]);
+      if (!b.empty()) a.add(E{static_cast<ld>(b[o]), 0});
+      Y[r * cols + o] = a.get();
+    }
+  return Y;
+}
 
 /// Which keys query t of one head of one sentence may see: every mask given must allow.
 struct unit_masks {

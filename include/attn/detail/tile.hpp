@@ -316,10 +316,26 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
         // the weighted values: only the keys some row of these may see, whether or not the
         // scores of the rest were formed for out.scores (so that Y and L keep their bits when
         // the map is asked for: a hidden V_j holding NaN or inf would make 0·V_j a NaN)
+        // Each row only the keys it may see itself: under causal the rows' limits rise by one
+        // per row, and a V_j past a row's limit but within a later row's, holding NaN or inf,
+        // would make its 0·V_j a NaN and send the row to the exact path, so that its numbers
+        // would depend on the rows it is cut with. The keys every row sees in one pass, then
+        // each further key for the rows that see it (the last rows), each sum still in order
+        // of j: the same numbers as one pass, without the 0·V_j.
         const std::size_t weighed = last <= j0 ? 0 : (last - j0 < keys ? last - j0 : keys);
-        if (weighed != 0)
-          weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, weighed, V.row(j0), V.stride, dv,
+        if (weighed != 0) {
+          const std::size_t first = masks.limit(t0 + i0);
+          const std::size_t common = first <= j0 ? 0 : (first - j0 < weighed ? first - j0 : weighed);
+          weighted_rows_tile(tile_weights<T>{S, NBmax, 1}, mr, common, V.row(j0), V.stride, dv,
                              o.out.row(t0 + i0), o.out.stride, rescale);
+          std::size_t r0 = 0;
+          for (std::size_t c = common; c < weighed; ++c) {
+            while (masks.limit(t0 + i0 + r0) <= j0 + c) ++r0;  // the first row that sees key c
+            weighted_rows_tile(tile_weights<T>{S + r0 * NBmax + c, NBmax, 1}, mr - r0, 1,
+                               V.row(j0 + c), V.stride, dv, o.out.row(t0 + i0 + r0),
+                               o.out.stride, static_cast<const T*>(nullptr));
+          }
+        }
       }
     }
     for (std::size_t i = 0; i < rows; ++i) {
