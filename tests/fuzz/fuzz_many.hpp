@@ -454,9 +454,14 @@ template <class T>
 inline constexpr std::size_t value_bytes =
     std::numeric_limits<T>::digits == 64 && sizeof(T) > 10 ? std::size_t{10} : sizeof(T);
 
-/// The same bits (of the value).
+/// The same bits (of the value), or both NaN: which NaN (its sign and payload) an operation with
+/// two NaN operands returns is the hardware's choice of operand, and compilers commute a + b and
+/// pick an FMA form freely, so the same sums in another code path (a partial tile of the product,
+/// a piece of rows on a thread) may give −NaN where one thread gave +NaN (fuzz_heads,
+/// heads/threads_nan_sign). The promise "bit for bit" is about numbers; a NaN stays a NaN.
 template <class T>
 bool same_number(const T& a, const T& b) {
+  if (a != a && b != b) return true;
   return std::memcmp(&a, &b, value_bytes<T>) == 0;
 }
 
