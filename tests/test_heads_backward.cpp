@@ -331,7 +331,7 @@ namespace {
 // Every gradient of case c under options opt, in one vector per parameter (X, X_kv, W_Q, W_K,
 // W_V, W_O, b_Q, b_K, b_V, b_O).
 template <class T>
-std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::options& opt) {
+std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::options& opt, std::size_t threads = 1) {
   attn::multi_head_cache<T> cache;
   std::vector<T> y(c.B * c.tq * c.dout);
   attn::multi_head_attention(c.x(), c.xkv(), c.params(), {.out = {y.data(), c.B * c.tq, c.dout}}, cache, opt, c.B);
@@ -351,10 +351,10 @@ std::vector<std::vector<T>> every_gradient(const case_data<T>& c, const attn::op
                                   .b_O = d[9]};
   const attn::MatrixView<const T> dY(c.dY.data(), c.B * c.tq, c.dout);
   if (c.self) {
-    attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B);
+    attn::multi_head_attention_backward(c.x(), c.params(), cache, dY, g, opt, c.B, threads);
   } else {
     g.kv_inputs = {d[1].data(), c.B * c.n, c.dkv};
-    attn::multi_head_attention_backward(c.x(), c.xkv(), c.params(), cache, dY, g, opt, c.B);
+    attn::multi_head_attention_backward(c.x(), c.xkv(), c.params(), cache, dY, g, opt, c.B, threads);
   }
   return d;
 }
@@ -439,6 +439,22 @@ TEMPLATE_TEST_CASE("multi_head_attention_backward: padding reaches no column of 
         dirty.Xkv[(clean.n + j) * clean.dkv + i] = std::numeric_limits<T>::quiet_NaN();
       }
     const auto want = every_gradient(clean, opt), got = every_gradient(dirty, opt);
+    // on threads: the same numbers (each piece of ∂L/∂W_K takes the path all of X_kv takes: the
+    // row kernels, for the NaN padding; with NaN in one column only, a piece of finite columns
+    // took gemm, and its numbers differed from one thread's in the last bits)
+    auto one_column = clean;
+    for (std::size_t j = clean.n - 2; j < clean.n; ++j)
+      one_column.Xkv[(clean.n + j) * clean.dkv] = std::numeric_limits<T>::quiet_NaN();
+    const auto got1 = every_gradient(one_column, opt), on_threads = every_gradient(one_column, opt, 3);
+    for (std::size_t k = 0; k < got1.size(); ++k) {
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < got1[k].size(); ++i) {
+        const T a = got1[k][i], b = on_threads[k][i];
+        differ += (a == b || (a != a && b != b)) ? 0 : 1;
+      }
+      INFO("gradient " << k << " on 3 threads");
+      CHECK(differ == 0);
+    }
     // (the gradients' own layout: row-major d_kv × h·d, or its transpose)
     const auto at = [&](const std::vector<T>& w, std::size_t m, std::size_t col, std::size_t cols) {
       return static_cast<double>(columns != 0 ? w[col * clean.dkv + m] : w[m * cols + col]);

@@ -86,17 +86,20 @@ template <class T>
 
 /// projection_backward's products split into `pieces` pieces: piece k < pieces writes its rows
 /// of ∂L/∂W (∂L/∂W's row i is column i of `in` against dP), piece pieces + k its rows of ∂L/∂in.
-/// ∂L/∂b is the caller's (a sum over every row). Each number is computed as in one piece.
+/// ∂L/∂b is the caller's (a sum over every row). Each number is computed as in one piece: the
+/// caller says whether all of `in` is finite (`in_finite`), so that every piece takes the path
+/// the whole would (gemm, or the row kernels that skip dP's zeros).
 template <real T>
 void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<const T> in,
                                StridedMatrixView<const T> W, MatrixView<const T> dP,
                                StridedMatrixView<T> dW, MatrixView<T> d_in, bool accumulate,
-                               bool accumulate_input) {
+                               bool accumulate_input, bool in_finite) {
   if (k < pieces) {
     if (dW.rows() == 0) return;
     const std::size_t c0 = dW.rows() * k / pieces, c1 = dW.rows() * (k + 1) / pieces;
     multiply_first_transposed(tile_of_const(block_of(in, 0, in.rows(), c0, c1 - c0)),
-                              tile_of_const(dP), stored_of(weight_rows(dW, c0, c1 - c0)), accumulate);
+                              tile_of_const(dP), stored_of(weight_rows(dW, c0, c1 - c0)), accumulate,
+                              in_finite);
   } else if (d_in.rows() != 0) {
     multiply_transposed(tile_of_const(piece_of_rows(dP, k - pieces, pieces)), stored_of(W),
                         tile_of(piece_of_rows(d_in, k - pieces, pieces)), accumulate_input);
@@ -184,6 +187,7 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
   if (p.W_O.rows() != 0) {
     const MatrixView<T> dZ_out = cache.grad_heads_out.view();
     const StridedMatrixView<T> dWO = g.W_O;
+    const bool z_finite = dWO.rows() != 0 && tile_finite(tile_of_const(Z));  // (every piece: Z's path)
     split_over_threads(2 * pieces, threads, [&](std::size_t k) {
       if (k < pieces) {
         multiply_transposed(tile_of_const(piece_of_rows(dY, k, pieces)), stored_of(p.W_O),
@@ -193,7 +197,7 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
                           c1 = dWO.rows() * (k - pieces + 1) / pieces;
         multiply_first_transposed(tile_of_const(block_of(Z, 0, Z.rows(), c0, c1 - c0)),
                                   tile_of_const(dY), stored_of(weight_rows(dWO, c0, c1 - c0)),
-                                  g.accumulate);
+                                  g.accumulate, z_finite);
       }
     });
     dZ = cache.grad_heads_out.view();
@@ -212,22 +216,23 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
   const bool acc = g.accumulate;
   // items: ∂L/∂W_Q, ∂L/∂W_K, ∂L/∂W_V in pieces of rows, then ∂L/∂X (and ∂L/∂X_kv) in pieces of
   // rows, each row's sum of paths in the one-thread order (Q, then K, then V)
+  const bool x_finite = tile_finite(tile_of_const(X)), xkv_finite = self ? x_finite : tile_finite(tile_of_const(X_kv));
   split_over_threads(4 * pieces + (self ? 0 : pieces), threads, [&](std::size_t k) {
     const std::size_t part = k % pieces;
     switch (k / pieces) {
-      case 0: projection_backward_piece<T>(part, pieces, X, p.W_Q, cdQ, g.W_Q, {}, acc, acc); break;
-      case 1: projection_backward_piece<T>(part, pieces, X_kv, p.W_K, cdK, g.W_K, {}, acc, acc); break;
-      case 2: projection_backward_piece<T>(part, pieces, X_kv, p.W_V, cdV, g.W_V, {}, acc, acc); break;
+      case 0: projection_backward_piece<T>(part, pieces, X, p.W_Q, cdQ, g.W_Q, {}, acc, acc, x_finite); break;
+      case 1: projection_backward_piece<T>(part, pieces, X_kv, p.W_K, cdK, g.W_K, {}, acc, acc, xkv_finite); break;
+      case 2: projection_backward_piece<T>(part, pieces, X_kv, p.W_V, cdV, g.W_V, {}, acc, acc, xkv_finite); break;
       case 3:
-        projection_backward_piece<T>(pieces + part, pieces, X, p.W_Q, cdQ, {}, g.inputs, acc, acc);
+        projection_backward_piece<T>(pieces + part, pieces, X, p.W_Q, cdQ, {}, g.inputs, acc, acc, x_finite);
         if (self) {
-          projection_backward_piece<T>(pieces + part, pieces, X, p.W_K, cdK, {}, d_kv, acc, true);
-          projection_backward_piece<T>(pieces + part, pieces, X, p.W_V, cdV, {}, d_kv, acc, true);
+          projection_backward_piece<T>(pieces + part, pieces, X, p.W_K, cdK, {}, d_kv, acc, true, x_finite);
+          projection_backward_piece<T>(pieces + part, pieces, X, p.W_V, cdV, {}, d_kv, acc, true, x_finite);
         }
         break;
       default:
-        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_K, cdK, {}, d_kv, acc, acc);
-        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_V, cdV, {}, d_kv, acc, true);
+        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_K, cdK, {}, d_kv, acc, acc, xkv_finite);
+        projection_backward_piece<T>(pieces + part, pieces, X_kv, p.W_V, cdV, {}, d_kv, acc, true, xkv_finite);
     }
   });
   if (!g.b_Q.empty()) sum_rows(tile_of_const(cdQ), g.b_Q.data(), acc);

@@ -199,11 +199,13 @@ constexpr void multiply_transposed(const tile_matrix<const T>& A, const stored_m
 /// C = Aᵀ B, or C += Aᵀ B, written in C's layout (∂L/∂W = Xᵀ dP in the layout of its W). On gemm
 /// when A is all finite; an A that holds NaN or inf (a padded row of X) takes the row kernels,
 /// which leave out each term whose B entry is 0 (gemm would form 0·NaN).
+/// `on_gemm`: whether to run on gemm — false where A (or the whole of which A is a block of
+/// columns: a thread's piece must take its whole's path, for the same bits) holds NaN or inf.
 template <class T>
 constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
                                          const tile_matrix<const T>& B,
-                                         const stored_matrix<T>& C, bool accumulate) {
-  if (!std::is_constant_evaluated() && tile_finite(A)) {
+                                         const stored_matrix<T>& C, bool accumulate, bool on_gemm) {
+  if (!std::is_constant_evaluated() && on_gemm) {
     gemm<T>(A.cols, B.cols, A.rows, gemm_of(A).transposed(), gemm_of(B), gemm_of(C), accumulate);
     return;
   }
@@ -211,6 +213,13 @@ constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
     multiply_first_transposed_into_columns(A, B, C.stored, accumulate);
   else
     multiply_first_transposed(A, B, C.stored, accumulate);
+}
+
+template <class T>
+constexpr void multiply_first_transposed(const tile_matrix<const T>& A,
+                                         const tile_matrix<const T>& B,
+                                         const stored_matrix<T>& C, bool accumulate) {
+  multiply_first_transposed(A, B, C, accumulate, !std::is_constant_evaluated() && tile_finite(A));
 }
 
 /// Row t of M (r × p) = b for every t (b of p numbers), or M_t += b.
