@@ -3,7 +3,7 @@
 /// Backward through scaled_dot_product_attention (attn/sdpa.hpp): from dY = ∂L/∂Y and what the
 /// forward saved (Y and each row's log-sum-exp L_t), the map recomputed tile by tile,
 ///
-///   P_tj = exp(β s_tj − L_t),   dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t),
+///   P_tj = exp(β s_tj − L_t),   dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) = ∂L/∂S_tj,
 ///   ∂L/∂V = Pᵀ dY,   ∂L/∂Q = scale·dS K,   ∂L/∂K = scale·dSᵀ Q,
 ///
 /// 0 for every masked key, whatever it holds. Rows whose weights do not move with the scores (all
@@ -32,14 +32,19 @@ struct saved_attention {
   std::span<const T> logsumexp{};  ///< L (T)
 };
 
-/// Where the backward writes ∂L/∂Q, ∂L/∂K and ∂L/∂V: views of the caller's memory, each left out
-/// when it has no rows, overwritten or (accumulate) added to.
+/// Where the backward writes ∂L/∂Q, ∂L/∂K, ∂L/∂V and ∂L/∂S: views of the caller's memory, each
+/// left out when it has no rows, overwritten or (accumulate) added to. S is the forward's
+/// attention_views::scores, scale·Q Kᵀ before β and the masks: ∂L/∂S_tj = β P_tj (dY_t·V_j − D_t)
+/// with D_t = dY_t·Y_t, the dS the key and query gradients are made of (before the scale).
+/// A masked entry gets exactly 0; a row whose weights do not move (a kept +inf, no key kept
+/// under zeros or uniform) 0; a NaN row, and a row with no key kept under nan, NaN.
 template <real T>
 struct attention_gradients {
   MatrixView<T> queries{};  ///< ∂L/∂Q (T × d_k)
   MatrixView<T> keys{};     ///< ∂L/∂K (n × d_k)
   MatrixView<T> values{};   ///< ∂L/∂V (n × d_v)
   bool accumulate = false;  ///< add to what the views hold
+  MatrixView<T> scores{};   ///< ∂L/∂S (T × n); last, so that {dQ, dK, dV, accumulate} still reads
 };
 
 /// What the returning backward gives.
@@ -84,8 +89,9 @@ void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const 
                                                   sink, row, std::span<T>(numbers + n, n));
 }
 
-/// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K;
-/// under `uniform` every ∂L/∂V_j gains dY_t/n, under `nan` every gradient given is NaN.
+/// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K
+/// (nor to row t of ∂L/∂S: the weights do not move); under `uniform` every ∂L/∂V_j gains dY_t/n,
+/// under `nan` every gradient given is NaN (row t of ∂L/∂S too).
 template <real T>
 void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attention_gradients<T>& g,
                              all_masked_policy policy) {
@@ -96,6 +102,7 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
       axpy(w, dY.row(t).data(), g.values.row(j).data(), g.values.cols());
   } else if (policy == all_masked_policy::nan) {
     if (g.queries.rows() != 0) fill(g.queries.row(t).data(), g.queries.cols(), nan);
+    if (g.scores.rows() != 0) fill(g.scores.row(t).data(), g.scores.cols(), nan);
     for (const MatrixView<T>& m : {g.keys, g.values})
       if (m.rows() != 0) fill_rows(m.data(), m.rows(), m.cols(), m.row_stride(), nan);
   }
@@ -109,12 +116,14 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   if constexpr (!Committed && gradients_may_throw<S, T, no_parameters>()) {
     // a score that may throw: the gradients into copies of their own, committed at the end
     Matrix<T> gq = detached_copy(g.queries), gk = detached_copy(g.keys), gv = detached_copy(g.values);
-    sdpa_backward_views<T, S, true>(where, Q, K, V, score, saved, dY,
-                                    attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate},
-                                    opt);
+    Matrix<T> gs = detached_copy(g.scores);
+    sdpa_backward_views<T, S, true>(
+        where, Q, K, V, score, saved, dY,
+        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view()}, opt);
     commit_to(gq, g.queries);
     commit_to(gk, g.keys);
     commit_to(gv, g.values);
+    commit_to(gs, g.scores);
     return;
   }
   const std::size_t tq = Q.rows(), n = K.rows(), dk = K.cols(), dv = V.cols();
@@ -123,6 +132,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   if (g.queries.rows() != 0) check_shape(where, "dL/dQ", g.queries.rows(), g.queries.cols(), tq, dk);
   if (g.keys.rows() != 0) check_shape(where, "dL/dK", g.keys.rows(), g.keys.cols(), n, dk);
   if (g.values.rows() != 0) check_shape(where, "dL/dV", g.values.rows(), g.values.cols(), n, dv);
+  if (g.scores.rows() != 0) check_shape(where, "dL/dS", g.scores.rows(), g.scores.cols(), tq, n);
   const bool recompute = saved.out.rows() == 0 && saved.logsumexp.empty();
   if (!recompute) {
     check_shape(where, "the saved output", saved.out.rows(), saved.out.cols(), tq, dv);
@@ -132,7 +142,8 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   check_buffers_apart<T>(where,
                          {{"dL/dQ", region_of(g.queries)},
                           {"dL/dK", region_of(g.keys)},
-                          {"dL/dV", region_of(g.values)}},
+                          {"dL/dV", region_of(g.values)},
+                          {"dL/dS", region_of(g.scores)}},
                          {{"the queries", region_of(Q)},
                           {"the keys", region_of(K)},
                           {"the values", region_of(V)},
@@ -173,16 +184,25 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     if (g.keys.rows() != 0) fill_rows(g.keys.data(), n, dk, g.keys.row_stride(), T(0));
     if (g.values.rows() != 0) fill_rows(g.values.data(), n, dv, g.values.row_stride(), T(0));
     if (g.queries.rows() != 0) fill_rows(g.queries.data(), tq, dk, g.queries.row_stride(), T(0));
+    if (g.scores.rows() != 0) fill_rows(g.scores.data(), tq, n, g.scores.row_stride(), T(0));
   }
   attention_gradients<T> exact = g;
   exact.accumulate = true;
   const auto by_row = [&](std::size_t t) {
     if (!row_opt) make_scratch();  // (only if -ffast-math folded the scan's test and not the kernel's)
     sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), scratch);
+    if (g.scores.rows() != 0) {  // the row's ∂L/∂s, all n of them (masked: 0), from the scratch
+      T* const gs = g.scores.row(t).data();
+      if (g.accumulate)
+        axpy(T(1), scratch.numbers.data(), gs, n);
+      else
+        copy_numbers(scratch.numbers.data(), gs, n);
+    }
   };
   if constexpr (dot_product_score<S, T>) {
     if (tiled) {
-      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values)};
+      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values),
+                           tile_of(g.scores), g.accumulate};
       tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
                         saved.logsumexp.data(), score.template scale<T>(dk),
                         static_cast<T>(opt.beta), masks, tg, 0, tq, [&](std::size_t t) {

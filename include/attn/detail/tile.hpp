@@ -392,7 +392,29 @@ struct tile_gradients {
   tile_matrix<T> queries{};  ///< ∂L/∂Q (T × d_k), added to
   tile_matrix<T> keys{};     ///< ∂L/∂K (n × d_k), added to
   tile_matrix<T> values{};   ///< ∂L/∂V (n × d_v), added to
+  tile_matrix<T> scores{};   ///< ∂L/∂S (T × n): dS before the scale f, written or added to
+  bool add_scores = false;   ///< add dS to what scores holds (else overwrite)
 };
+
+/// ds[c] = f·dS_tj for c < nb from dp_c = dY_t·V_j (in ds) and D_t = dY_t·Y_t, dS_tj =
+/// softmax_backward_entry(P_tj, dp_c − D_t, β); dS_tj also written to (Add: added to) gs[c]
+/// when gs is not null. The same numbers either way: gs only costs its stores.
+template <class T, bool Add>
+ATTN_ALWAYS_INLINE void score_gradients_of(const T* p, T* ds, std::size_t nb, T dy_y, T beta, T f,
+                                           T* gs) noexcept {
+  if (gs == nullptr) {
+    for (std::size_t c = 0; c < nb; ++c) ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y, beta);
+    return;
+  }
+  for (std::size_t c = 0; c < nb; ++c) {
+    const T e = softmax_backward_entry(p[c], ds[c] - dy_y, beta);
+    if constexpr (Add)
+      gs[c] += e;
+    else
+      gs[c] = e;
+    ds[c] = f * e;
+  }
+}
 
 /// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
 /// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
@@ -481,8 +503,11 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
             }
             any = true;
             exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0: masked
-            for (std::size_t c = 0; c < nb; ++c)
-              ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
+            T* const gs = g.scores.data != nullptr ? g.scores.row(t) + j0 : nullptr;
+            if (g.add_scores)
+              score_gradients_of<T, true>(p, ds, nb, dy_y[i], beta, f, gs);
+            else
+              score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs);
           }
           if (any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
             for_each_run(nb, keys_finite, key_finite, [&](std::size_t c, std::size_t len) {
