@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attn/backward.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/detail/tile.hpp"
 #include "attn/sdpa.hpp"
 
@@ -108,18 +109,79 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
   }
 }
 
+/// tiled_backward on `threads` threads (usable_threads: 1 runs tiled_backward itself), every
+/// number the one-thread call's bit for bit: leave(t) for the rows the tiles leave first, in
+/// order, on the calling thread (their exact path adds to every key's gradient and shares one
+/// scratch); then pieces taken by split_over_threads, each writing its own rows of the
+/// gradients — a block of NB keys, whose ∂L/∂K and ∂L/∂V rows it sums over every block of MB
+/// rows in order (the one-thread order of those sums), or a block of MB rows, whose ∂L/∂Q rows
+/// and ∂L/∂S entries it sums over every block of keys in order (theirs). Both form P and dS of
+/// their tiles: the two score products twice, about 7/5 of the one-thread work when every
+/// gradient is asked for, none more when only the keys' or only the rows' are.
+template <class T, class Leave>
+void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
+                               const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
+                               const tile_matrix<const T>& dY, const T* lse, T f, T beta,
+                               const tile_masks& masks, const tile_gradients<T>& g,
+                               std::size_t tq, Leave&& leave, std::size_t threads) {
+  const std::size_t used = usable_threads(threads);
+  if (used <= 1 || tq == 0) {
+    tiled_backward<T>(Q, K, V, Y, dY, lse, f, beta, masks, g, 0, tq, leave);
+    return;
+  }
+  using kernel = tiled_backward_kernel<T>;
+  constexpr std::size_t MB = kernel::MB, SB = kernel::SB;
+  const std::size_t dk = K.cols, dv = V.cols;
+  const kernel k{Q, K, V, Y, dY, lse, f, beta, masks, g,
+                 tile_shape<T>::keys_per_block(dk > dv ? dk : dv)};
+  const std::size_t NB = k.NB;
+  for (std::size_t t = 0; t < tq; ++t)
+    if (!k.live(t)) leave(t);
+  const std::size_t key_end = masks.limit(tq - 1);  // (the last row sees the most keys)
+  const bool keys_part = g.keys.data != nullptr || g.values.data != nullptr;
+  const bool rows_part = g.queries.data != nullptr || g.scores.data != nullptr;
+  const std::size_t key_blocks = keys_part ? (key_end + NB - 1) / NB : 0;
+  const std::size_t row_blocks = rows_part ? (tq + MB - 1) / MB : 0;
+  // the key blocks first (under causal the first are seen by the most rows), then the row
+  // blocks, the last first (they see the most keys)
+  split_over_threads(key_blocks + row_blocks, used, [&](std::size_t item) {
+    backward_scratch<T> b;
+    if (item < key_blocks) {
+      const std::size_t j0 = item * NB;
+      k.keys(j0, key_end - j0 < NB ? key_end - j0 : NB, b);
+      for (std::size_t s0 = 0; s0 < tq; s0 += SB) {
+        const std::size_t srows = tq - s0 < SB ? tq - s0 : SB;
+        if (masks.limit(s0 + srows - 1) <= j0) continue;
+        k.rows(s0, srows, b);
+        for (std::size_t b0 = 0; b0 < srows; b0 += MB)
+          k.block(s0 + b0, srows - b0 < MB ? srows - b0 : MB, b0, j0, b, false, true);
+      }
+      return;
+    }
+    const std::size_t t0 = (row_blocks - 1 - (item - key_blocks)) * MB;
+    const std::size_t rows = tq - t0 < MB ? tq - t0 : MB;
+    k.rows(t0, rows, b);
+    const std::size_t last = masks.limit(t0 + rows - 1);
+    for (std::size_t j0 = 0; j0 < last; j0 += NB) {
+      k.keys(j0, last - j0 < NB ? last - j0 : NB, b);
+      k.block(t0, rows, 0, j0, b, true, false);
+    }
+  });
+}
+
 template <real T, class S, bool Committed = false>
 void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                          MatrixView<const T> V, const S& score, saved_attention<T> saved,
                          MatrixView<const T> dY, const attention_gradients<T>& g,
-                         const options& opt) {
+                         const options& opt, std::size_t threads = 1) {
   if constexpr (!Committed && gradients_may_throw<S, T, no_parameters>()) {
     // a score that may throw: the gradients into copies of their own, committed at the end
     Matrix<T> gq = detached_copy(g.queries), gk = detached_copy(g.keys), gv = detached_copy(g.values);
     Matrix<T> gs = detached_copy(g.scores);
     sdpa_backward_views<T, S, true>(
         where, Q, K, V, score, saved, dY,
-        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view()}, opt);
+        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view()}, opt,
+        threads);
     commit_to(gq, g.queries);
     commit_to(gk, g.keys);
     commit_to(gv, g.values);
@@ -157,7 +219,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     y_own = Matrix<T>(tq, dv);
     lse_own.assign(tq, T(0));
     many_queries_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
-                  opt);
+                          opt, rows_on_threads<T>{threads});
     saved = {y_own.view(), lse_own};
   }
   // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t, Q_t or
@@ -203,14 +265,16 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     if (tiled) {
       tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values),
                            tile_of(g.scores), g.accumulate};
-      tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
-                        saved.logsumexp.data(), score.template scale<T>(dk),
-                        static_cast<T>(opt.beta), masks, tg, 0, tq, [&](std::size_t t) {
-                          if (row_allows_a_key(masks, t))
-                            by_row(t);
-                          else
-                            masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
-                        });
+      tiled_backward_on_threads<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out),
+                                   tile_of(dY), saved.logsumexp.data(), score.template scale<T>(dk),
+                                   static_cast<T>(opt.beta), masks, tg, tq,
+                                   [&](std::size_t t) {
+                                     if (row_allows_a_key(masks, t))
+                                       by_row(t);
+                                     else
+                                       masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
+                                   },
+                                   threads);
       return;
     }
   }
@@ -239,6 +303,28 @@ void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V
   using T = matrix_scalar_of<Qm>;
   detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
                                  as_view(K), as_view(V), score, saved, as_view(dY), grads, opt);
+}
+
+/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
+/// started), the numbers the one-thread call's bit for bit for any count: the rows the tiles
+/// leave first, on the calling thread, then blocks of keys (their ∂L/∂K and ∂L/∂V summed over
+/// every row in order) and blocks of rows (their ∂L/∂Q and ∂L/∂S over every key in order) taken
+/// by the next free thread; P and dS are formed once for each (about 7/5 of the one-thread work
+/// when every gradient is asked for). Allocates the thread objects besides what the one-thread
+/// call allocates; each thread's tiles are on its stack (~180 KiB). Scores outside the dot
+/// family and d_k or d_v above 256 (every row one query's path) run on the calling thread.
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>
+void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                           const saved_attention<matrix_scalar_of<Qm>>& saved,
+                                           const Gm& dY,
+                                           const attention_gradients<matrix_scalar_of<Qm>>& grads,
+                                           const options& opt, std::size_t threads) {
+  using T = matrix_scalar_of<Qm>;
+  detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
+                                 as_view(K), as_view(V), score, saved, as_view(dY), grads, opt,
+                                 threads);
 }
 
 /// Returns ∂L/∂Q, ∂L/∂K and ∂L/∂V of scaled_dot_product_attention(Q, K, V, score, …, opt).
