@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -109,23 +110,34 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
   }
 }
 
+/// What tiled_backward_on_threads needs besides the threads: dY_t·Y_t and whether the tiles
+/// take row t, for every row (made by the caller before anything is written).
+template <class T>
+struct backward_rows_state {
+  std::vector<T> dy_y;
+  std::unique_ptr<bool[]> live;
+  explicit backward_rows_state(std::size_t tq) : dy_y(tq), live(std::make_unique<bool[]>(tq)) {}
+};
+
 /// tiled_backward on `threads` threads (usable_threads: 1 runs tiled_backward itself), every
 /// number the one-thread call's bit for bit: leave(t) for the rows the tiles leave first, in
 /// order, on the calling thread (their exact path adds to every key's gradient and shares one
-/// scratch); then pieces taken by split_over_threads, each writing its own rows of the
-/// gradients — a block of NB keys, whose ∂L/∂K and ∂L/∂V rows it sums over every block of MB
-/// rows in order (the one-thread order of those sums), or a block of MB rows, whose ∂L/∂Q rows
-/// and ∂L/∂S entries it sums over every block of keys in order (theirs). Both form P and dS of
-/// their tiles: the two score products twice, about 7/5 of the one-thread work when every
-/// gradient is asked for, none more when only the keys' or only the rows' are.
+/// scratch), and dY_t·Y_t of every row into `state`; then pieces taken by split_over_threads,
+/// each writing its own rows of the gradients — a block of NB keys, whose ∂L/∂K and ∂L/∂V rows
+/// it sums over every block of MB rows in order (the one-thread order of those sums), or a
+/// block of MB rows, whose ∂L/∂Q rows and ∂L/∂S entries it sums over every block of keys in
+/// order (theirs). Both form P and dS of their tiles: the two score products twice, about 7/5
+/// of the one-thread work when every gradient is asked for, none more when only the keys' or
+/// only the rows' are.
 template <class T, class Leave>
 void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                                const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
                                const tile_matrix<const T>& dY, const T* lse, T f, T beta,
                                const tile_masks& masks, const tile_gradients<T>& g,
-                               std::size_t tq, Leave&& leave, std::size_t threads) {
+                               std::size_t tq, Leave&& leave, std::size_t threads,
+                               backward_rows_state<T>* state) {
   const std::size_t used = usable_threads(threads);
-  if (used <= 1 || tq == 0) {
+  if (used <= 1 || tq == 0 || state == nullptr) {
     tiled_backward<T>(Q, K, V, Y, dY, lse, f, beta, masks, g, 0, tq, leave);
     return;
   }
@@ -137,6 +149,17 @@ void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<
   const std::size_t NB = k.NB;
   for (std::size_t t = 0; t < tq; ++t)
     if (!k.live(t)) leave(t);
+  T* const dy_y = state->dy_y.data();
+  bool* const live = state->live.get();
+  {  // every row's dY_t·Y_t and live(t), once (score_micro_tile's numbers, as one thread's)
+    backward_scratch<T> b;
+    for (std::size_t s0 = 0; s0 < tq; s0 += SB) {
+      const std::size_t srows = tq - s0 < SB ? tq - s0 : SB;
+      k.rows(s0, srows, b);
+      copy_numbers(b.dy_y, dy_y + s0, srows);
+      for (std::size_t i = 0; i < srows; ++i) live[s0 + i] = b.live[i];
+    }
+  }
   const std::size_t key_end = masks.limit(tq - 1);  // (the last row sees the most keys)
   const bool keys_part = g.keys.data != nullptr || g.values.data != nullptr;
   const bool rows_part = g.queries.data != nullptr || g.scores.data != nullptr;
@@ -149,22 +172,16 @@ void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<
     if (item < key_blocks) {
       const std::size_t j0 = item * NB;
       k.keys(j0, key_end - j0 < NB ? key_end - j0 : NB, b);
-      for (std::size_t s0 = 0; s0 < tq; s0 += SB) {
-        const std::size_t srows = tq - s0 < SB ? tq - s0 : SB;
-        if (masks.limit(s0 + srows - 1) <= j0) continue;
-        k.rows(s0, srows, b);
-        for (std::size_t b0 = 0; b0 < srows; b0 += MB)
-          k.block(s0 + b0, srows - b0 < MB ? srows - b0 : MB, b0, j0, b, false, true);
-      }
+      for (std::size_t t0 = 0; t0 < tq; t0 += MB)
+        k.block(t0, tq - t0 < MB ? tq - t0 : MB, dy_y + t0, live + t0, j0, b, false, true);
       return;
     }
     const std::size_t t0 = (row_blocks - 1 - (item - key_blocks)) * MB;
     const std::size_t rows = tq - t0 < MB ? tq - t0 : MB;
-    k.rows(t0, rows, b);
     const std::size_t last = masks.limit(t0 + rows - 1);
     for (std::size_t j0 = 0; j0 < last; j0 += NB) {
       k.keys(j0, last - j0 < NB ? last - j0 : NB, b);
-      k.block(t0, rows, 0, j0, b, true, false);
+      k.block(t0, rows, dy_y + t0, live + t0, j0, b, true, false);
     }
   });
 }
@@ -241,6 +258,10 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     if (g.keys.rows() == 0) scratch.keys = Matrix<T>(n, dk);
   };
   if (exact_rows) make_scratch();
+  // on threads, every row's dY_t·Y_t and live(t) in one place for the pieces (T numbers and T
+  // bools), made here too
+  std::optional<backward_rows_state<T>> rows_state;
+  if (tiled && usable_threads(threads) > 1) rows_state.emplace(tq);
   // the key and value gradients are sums over the rows: start them at 0 unless they accumulate
   if (!g.accumulate) {
     if (g.keys.rows() != 0) fill_rows(g.keys.data(), n, dk, g.keys.row_stride(), T(0));
@@ -274,7 +295,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
                                      else
                                        masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
                                    },
-                                   threads);
+                                   threads, rows_state ? &*rows_state : nullptr);
       return;
     }
   }

@@ -485,17 +485,15 @@ struct tiled_backward_kernel {
     }
   }
 
-  /// Rows [t0, t0 + rows) (rows ≤ MB, their dy_y and live in b from entry b0) over the keys
-  /// packed from j0: P and dS, then (rows_part) ∂L/∂Q's rows and ∂L/∂S's entries, (keys_part)
-  /// the keys' ∂L/∂V and ∂L/∂K rows.
-  void block(std::size_t t0, std::size_t rows, std::size_t b0, std::size_t j0, scratch& b,
-             bool rows_part, bool keys_part) const {
+  /// Rows [t0, t0 + rows) (rows ≤ MB, their dY_t·Y_t and live(t) from dy_y and live_rows) over
+  /// the keys packed from j0: P and dS, then (rows_part) ∂L/∂Q's rows and ∂L/∂S's entries,
+  /// (keys_part) the keys' ∂L/∂V and ∂L/∂K rows.
+  void block(std::size_t t0, std::size_t rows, const T* dy_y, const bool* live_rows,
+             std::size_t j0, scratch& b, bool rows_part, bool keys_part) const {
     const std::size_t dk = K.cols, dv = V.cols;
     const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
     if (last <= j0) return;
     const std::size_t nb = last - j0 < NB ? last - j0 : NB;
-    const bool* live_rows = b.live + b0;
-    const T* dy_y = b.dy_y + b0;
     bool rows_live = true;
     for (std::size_t i = 0; i < rows; ++i) rows_live = rows_live && live_rows[i];
     for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
@@ -590,7 +588,8 @@ void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
       k.keys(j0, key_end - j0 < NB ? key_end - j0 : NB, b);
       for (std::size_t b0 = 0; b0 < srows; b0 += MB)  // a block of MB rows over these keys
-        k.block(s0 + b0, srows - b0 < MB ? srows - b0 : MB, b0, j0, b, true, true);
+        k.block(s0 + b0, srows - b0 < MB ? srows - b0 : MB, b.dy_y + b0, b.live + b0, j0, b, true,
+                true);
     }
   }
 }
