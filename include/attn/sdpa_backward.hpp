@@ -331,8 +331,9 @@ void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V
 /// leave first, on the calling thread, then blocks of keys (their ∂L/∂K and ∂L/∂V summed over
 /// every row in order) and blocks of rows (their ∂L/∂Q and ∂L/∂S over every key in order) taken
 /// by the next free thread; P and dS are formed once for each (about 7/5 of the one-thread work
-/// when every gradient is asked for). Allocates the thread objects besides what the one-thread
-/// call allocates; each thread's tiles are on its stack (~180 KiB). Scores outside the dot
+/// when every gradient is asked for). Allocates, besides what the one-thread call allocates,
+/// T numbers and T bools (each row's dY_t·Y_t, made before anything is written) and the
+/// thread objects; each thread's tiles are on its stack (about 180 KiB). Scores outside the dot
 /// family and d_k or d_v above 256 (every row one query's path) run on the calling thread.
 template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
   requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
