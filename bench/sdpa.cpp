@@ -16,8 +16,9 @@
 // dS = P ∘ (dP − rowsum(dY ∘ Y)), dQ = scale·dS K, dK = scale·dSᵀ Q: four gemms), and its four
 // gemms alone. Causal: the unfused forms compute the whole map and softmax each row's prefix.
 // sdpa_threads/f32/attn: eight heads at T = 1024, each head's call on two threads (the threads
-// overload), against `one`, the same calls on one thread (both wall time: the only two
-// benchmarks here that are not CPU time).
+// overload), against `one`, the same calls on one thread; sdpa_backward_threads/f32/attn and
+// /one the same for the backward (all four wall time: the only benchmarks here that are not
+// CPU time).
 // BLAS only when CMake found OpenBLAS (ATTN_BENCH_HAVE_BLAS), run on one thread; the kernels it
 // picked are in the output's context (openblas_core): docs/performance.md says how to run it.
 #include <attn/sdpa.hpp>
@@ -310,7 +311,7 @@ void sdpa_backward_eigen(benchmark::State& state, std::size_t h) {
 
 /// attn's backward from the saved Y and log-sum-exp of each head (formed once, outside the loop).
 template <class T>
-void sdpa_backward_attn(benchmark::State& state, std::size_t h) {
+void sdpa_backward_attn(benchmark::State& state, std::size_t h, std::size_t threads = 1) {
   const problem<T> p(state, h);
   heads_matrix<T> Y(p.tq, p.width), dQ(p.tq, p.width), dK(p.n, p.width), dV(p.n, p.width);
   std::vector<std::vector<T>> L(h, std::vector<T>(p.tq));
@@ -320,9 +321,13 @@ void sdpa_backward_attn(benchmark::State& state, std::size_t h) {
     bench::touch(p.K.data());
     for (std::size_t i = 0; i < h; ++i) {
       const attn::MatrixView<const T> y = Y.head(i);
-      attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot,
-                                                  attn::saved_attention<T>{y, L[i]}, p.dy(i),
-                                                  attn::attention_gradients<T>{dQ.head(i), dK.head(i), dV.head(i)});
+      const attn::saved_attention<T> saved{y, L[i]};
+      const attn::attention_gradients<T> g{dQ.head(i), dK.head(i), dV.head(i)};
+      if (threads == 1)
+        attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g);
+      else
+        attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g,
+                                                    {}, threads);
     }
     bench::touch(dK.data.data());
   }
@@ -372,9 +377,16 @@ void register_all() {
       sdpa_attn<T, variant::plain>(s, 8, threads);
     })->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
   };
+  const auto threaded_backward = [&](const std::string& name, std::size_t threads) {
+    benchmark::RegisterBenchmark(name.c_str(), [threads](benchmark::State& s) {
+      sdpa_backward_attn<T>(s, 8, threads);
+    })->Arg(1024)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  };
   if (std::is_same_v<T, float>) {
     threaded("sdpa_threads/" + ty + "/attn", 2);
     threaded("sdpa_threads/" + ty + "/one", 1);
+    threaded_backward("sdpa_backward_threads/" + ty + "/attn", 2);
+    threaded_backward("sdpa_backward_threads/" + ty + "/one", 1);
   }
 }
 

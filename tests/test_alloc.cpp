@@ -297,13 +297,16 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
   CHECK(count_allocations([&] {
           attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true});
         }) == 0);
-  // on threads: the thread objects alone (three splits, each a vector of one worker and its
-  // std::thread's state), none at all on one thread
+  // on threads: the thread objects (three splits, each a vector of one worker and its
+  // std::thread's state) and, in a worker that runs a product whose panels pass 8 KiB, that
+  // thread's two panels (detail/gemm.hpp: per thread, and a worker is a new thread each split;
+  // which items a worker takes is the scheduler's, so 2 per split at most); none at all on one
+  // thread
   CHECK(count_allocations([&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true}, 1, 1); }) == 0);
   const long on_two = count_allocations(
       [&] { attn::multi_head_attention(X, p, {.out = Yh.view()}, cache, {.causal = true}, 1, 2); });
   CHECK(on_two > 0);
-  CHECK(on_two <= 3 * 2);
+  CHECK(on_two <= 3 * 2 + 3 * 2);
   CHECK(count_allocations([&] {
           attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true}, 1, 1);
         }) == 0);
@@ -311,7 +314,7 @@ TEST_CASE("Many queries: the tiled attention, its backward and the heads allocat
     attn::multi_head_attention_backward(X, p, cache, dYh, {.inputs = dX.view(), .W_Q = dWQ.view()}, {.causal = true}, 1, 2);
   });
   CHECK(backward_on_two > 0);
-  CHECK(backward_on_two <= 3 * 2);
+  CHECK(backward_on_two <= 3 * 2 + 3 * 2);
   // decoding with a cache: the constructor allocates; the steps of one row, once one was seen,
   // nothing (grouped-query attention, two sequences of different lengths)
   const attn::multi_head_parameters<float> gqa{.W_Q = WQ.view(), .W_K = attn::MatrixView<const float>(WK.data(), dm, 8),

@@ -2,6 +2,7 @@
 // query row (attn/jacobian.hpp): against central finite differences (the public checker), against
 // each other (Jᵀg = VJP) and against align_backward (the exact rules row by row), in float,
 // double and long double, over key, row and causal masks, T ≠ n, and every all-masked policy.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -294,4 +295,202 @@ TEMPLATE_TEST_CASE("sdpa backward: a masked position's contents reach no gradien
     CHECK(same_rows(got4.queries, want4.queries, 0, u));
     CHECK(same_rows(got4.queries, want4.queries, u + 1, T_));
   }
+}
+
+namespace {
+
+// Row t's key mask as one query sees it: the key mask, row t of the row mask, the causal limit.
+template <class T>
+std::vector<char> row_mask_of(const problem<T>& p, std::size_t t) {
+  const std::size_t tq = p.Q.rows(), n = p.K.rows();
+  std::vector<char> m(n, 1);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (!p.opt.mask.empty() && !p.keys[j]) m[j] = 0;
+    if (!p.opt.row_mask.empty() && !p.rows[t * n + j]) m[j] = 0;
+    if (p.opt.causal && j + tq > t + n) m[j] = 0;
+  }
+  return m;
+}
+
+// dL/dS of the problem through the views, from a saved forward (or none), with the other
+// gradients given or not.
+template <class T>
+Matrix<T> score_gradient(const problem<T>& p, const attn::saved_attention<T>& saved) {
+  Matrix<T> gS(p.Q.rows(), p.K.rows(), T(7));
+  attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, saved, p.dY,
+                                              {.scores = gS.view()}, p.opt);
+  return gS;
+}
+
+}  // namespace
+
+TEST_CASE("sdpa backward: dL/dS against central differences of softmax(β S, masks) V",
+          "[sdpa][derivatives][mask]") {
+  // F(S) = Σ_t dY_t · (softmax(β S_t, row t's mask) V), with attn::softmax row by row (another
+  // path than the kernel's P = exp(β s − L)); S the forward's own attention_views::scores.
+  std::mt19937_64 rng(41);
+  for (const auto& shape : {std::pair<std::size_t, std::size_t>{3, 5}, {5, 3}, {4, 4}, {6, 9}})
+    for (int masks = 0; masks < 8; ++masks) {
+      const std::size_t tq = shape.first, n = shape.second;  // (clang 14: no bindings in lambdas)
+      INFO("T = " << tq << ", n = " << n << ", masks " << masks);
+      const auto p = make_problem<double>(tq, n, 4, 3, masks, rng);
+      Matrix<double> S(tq, n), Y(tq, 3);
+      std::vector<double> L(tq);
+      attn::scaled_dot_product_attention(p.Q, p.K, p.V, attn::scaled_dot,
+                                         {.out = Y.view(), .scores = S.view(), .logsumexp = L}, p.opt);
+      const Matrix<double> gS = score_gradient(p, {Y.view(), L});
+      double top = 0;  // max_tj |dY_t·V_j|: each derivative of F in S_tj is β^k times a sum of such
+      for (std::size_t t = 0; t < tq; ++t)
+        for (std::size_t j = 0; j < n; ++j) {
+          double u = 0;
+          for (std::size_t i = 0; i < 3; ++i) u += p.dY(t, i) * p.V(j, i);
+          top = std::max(top, std::abs(u));
+        }
+      for (std::size_t t = 0; t < tq; ++t) {
+        const std::vector<char> m = row_mask_of(p, t);
+        attn::options ro;
+        ro.beta = p.opt.beta;
+        ro.mask = m;
+        const auto F = [&](std::size_t j, double s) {  // row t's term of F with S_tj = s
+          std::vector<double> row(S.row(t).begin(), S.row(t).end()), w(n);
+          row[j] = s;
+          attn::softmax(row, w, ro);
+          double f = 0;
+          for (std::size_t k = 0; k < n; ++k)
+            for (std::size_t i = 0; i < 3; ++i) f += p.dY(t, i) * w[k] * p.V(k, i);
+          return f;
+        };
+        const bool sees = std::find(m.begin(), m.end(), char{1}) != m.end();
+        for (std::size_t j = 0; j < n; ++j) {
+          INFO("t = " << t << ", j = " << j);
+          if (!m[j] || !sees) {  // masked, or a row with no key (zeros: the weights do not move)
+            REQUIRE(gS(t, j) == 0.0);
+            continue;
+          }
+          // central difference with h = 1e-4: truncation h²/6·|∂³F/∂S³| ≤ h²/6·β³·2·top (the
+          // third derivative of a softmax weight is below 1 in size times β³, times dY·(V_j − Y)),
+          // rounding 2ε·|terms|/h with |terms| ≤ top; the sum below covers both twice over
+          const double h = 1e-4, beta = p.opt.beta;
+          const double fd = (F(j, S(t, j) + h) - F(j, S(t, j) - h)) / (2 * h);
+          const double tol = 2 * (h * h / 6 * beta * beta * beta * 2 * top +
+                                  2 * std::numeric_limits<double>::epsilon() * static_cast<double>(n) * top / h);
+          REQUIRE_THAT(gS(t, j), Catch::Matchers::WithinAbs(fd, tol));
+        }
+      }
+    }
+}
+
+TEMPLATE_TEST_CASE("sdpa backward: dL/dS is the one-query backward's dL/ds row by row", "[sdpa][derivatives]",
+                   float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(42);
+  const bool fused = attn_test::fma_contracted();
+  for (const std::size_t tq : {7u, 200u})
+    for (const std::size_t n : {9u, 150u})  // (150: past a block of keys in float and double)
+      for (int masks = 0; masks < 8; ++masks) {
+        INFO("T = " << tq << ", n = " << n << ", masks " << masks);
+        const auto p = make_problem<T>(tq, n, 16, 8, masks, rng);
+        const auto fw = attn::scaled_dot_product_attention(p.Q, p.K, p.V, p.opt);
+        // rows t ≡ 1 (mod 3) with a NaN log-sum-exp: the tiled kernel leaves them to one query's path
+        std::vector<T> L(fw.logsumexp.begin(), fw.logsumexp.end());
+        for (std::size_t t = 1; t < tq; t += 3) L[t] = std::numeric_limits<T>::quiet_NaN();
+        const Matrix<T> tiled = score_gradient(p, {fw.out.view(), fw.logsumexp});
+        const Matrix<T> mixed = score_gradient(p, {fw.out.view(), L});
+        for (std::size_t t = 0; t < tq; ++t) {
+          const std::vector<char> m = row_mask_of(p, t);
+          attn::options ro;
+          ro.beta = p.opt.beta;
+          ro.mask = m;
+          const auto one = attn::backward(p.Q.row(t), p.K, p.V, attn::scaled_dot, p.dY.row(t), ro);
+          // the tiles' β P_tj (dP_tj − D_t) and one query's β α_j (u_j − ū) (the dominant weight's
+          // form): the same terms rounded otherwise, within vjp_tolerance of the row's largest
+          double top = 1;
+          for (std::size_t j = 0; j < n; ++j) top = std::max(top, std::abs(static_cast<double>(one.scores[j])));
+          for (std::size_t j = 0; j < n; ++j) {
+            INFO("t = " << t << ", j = " << j);
+            if (!m[j]) REQUIRE(tiled(t, j) == T(0));  // masked: exactly 0
+            REQUIRE_THAT(static_cast<double>(tiled(t, j)),
+                         Catch::Matchers::WithinAbs(static_cast<double>(one.scores[j]),
+                                                    static_cast<double>(attn::vjp_tolerance<T>()) * top));
+            if (t % 3 == 1 && !fused)  // the exact rows: one query's numbers, copied
+              REQUIRE(mixed(t, j) == one.scores[j]);
+            else if (t % 3 != 1)  // the other rows: the tiled numbers, whatever rows are left
+              REQUIRE(mixed(t, j) == tiled(t, j));
+          }
+        }
+      }
+}
+
+TEST_CASE("sdpa backward: dL/dS of rows whose weights do not move, NaN rows, wide keys", "[sdpa][derivatives][mask]") {
+  constexpr double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  std::mt19937_64 rng(43);
+  auto p = make_problem<double>(6, 5, 4, 3, 0, rng);
+  for (std::size_t j = 0; j < 5; ++j) p.K(j, 0) = 1;  // row 2: every score +inf; row 4: NaN
+  p.Q(2, 0) = inf;
+  for (std::size_t i = 1; i < 4; ++i) p.Q(2, i) = 0;
+  p.Q(4, 1) = nan;
+  p.keys[3] = 0;
+  p.opt.mask = p.keys;
+  const Matrix<double> gS = score_gradient(p, {});
+  for (std::size_t j = 0; j < 5; ++j) {
+    INFO("j = " << j);
+    REQUIRE(gS(2, j) == 0.0);                    // a kept +inf: the weights do not move
+    const bool masked = !p.keys[j];              // (keys 2 and 3)
+    REQUIRE(std::isnan(gS(4, j)));               // a NaN row: NaN (one query's ∂L/∂s, masked too)
+    REQUIRE((gS(0, j) == 0.0) == masked);        // a tiled row: masked 0, the rest not
+  }
+  // no key kept: 0 under zeros and uniform (nothing moves), NaN under nan
+  for (std::size_t j = 0; j < 5; ++j) p.keys[j] = 0;
+  for (const auto policy : {attn::all_masked_policy::zeros, attn::all_masked_policy::uniform,
+                            attn::all_masked_policy::nan}) {
+    p.opt.if_all_masked = policy;
+    const Matrix<double> g = score_gradient(p, {});
+    for (std::size_t i = 0; i < g.size(); ++i)
+      REQUIRE((policy == attn::all_masked_policy::nan ? std::isnan(g.data()[i]) : g.data()[i] == 0.0));
+  }
+  // d_k above 256: every row takes one query's path, its dL/ds copied
+  const auto w = make_problem<double>(3, 5, 260, 3, 3, rng);
+  const Matrix<double> gw = score_gradient(w, {});
+  for (std::size_t t = 0; t < 3; ++t) {
+    const std::vector<char> m = row_mask_of(w, t);
+    attn::options ro;
+    ro.beta = w.opt.beta;
+    ro.mask = m;
+    const auto one = attn::backward(w.Q.row(t), w.K, w.V, attn::scaled_dot, w.dY.row(t), ro);
+    for (std::size_t j = 0; j < 5; ++j)
+      if (!attn_test::fma_contracted()) REQUIRE(gw(t, j) == one.scores[j]);
+  }
+}
+
+TEST_CASE("sdpa backward: dL/dS accumulates, costs the other gradients no bit, is checked", "[sdpa][derivatives][errors]") {
+  std::mt19937_64 rng(44);
+  const auto p = make_problem<double>(70, 140, 8, 5, 7, rng);
+  const auto once = tiled_gradients(p);
+  const auto fw = attn::scaled_dot_product_attention(p.Q, p.K, p.V, p.opt);
+  const attn::saved_attention<double> saved{fw.out.view(), fw.logsumexp};
+  Matrix<double> dQ(70, 8), dK(140, 8), dV(140, 5), gS(70, 140, 1.0);
+  attn::scaled_dot_product_attention_backward(
+      p.Q, p.K, p.V, attn::scaled_dot, saved, p.dY,
+      {.queries = dQ.view(), .keys = dK.view(), .values = dV.view(), .accumulate = false, .scores = gS.view()},
+      p.opt);
+  for (std::size_t i = 0; i < dQ.size(); ++i) REQUIRE(dQ.data()[i] == once.queries.data()[i]);
+  for (std::size_t i = 0; i < dK.size(); ++i) REQUIRE(dK.data()[i] == once.keys.data()[i]);
+  for (std::size_t i = 0; i < dV.size(); ++i) REQUIRE(dV.data()[i] == once.values.data()[i]);
+  Matrix<double> acc(70, 140, 1.0);
+  attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, saved, p.dY,
+                                              {.accumulate = true, .scores = acc.view()}, p.opt);
+  for (std::size_t i = 0; i < acc.size(); ++i) REQUIRE(acc.data()[i] == 1.0 + gS.data()[i]);
+  Matrix<double> bad(70, 139, 7.0);
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(p.Q, p.K, p.V, attn::scaled_dot, saved, p.dY,
+                                                                  {.queries = dQ.view(), .scores = bad.view()}, p.opt),
+                      "attn::scaled_dot_product_attention_backward: dL/dS is 70x139 but should be 70x140");
+  Matrix<double> big(70, 148, 7.0);
+  REQUIRE_THROWS_WITH(attn::scaled_dot_product_attention_backward(
+                          p.Q, p.K, p.V, attn::scaled_dot, saved, p.dY,
+                          {.queries = MatrixView<double>(big.data(), 70, 8),
+                           .scores = MatrixView<double>(big.data() + 8, 70, 140, 148)},
+                          p.opt),
+                      "attn::scaled_dot_product_attention_backward: dL/dS overlaps dL/dQ");
+  REQUIRE(big(0, 0) == 7.0);
+  REQUIRE(bad(0, 0) == 7.0);
 }

@@ -259,6 +259,87 @@ TEMPLATE_TEST_CASE("scaled_dot_product_attention on threads gives one thread's r
   require_threads_give_one_threads_bits<TestType>();
 }
 
+namespace {
+
+// scaled_dot_product_attention_backward's threads overload against one thread: every gradient
+// (dQ, dK, dV, dL/dS) the same bytes for 0, 2, 3, 4, 2^61 and SIZE_MAX threads, with T and n
+// across the tiles' edges (MR, the row blocks of MB, the passes of SB = 16·MB rows in float, the
+// key blocks), every mask, rows the tiles leave (a NaN query, a NaN log-sum-exp, a key holding
+// +inf) whose exact path adds to every key's gradient, a key mask over keys holding NaN,
+// accumulate over what the views held, gradients left out, and no saved forward.
+template <class T>
+void require_backward_threads_give_one_threads_bits() {
+  std::mt19937_64 rng(2108);
+  std::normal_distribution<double> normal(0, 1);
+  constexpr T nan = std::numeric_limits<T>::quiet_NaN();
+  // (long double, without vectors: blocks of 16 keys and SB = 1024 rows, sizes to match)
+  constexpr bool vectors = sizeof(T) <= 8;
+  for (const std::size_t tq : {std::size_t{1}, std::size_t{7}, std::size_t{100}, std::size_t{vectors ? 1600 : 1100}})
+    for (const std::size_t n : {std::size_t{5}, std::size_t{vectors ? 130 : 20}}) {
+      const std::size_t d = 24, dv = 20;
+      attn::Matrix<T> Q(tq, d), K(n, d), V(n, dv), dY(tq, dv);
+      for (auto* m : {&Q, &K, &V, &dY})
+        for (std::size_t i = 0; i < m->size(); ++i) m->data()[i] = static_cast<T>(normal(rng));
+      if (tq > 3) Q(3, 1) = nan;  // row 3: NaN scores, one query's path
+      std::vector<char> keys(n, 1), rows(tq * n, 1);
+      for (std::size_t j = 0; j < n; j += 4) keys[j] = 0;
+      for (std::size_t i = 0; i < rows.size(); i += 3) rows[i] = 0;
+      for (int masks = 0; masks < 4; ++masks) {
+        attn::options opt{.beta = 0.8};
+        attn::Matrix<T> Km = K, Vm = V;
+        if (masks == 1) {  // padding keys holding NaN
+          opt.mask = keys;
+          for (std::size_t i = 0; i < d; ++i) Km(0, i) = nan;
+          for (std::size_t i = 0; i < dv; ++i) Vm(0, i) = nan;
+        }
+        if (masks == 3) Km(n / 2, 0) = std::numeric_limits<T>::infinity();  // kept ±inf scores
+        if (masks == 2) opt.row_mask = attn::mask_matrix_view(rows, tq, n);
+        if (masks >= 2) opt.causal = true;
+        attn::Matrix<T> Y(tq, dv);
+        std::vector<T> L(tq);
+        attn::scaled_dot_product_attention(Q, Km, Vm, attn::scaled_dot, {.out = Y.view(), .logsumexp = L}, opt);
+        if (tq > 5) L[5] = nan;  // row 5: left by the tiles
+        for (const int given : {15, 1, 6, 8, 10})  // bits: dQ, dK, dV, dL/dS
+          for (const bool accumulate : {false, true})
+            for (const bool saved : {true, false}) {
+              if (!saved && (given != 15 || accumulate)) continue;
+              const auto run = [&](std::size_t threads) {
+                std::vector<T> gq(tq * d, T(7)), gk(n * d, T(7)), gv(n * dv, T(7)), gs(tq * n, T(7));
+                attn::attention_gradients<T> g{.accumulate = accumulate};
+                if (given & 1) g.queries = attn::MatrixView<T>(gq.data(), tq, d);
+                if (given & 2) g.keys = attn::MatrixView<T>(gk.data(), n, d);
+                if (given & 4) g.values = attn::MatrixView<T>(gv.data(), n, dv);
+                if (given & 8) g.scores = attn::MatrixView<T>(gs.data(), tq, n);
+                const attn::saved_attention<T> sv =
+                    saved ? attn::saved_attention<T>{Y.view(), L} : attn::saved_attention<T>{};
+                if (threads == 1)
+                  attn::scaled_dot_product_attention_backward(Q, Km, Vm, attn::scaled_dot, sv, dY, g, opt);
+                else
+                  attn::scaled_dot_product_attention_backward(Q, Km, Vm, attn::scaled_dot, sv, dY, g, opt, threads);
+                gq.insert(gq.end(), gk.begin(), gk.end());
+                gq.insert(gq.end(), gv.begin(), gv.end());
+                gq.insert(gq.end(), gs.begin(), gs.end());
+                return gq;
+              };
+              const std::vector<T> one = run(1);
+              for (const std::size_t threads : {std::size_t{0}, std::size_t{2}, std::size_t{3}, std::size_t{4},
+                                                std::size_t{1} << 61, std::numeric_limits<std::size_t>::max()}) {
+                INFO("T = " << tq << ", n = " << n << ", masks " << masks << ", given " << given << ", accumulate "
+                            << accumulate << ", saved " << saved << ", threads " << threads);
+                REQUIRE(same_numbers(run(threads), one));
+              }
+            }
+      }
+    }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("scaled_dot_product_attention_backward on threads gives one thread's results bit for bit",
+                   "[threads][sdpa][derivatives]", float, double, long double) {
+  require_backward_threads_give_one_threads_bits<TestType>();
+}
+
 TEST_CASE("split_over_threads: every item once; an item's exception reaches the caller after the join",
           "[threads]") {
   for (const std::size_t threads : {0u, 1u, 2u, 5u}) {

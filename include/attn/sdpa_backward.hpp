@@ -3,7 +3,7 @@
 /// Backward through scaled_dot_product_attention (attn/sdpa.hpp): from dY = ∂L/∂Y and what the
 /// forward saved (Y and each row's log-sum-exp L_t), the map recomputed tile by tile,
 ///
-///   P_tj = exp(β s_tj − L_t),   dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t),
+///   P_tj = exp(β s_tj − L_t),   dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) = ∂L/∂S_tj,
 ///   ∂L/∂V = Pᵀ dY,   ∂L/∂Q = scale·dS K,   ∂L/∂K = scale·dSᵀ Q,
 ///
 /// 0 for every masked key, whatever it holds. Rows whose weights do not move with the scores (all
@@ -14,11 +14,13 @@
 
 #include <cstddef>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "attn/backward.hpp"
+#include "attn/detail/threads.hpp"
 #include "attn/detail/tile.hpp"
 #include "attn/sdpa.hpp"
 
@@ -32,14 +34,19 @@ struct saved_attention {
   std::span<const T> logsumexp{};  ///< L (T)
 };
 
-/// Where the backward writes ∂L/∂Q, ∂L/∂K and ∂L/∂V: views of the caller's memory, each left out
-/// when it has no rows, overwritten or (accumulate) added to.
+/// Where the backward writes ∂L/∂Q, ∂L/∂K, ∂L/∂V and ∂L/∂S: views of the caller's memory, each
+/// left out when it has no rows, overwritten or (accumulate) added to. S is the forward's
+/// attention_views::scores, scale·Q Kᵀ before β and the masks: ∂L/∂S_tj = β P_tj (dY_t·V_j − D_t)
+/// with D_t = dY_t·Y_t, the dS the key and query gradients are made of (before the scale).
+/// A masked entry gets exactly 0; a row whose weights do not move (a kept +inf, no key kept
+/// under zeros or uniform) 0; a NaN row, and a row with no key kept under nan, NaN.
 template <real T>
 struct attention_gradients {
   MatrixView<T> queries{};  ///< ∂L/∂Q (T × d_k)
   MatrixView<T> keys{};     ///< ∂L/∂K (n × d_k)
   MatrixView<T> values{};   ///< ∂L/∂V (n × d_v)
   bool accumulate = false;  ///< add to what the views hold
+  MatrixView<T> scores{};   ///< ∂L/∂S (T × n); last, so that {dQ, dK, dV, accumulate} still reads
 };
 
 /// What the returning backward gives.
@@ -84,8 +91,9 @@ void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const 
                                                   sink, row, std::span<T>(numbers + n, n));
 }
 
-/// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K;
-/// under `uniform` every ∂L/∂V_j gains dY_t/n, under `nan` every gradient given is NaN.
+/// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K
+/// (nor to row t of ∂L/∂S: the weights do not move); under `uniform` every ∂L/∂V_j gains dY_t/n,
+/// under `nan` every gradient given is NaN (row t of ∂L/∂S too).
 template <real T>
 void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attention_gradients<T>& g,
                              all_masked_policy policy) {
@@ -96,25 +104,105 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
       axpy(w, dY.row(t).data(), g.values.row(j).data(), g.values.cols());
   } else if (policy == all_masked_policy::nan) {
     if (g.queries.rows() != 0) fill(g.queries.row(t).data(), g.queries.cols(), nan);
+    if (g.scores.rows() != 0) fill(g.scores.row(t).data(), g.scores.cols(), nan);
     for (const MatrixView<T>& m : {g.keys, g.values})
       if (m.rows() != 0) fill_rows(m.data(), m.rows(), m.cols(), m.row_stride(), nan);
   }
+}
+
+/// What tiled_backward_on_threads needs besides the threads: dY_t·Y_t and whether the tiles
+/// take row t, for every row (made by the caller before anything is written).
+template <class T>
+struct backward_rows_state {
+  std::vector<T> dy_y;
+  std::unique_ptr<bool[]> live;
+  explicit backward_rows_state(std::size_t tq) : dy_y(tq), live(std::make_unique<bool[]>(tq)) {}
+};
+
+/// tiled_backward on `threads` threads (usable_threads: 1 runs tiled_backward itself), every
+/// number the one-thread call's bit for bit: leave(t) for the rows the tiles leave first, in
+/// order, on the calling thread (their exact path adds to every key's gradient and shares one
+/// scratch), and dY_t·Y_t of every row into `state`; then pieces taken by split_over_threads,
+/// each writing its own rows of the gradients — a block of NB keys, whose ∂L/∂K and ∂L/∂V rows
+/// it sums over every block of MB rows in order (the one-thread order of those sums), or a
+/// block of MB rows, whose ∂L/∂Q rows and ∂L/∂S entries it sums over every block of keys in
+/// order (theirs). Both form P and dS of their tiles: the two score products twice, about 7/5
+/// of the one-thread work when every gradient is asked for, none more when only the keys' or
+/// only the rows' are.
+template <class T, class Leave>
+void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
+                               const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
+                               const tile_matrix<const T>& dY, const T* lse, T f, T beta,
+                               const tile_masks& masks, const tile_gradients<T>& g,
+                               std::size_t tq, Leave&& leave, std::size_t threads,
+                               backward_rows_state<T>* state) {
+  const std::size_t used = usable_threads(threads);
+  if (used <= 1 || tq == 0 || state == nullptr) {
+    tiled_backward<T>(Q, K, V, Y, dY, lse, f, beta, masks, g, 0, tq, leave);
+    return;
+  }
+  using kernel = tiled_backward_kernel<T>;
+  constexpr std::size_t MB = kernel::MB, SB = kernel::SB;
+  const std::size_t dk = K.cols, dv = V.cols;
+  const kernel k{Q, K, V, Y, dY, lse, f, beta, masks, g,
+                 tile_shape<T>::keys_per_block(dk > dv ? dk : dv)};
+  const std::size_t NB = k.NB;
+  for (std::size_t t = 0; t < tq; ++t)
+    if (!k.live(t)) leave(t);
+  T* const dy_y = state->dy_y.data();
+  bool* const live = state->live.get();
+  {  // every row's dY_t·Y_t and live(t), once (score_micro_tile's numbers, as one thread's)
+    backward_scratch<T> b;
+    for (std::size_t s0 = 0; s0 < tq; s0 += SB) {
+      const std::size_t srows = tq - s0 < SB ? tq - s0 : SB;
+      k.rows(s0, srows, b);
+      copy_numbers(b.dy_y, dy_y + s0, srows);
+      for (std::size_t i = 0; i < srows; ++i) live[s0 + i] = b.live[i];
+    }
+  }
+  const std::size_t key_end = masks.limit(tq - 1);  // (the last row sees the most keys)
+  const bool keys_part = g.keys.data != nullptr || g.values.data != nullptr;
+  const bool rows_part = g.queries.data != nullptr || g.scores.data != nullptr;
+  const std::size_t key_blocks = keys_part ? (key_end + NB - 1) / NB : 0;
+  const std::size_t row_blocks = rows_part ? (tq + MB - 1) / MB : 0;
+  // the key blocks first (under causal the first are seen by the most rows), then the row
+  // blocks, the last first (they see the most keys)
+  split_over_threads(key_blocks + row_blocks, used, [&](std::size_t item) {
+    backward_scratch<T> b;
+    if (item < key_blocks) {
+      const std::size_t j0 = item * NB;
+      k.keys(j0, key_end - j0 < NB ? key_end - j0 : NB, b);
+      for (std::size_t t0 = 0; t0 < tq; t0 += MB)
+        k.block(t0, tq - t0 < MB ? tq - t0 : MB, dy_y + t0, live + t0, j0, b, false, true);
+      return;
+    }
+    const std::size_t t0 = (row_blocks - 1 - (item - key_blocks)) * MB;
+    const std::size_t rows = tq - t0 < MB ? tq - t0 : MB;
+    const std::size_t last = masks.limit(t0 + rows - 1);
+    for (std::size_t j0 = 0; j0 < last; j0 += NB) {
+      k.keys(j0, last - j0 < NB ? last - j0 : NB, b);
+      k.block(t0, rows, dy_y + t0, live + t0, j0, b, true, false);
+    }
+  });
 }
 
 template <real T, class S, bool Committed = false>
 void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                          MatrixView<const T> V, const S& score, saved_attention<T> saved,
                          MatrixView<const T> dY, const attention_gradients<T>& g,
-                         const options& opt) {
+                         const options& opt, std::size_t threads = 1) {
   if constexpr (!Committed && gradients_may_throw<S, T, no_parameters>()) {
     // a score that may throw: the gradients into copies of their own, committed at the end
     Matrix<T> gq = detached_copy(g.queries), gk = detached_copy(g.keys), gv = detached_copy(g.values);
-    sdpa_backward_views<T, S, true>(where, Q, K, V, score, saved, dY,
-                                    attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate},
-                                    opt);
+    Matrix<T> gs = detached_copy(g.scores);
+    sdpa_backward_views<T, S, true>(
+        where, Q, K, V, score, saved, dY,
+        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view()}, opt,
+        threads);
     commit_to(gq, g.queries);
     commit_to(gk, g.keys);
     commit_to(gv, g.values);
+    commit_to(gs, g.scores);
     return;
   }
   const std::size_t tq = Q.rows(), n = K.rows(), dk = K.cols(), dv = V.cols();
@@ -123,6 +211,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   if (g.queries.rows() != 0) check_shape(where, "dL/dQ", g.queries.rows(), g.queries.cols(), tq, dk);
   if (g.keys.rows() != 0) check_shape(where, "dL/dK", g.keys.rows(), g.keys.cols(), n, dk);
   if (g.values.rows() != 0) check_shape(where, "dL/dV", g.values.rows(), g.values.cols(), n, dv);
+  if (g.scores.rows() != 0) check_shape(where, "dL/dS", g.scores.rows(), g.scores.cols(), tq, n);
   const bool recompute = saved.out.rows() == 0 && saved.logsumexp.empty();
   if (!recompute) {
     check_shape(where, "the saved output", saved.out.rows(), saved.out.cols(), tq, dv);
@@ -132,7 +221,8 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   check_buffers_apart<T>(where,
                          {{"dL/dQ", region_of(g.queries)},
                           {"dL/dK", region_of(g.keys)},
-                          {"dL/dV", region_of(g.values)}},
+                          {"dL/dV", region_of(g.values)},
+                          {"dL/dS", region_of(g.scores)}},
                          {{"the queries", region_of(Q)},
                           {"the keys", region_of(K)},
                           {"the values", region_of(V)},
@@ -146,7 +236,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     y_own = Matrix<T>(tq, dv);
     lse_own.assign(tq, T(0));
     many_queries_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
-                  opt);
+                          opt, rows_on_threads<T>{threads});
     saved = {y_own.view(), lse_own};
   }
   // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t, Q_t or
@@ -168,29 +258,44 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     if (g.keys.rows() == 0) scratch.keys = Matrix<T>(n, dk);
   };
   if (exact_rows) make_scratch();
+  // on threads, every row's dY_t·Y_t and live(t) in one place for the pieces (T numbers and T
+  // bools), made here too
+  std::optional<backward_rows_state<T>> rows_state;
+  if (tiled && usable_threads(threads) > 1) rows_state.emplace(tq);
   // the key and value gradients are sums over the rows: start them at 0 unless they accumulate
   if (!g.accumulate) {
     if (g.keys.rows() != 0) fill_rows(g.keys.data(), n, dk, g.keys.row_stride(), T(0));
     if (g.values.rows() != 0) fill_rows(g.values.data(), n, dv, g.values.row_stride(), T(0));
     if (g.queries.rows() != 0) fill_rows(g.queries.data(), tq, dk, g.queries.row_stride(), T(0));
+    if (g.scores.rows() != 0) fill_rows(g.scores.data(), tq, n, g.scores.row_stride(), T(0));
   }
   attention_gradients<T> exact = g;
   exact.accumulate = true;
   const auto by_row = [&](std::size_t t) {
     if (!row_opt) make_scratch();  // (only if -ffast-math folded the scan's test and not the kernel's)
     sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), scratch);
+    if (g.scores.rows() != 0) {  // the row's ∂L/∂s, all n of them (masked: 0), from the scratch
+      T* const gs = g.scores.row(t).data();
+      if (g.accumulate)
+        axpy(T(1), scratch.numbers.data(), gs, n);
+      else
+        copy_numbers(scratch.numbers.data(), gs, n);
+    }
   };
   if constexpr (dot_product_score<S, T>) {
     if (tiled) {
-      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values)};
-      tiled_backward<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out), tile_of(dY),
-                        saved.logsumexp.data(), score.template scale<T>(dk),
-                        static_cast<T>(opt.beta), masks, tg, 0, tq, [&](std::size_t t) {
-                          if (row_allows_a_key(masks, t))
-                            by_row(t);
-                          else
-                            masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
-                        });
+      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values),
+                           tile_of(g.scores), g.accumulate};
+      tiled_backward_on_threads<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out),
+                                   tile_of(dY), saved.logsumexp.data(), score.template scale<T>(dk),
+                                   static_cast<T>(opt.beta), masks, tg, tq,
+                                   [&](std::size_t t) {
+                                     if (row_allows_a_key(masks, t))
+                                       by_row(t);
+                                     else
+                                       masked_out_row_backward<T>(t, dY, g, opt.if_all_masked);
+                                   },
+                                   threads, rows_state ? &*rows_state : nullptr);
       return;
     }
   }
@@ -219,6 +324,29 @@ void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V
   using T = matrix_scalar_of<Qm>;
   detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
                                  as_view(K), as_view(V), score, saved, as_view(dY), grads, opt);
+}
+
+/// As above, on `threads` threads (std::thread, the calling thread one of them; 0 or 1: none
+/// started), the numbers the one-thread call's bit for bit for any count: the rows the tiles
+/// leave first, on the calling thread, then blocks of keys (their ∂L/∂K and ∂L/∂V summed over
+/// every row in order) and blocks of rows (their ∂L/∂Q and ∂L/∂S over every key in order) taken
+/// by the next free thread; P and dS are formed once for each (about 7/5 of the one-thread work
+/// when every gradient is asked for). Allocates, besides what the one-thread call allocates,
+/// T numbers and T bools (each row's dY_t·Y_t, made before anything is written) and the
+/// thread objects; each thread's tiles are on its stack (about 180 KiB). Scores outside the dot
+/// family and d_k or d_v above 256 (every row one query's path) run on the calling thread.
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>
+void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                           const saved_attention<matrix_scalar_of<Qm>>& saved,
+                                           const Gm& dY,
+                                           const attention_gradients<matrix_scalar_of<Qm>>& grads,
+                                           const options& opt, std::size_t threads) {
+  using T = matrix_scalar_of<Qm>;
+  detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
+                                 as_view(K), as_view(V), score, saved, as_view(dY), grads, opt,
+                                 threads);
 }
 
 /// Returns ∂L/∂Q, ∂L/∂K and ∂L/∂V of scaled_dot_product_attention(Q, K, V, score, …, opt).

@@ -346,6 +346,10 @@ struct attention_ref {
   std::vector<acc<T>> dQ, dK, dV;
   bool nan_everywhere = false;  ///< a row that sees no key (masks, or all −inf) under the nan policy
   std::vector<char> nan_query;  ///< rows whose ∂L/∂Q must be NaN (NaN rows, that nan policy)
+  /// ∂L/∂S (T × n, S the scores before β: dS without the scale) per entry, and its rule.
+  enum class ds_rule : char { bound, zero, nan, unchecked };
+  std::vector<E> dS;
+  std::vector<ds_rule> dS_rule;
 
   /// From dY (T × d_v), and the forward above (whose Y and L attn saved).
   void backward(const std::vector<E>& dY) {
@@ -354,9 +358,22 @@ struct attention_ref {
     dK.assign(n * dk, acc<T>{});
     dV.assign(n * dv, acc<T>{});
     nan_query.assign(tq, 0);
+    dS.assign(tq * n, E{});
+    dS_rule.assign(tq * n, ds_rule::zero);  // masked entries, rows whose weights do not move
     const auto dy = [&](std::size_t t, std::size_t i) { return dY[t * dv + i]; };
     const E NaN{nan, 0};
     for (std::size_t t = 0; t < tq; ++t) {
+      // ∂L/∂S's rules per row: no key kept (masks, or every kept score −inf) NaN under nan (a
+      // row of kept −inf: its kept entries; the masked ones are one query's to say), else 0;
+      // a NaN row NaN where kept; a +inf row 0; a finite row its bound where kept, 0 where masked
+      for (std::size_t j = 0; j < n; ++j) {
+        ds_rule& rule = dS_rule[t * n + j];
+        const bool kept = m.kept(t, j);
+        if (kind[t] == row_is::uncertain) rule = ds_rule::unchecked;
+        else if (kind[t] == row_is::masked_out && policy == attn::all_masked_policy::nan) rule = ds_rule::nan;
+        else if ((kind[t] == row_is::none && policy == attn::all_masked_policy::nan) || kind[t] == row_is::nan)
+          rule = kept ? ds_rule::nan : ds_rule::unchecked;
+      }
       switch (kind[t]) {
         case row_is::masked_out:
         case row_is::none:
@@ -410,13 +427,18 @@ struct attention_ref {
             acc<T> u;
             for (std::size_t i = 0; i < dv; ++i) u.add(dy(t, i), v(j, i));
             const E x = sub<T>(u.get(), D);
-            E dS = mul<T>(E{f, 0}, mul<T>(E{beta, 0}, mul<T>(P, x)));
+            E dSj = mul<T>(E{f, 0}, mul<T>(E{beta, 0}, mul<T>(P, x)));
             // in another order two of the factors may underflow first (a subnormal β), and the
             // others then multiply what that lost
-            dS.e += eta * (1 + std::abs(x.v) + x.e) * (1 + std::abs(f)) * (1 + std::abs(beta)) * 2;
+            dSj.e += eta * (1 + std::abs(x.v) + x.e) * (1 + std::abs(f)) * (1 + std::abs(beta)) * 2;
+            // ∂L/∂S_tj = β P (u − D), before the scale: the same factors but f
+            E g = mul<T>(E{beta, 0}, mul<T>(P, x));
+            g.e += eta * (1 + std::abs(x.v) + x.e) * (1 + std::abs(beta)) * 2;
+            dS[t * n + j] = g;
+            dS_rule[t * n + j] = ds_rule::bound;
             for (std::size_t i = 0; i < dk; ++i) {
-              dQ[t * dk + i].add(dS, k(j, i));
-              dK[j * dk + i].add(dS, q(t, i));
+              dQ[t * dk + i].add(dSj, k(j, i));
+              dK[j * dk + i].add(dSj, q(t, i));
             }
             for (std::size_t i = 0; i < dv; ++i) dV[j * dv + i].add(P, dy(t, i));
           }

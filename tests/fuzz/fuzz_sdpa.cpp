@@ -13,9 +13,11 @@
 // - the threads overload (0, 1, 2, 3, 4 threads, 2^61 and SIZE_MAX) is the one-thread call bit
 //   for bit; so are the returning forms;
 // - the backward (from the saved Y and L, or recomputing them; accumulating or not; gradients
-//   left out): every gradient no term reaches (masked keys, whatever they hold) exactly 0, the
-//   nan policy's NaN where documented, and every other within its bound of the reference: a
-//   gradient of finite inputs is finite whatever the masked places hold.
+//   left out; dL/dS given or not): every gradient no term reaches (masked keys, whatever they
+//   hold) exactly 0, the nan policy's NaN where documented, and every other within its bound of
+//   the reference: a gradient of finite inputs is finite whatever the masked places hold; dL/dS
+//   entry by entry (masked and unmoving rows exactly 0, NaN rows NaN, the rest within bounds);
+//   its threads overload the one-thread call bit for bit (or the same exception, nothing written).
 
 #include <cstddef>
 #include <cstdint>
@@ -77,6 +79,8 @@ void run(reader& r) {
   const std::uint8_t bw = r.byte();  // the backward: accumulate, gradients left out, recompute
   const bool accumulate = (bw & 1u) != 0, no_dq = (bw & 2u) != 0, no_dk = (bw & 4u) != 0,
              no_dv = (bw & 8u) != 0, recompute = (bw & 16u) != 0 || !want_lse;
+  // dL/dS: from an early byte too (the threads' unused bit), so that short inputs reach it
+  const bool want_ds = (bw & 32u) != 0 || (threads_byte & 8u) != 0;
   const std::size_t nan_row = r.size_upto(255) % tq;
 
   std::vector<T> Q(tq * dk), K(n * dk), V(n * dv), dY(tq * dv), init(64);
@@ -306,14 +310,21 @@ void run(reader& r) {
   const CMV dYv(dYx.data(), tq, bwd_broken == 1 ? dv + 1 : dv);
   const std::size_t dkq = bwd_broken == 2 ? dk + 1 : dk, nk = bwd_broken == 3 ? n + 1 : n,
                     dvv = bwd_broken == 4 ? dv + 1 : dv;
-  guarded<T> gq(no_dq ? 0 : tq * dkq), gk(no_dk ? 0 : nk * dk), gv(no_dv ? 0 : n * dvv);
-  if (accumulate) {  // what the gradients hold before: numbers to add to
-    for (guarded<T>* g : {&gq, &gk, &gv}) {
-      for (std::size_t i = 0; i < g->data.size(); ++i) g->data[i] = init[(i * 7) % init.size()];
-      if (!g->data.empty()) std::memcpy(g->bytes.data(), g->data.data(), g->bytes.size());
+  // (dL/dS: T × n, given when the input says so)
+  const auto make_gradients = [&] {
+    std::vector<guarded<T>> g{guarded<T>(no_dq ? 0 : tq * dkq), guarded<T>(no_dk ? 0 : nk * dk),
+                              guarded<T>(no_dv ? 0 : n * dvv), guarded<T>(want_ds ? tq * n : 0)};
+    if (accumulate) {  // what the gradients hold before: numbers to add to
+      for (guarded<T>& x : g) {
+        for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = init[(i * 7) % init.size()];
+        if (!x.data.empty()) std::memcpy(x.bytes.data(), x.data.data(), x.bytes.size());
+      }
     }
-  }
-  const std::vector<T> held_q = gq.data, held_k = gk.data, held_v = gv.data;
+    return g;
+  };
+  std::vector<guarded<T>> grads = make_gradients();
+  guarded<T>&gq = grads[0], &gk = grads[1], &gv = grads[2], &gs = grads[3];
+  const std::vector<T> held_q = gq.data, held_k = gk.data, held_v = gv.data, held_s = gs.data;
   // the saved forward: Y and L as the forward wrote them (sentinels where it threw), or nothing
   std::vector<T> Ls = L.data;
   if (bwd_broken == 6) Ls.resize(tq + 1, T(0));
@@ -323,15 +334,31 @@ void run(reader& r) {
     saved.logsumexp = std::span<const T>(Ls);
   }
   const bool saved_broken = (bwd_broken == 5 || bwd_broken == 6) && !recompute && !out_broken;
-  const int gotb = thrown_documented("scaled_dot_product_attention_backward", [&] {
-    with_score(score_kind, factor, [&](const auto& s) {
-      attn::scaled_dot_product_attention_backward(
-          Qv, Kv, Vv, s, saved, dYv,
-          attn::attention_gradients<T>{no_dq ? MV{} : MV(gq.data.data(), tq, dkq), no_dk ? MV{} : MV(gk.data.data(), nk, dk),
-                                       no_dv ? MV{} : MV(gv.data.data(), n, dvv), accumulate},
-          opt);
+  const auto backward = [&](std::vector<guarded<T>>& g, std::size_t th) {
+    return thrown_documented("scaled_dot_product_attention_backward", [&] {
+      const attn::attention_gradients<T> views{
+          no_dq ? MV{} : MV(g[0].data.data(), tq, dkq), no_dk ? MV{} : MV(g[1].data.data(), nk, dk),
+          no_dv ? MV{} : MV(g[2].data.data(), n, dvv), accumulate, want_ds ? MV(g[3].data.data(), tq, n) : MV{}};
+      with_score(score_kind, factor, [&](const auto& s) {
+        if (th == 1)
+          attn::scaled_dot_product_attention_backward(Qv, Kv, Vv, s, saved, dYv, views, opt);
+        else
+          attn::scaled_dot_product_attention_backward(Qv, Kv, Vv, s, saved, dYv, views, opt, th);
+      });
     });
-  });
+  };
+  const int gotb = backward(grads, 1);
+  {  // the threads overload: the same exception, or the same bits
+    std::vector<guarded<T>> g2 = make_gradients();
+    const int got2 = backward(g2, threads);
+    ATTN_FUZZ_CHECK(got2 == gotb, "scaled_dot_product_attention_backward on %zu threads threw %d, one thread %d",
+                    threads, got2, gotb);
+    for (std::size_t i = 0; i < 4; ++i)
+      ATTN_FUZZ_CHECK(got2 != 0 ? g2[i].untouched()
+                                : same_bits(g2[i].data.data(), grads[i].data.data(), grads[i].data.size()),
+                      "scaled_dot_product_attention_backward on %zu threads: gradient %zu %s", threads, i,
+                      got2 != 0 ? "written by a throw" : "is not the one-thread call's bit for bit");
+  }
   const bool grads_broken = bwd_broken == 1 || (bwd_broken == 2 && !no_dq) || (bwd_broken == 3 && !no_dk) ||
                             (bwd_broken == 4 && !no_dv) || saved_broken;
   const int fwd_rule = got == 1 && out_broken ? 0 : got;  // the forward's β and throw_error
@@ -339,7 +366,8 @@ void run(reader& r) {
   ATTN_FUZZ_CHECK(gotb == expected_b, "scaled_dot_product_attention_backward threw %d, expected %d (the forward %d)", gotb,
                   expected_b, got);
   if (gotb != 0) {
-    ATTN_FUZZ_CHECK(gq.untouched() && gk.untouched() && gv.untouched(), "backward: a throw wrote to a gradient");
+    ATTN_FUZZ_CHECK(gq.untouched() && gk.untouched() && gv.untouched() && gs.untouched(),
+                    "backward: a throw wrote to a gradient");
     return;
   }
   (void)garbage_in;
@@ -374,6 +402,31 @@ void run(reader& r) {
       expect_gradient<T>("dL/dV", j, i, g, ref.dV[j * dv + i], accumulate, held_v[j * dv + i]);
     }
   }
+  // dL/dS entry by entry, by the reference's rules (a masked entry exactly 0, or what it held)
+  using rule = typename attention_ref<T>::ds_rule;
+  for (std::size_t t = 0; want_ds && t < tq; ++t)
+    for (std::size_t j = 0; j < n; ++j) {
+      const T g = gs.data[t * n + j], held = accumulate ? held_s[t * n + j] : T(0);
+      switch (ref.dS_rule[t * n + j]) {
+        case rule::zero:
+          ATTN_FUZZ_CHECK(g == held, "dL/dS (%zu, %zu) is %Lg: nothing moves it (masked, or the row's weights "
+                          "do not move), so %Lg", t, j, ld(g), ld(held));
+          break;
+        case rule::nan:
+          ATTN_FUZZ_CHECK(std::isnan(g), "dL/dS (%zu, %zu) is %Lg, not NaN (row kind %d, policy %d)", t, j, ld(g),
+                          int(ref.kind[t]), int(policy));
+          break;
+        case rule::bound: {
+          acc<T> a;
+          a.add(ref.dS[t * n + j]);
+          if (accumulate) a.add(E{static_cast<ld>(held), 0});
+          expect_near<T>("dL/dS", t, j, g, a.get());
+          break;
+        }
+        case rule::unchecked:
+          break;
+      }
+    }
   // the returning backward: the bits of the views' (overwriting, every gradient given)
   if (!accumulate && !no_dq && !no_dk && !no_dv && bwd_broken == 0) {
     with_score(score_kind, factor, [&](const auto& s) {

@@ -408,119 +408,204 @@ struct tile_gradients {
   tile_matrix<T> queries{};  ///< ∂L/∂Q (T × d_k), added to
   tile_matrix<T> keys{};     ///< ∂L/∂K (n × d_k), added to
   tile_matrix<T> values{};   ///< ∂L/∂V (n × d_v), added to
+  tile_matrix<T> scores{};   ///< ∂L/∂S (T × n): dS before the scale f, written or added to
+  bool add_scores = false;   ///< add dS to what scores holds (else overwrite)
+};
+
+/// ds[c] = f·dS_tj for c < nb from dp_c = dY_t·V_j (in ds) and D_t = dY_t·Y_t, dS_tj =
+/// softmax_backward_entry(P_tj, dp_c − D_t, β); dS_tj also written to (Add: added to) gs[c]
+/// when gs is not null. The same numbers either way: gs only costs its stores.
+template <class T, bool Add>
+ATTN_ALWAYS_INLINE void score_gradients_of(const T* p, T* ds, std::size_t nb, T dy_y, T beta, T f,
+                                           T* gs) noexcept {
+  if (gs == nullptr) {
+    for (std::size_t c = 0; c < nb; ++c) ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y, beta);
+    return;
+  }
+  for (std::size_t c = 0; c < nb; ++c) {
+    const T e = softmax_backward_entry(p[c], ds[c] - dy_y, beta);
+    if constexpr (Add)
+      gs[c] += e;
+    else
+      gs[c] = e;
+    ds[c] = f * e;
+  }
+}
+
+/// What one pass of tiled_backward works in: the packed blocks, the tiles of P and dS, and the
+/// state of a block of rows (on the stack of whichever thread runs the pass: about 180 KiB).
+template <class T>
+struct backward_scratch {
+  using shape = tile_shape<T>;
+  static constexpr std::size_t MR = shape::MR, MB = shape::MB, NBmax = shape::max_keys_per_block;
+  static constexpr std::size_t SB = MB * 16;  // rows per pass over the keys: Kᵀ and Vᵀ packed once
+  static constexpr std::size_t ND = shape::packed_columns;  // columns of Yᵀ for MR rows
+  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block of keys
+  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block of keys
+  alignas(64) T yp[ND * 256];                // Yᵀ of MR rows (d_v ≤ 256)
+  alignas(64) T P[MB * NBmax];               // the block's scores, then P
+  alignas(64) T dS[MB * NBmax];              // dY_t·V_j, then f·dS_tj
+  alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
+  mask_byte mbuf[NBmax];
+  T dy_y[SB];             // dY_t·Y_t of the rows from the block's first
+  bool live[SB];          // the row's gradients come from here (else leave(t))
+  bool key_finite[NBmax]; // K_j of the block is finite
+  bool keys_finite = true;
+};
+
+/// tiled_backward's pieces (see there): what a row, a block of keys and a block of rows over a
+/// block of keys do, the same numbers whichever thread runs them.
+template <class T>
+struct tiled_backward_kernel {
+  using shape = tile_shape<T>;
+  using scratch = backward_scratch<T>;
+  static constexpr std::size_t MR = shape::MR, NR = shape::NR, MB = shape::MB, SB = scratch::SB;
+  const tile_matrix<const T>& Q;
+  const tile_matrix<const T>& K;
+  const tile_matrix<const T>& V;
+  const tile_matrix<const T>& Y;
+  const tile_matrix<const T>& dY;
+  const T* lse;
+  T f, beta;
+  const tile_masks& masks;
+  const tile_gradients<T>& g;
+  std::size_t NB;
+
+  /// Whether row t's gradients come from the tiles: L_t, Q_t and dY_t finite.
+  [[nodiscard]] bool live(std::size_t t) const noexcept {
+    return lse[t] - lse[t] == T(0) && all_finite(Q.row(t), K.cols) && all_finite(dY.row(t), V.cols);
+  }
+
+  /// dY_t·Y_t (in score_micro_tile's order) and live(t) of rows [s0, s0 + srows), srows ≤ SB,
+  /// into b.dy_y and b.live from their first entry.
+  void rows(std::size_t s0, std::size_t srows, scratch& b) const noexcept {
+    constexpr std::size_t ND = scratch::ND;
+    for (std::size_t i0 = 0; i0 < srows; i0 += MR) {
+      const std::size_t mr = srows - i0 < MR ? srows - i0 : MR;
+      pack_keys(Y, s0 + i0, mr, ND, b.yp);
+      for (std::size_t c0 = 0; c0 < mr; c0 += NR)
+        score_micro_tile(dY.row(s0 + i0), dY.stride, mr, b.yp, ND, c0, V.cols, T(1), b.D + c0, ND);
+      for (std::size_t r = 0; r < mr; ++r) b.dy_y[i0 + r] = b.D[r * ND + r];
+    }
+    for (std::size_t i = 0; i < srows; ++i) b.live[i] = live(s0 + i);
+  }
+
+  /// Kᵀ and Vᵀ of keys [j0, j0 + nbk) into b.kp and b.vp, and which of them are finite.
+  void keys(std::size_t j0, std::size_t nbk, scratch& b) const noexcept {
+    pack_keys(K, j0, nbk, NB, b.kp);
+    pack_keys(V, j0, nbk, NB, b.vp);
+    b.keys_finite = true;
+    for (std::size_t c = 0; c < nbk; ++c) {
+      b.key_finite[c] = all_finite(K.row(j0 + c), K.cols);
+      b.keys_finite = b.keys_finite && b.key_finite[c];
+    }
+  }
+
+  /// Rows [t0, t0 + rows) (rows ≤ MB, their dY_t·Y_t and live(t) from dy_y and live_rows) over
+  /// the keys packed from j0: P and dS, then (rows_part) ∂L/∂Q's rows and ∂L/∂S's entries,
+  /// (keys_part) the keys' ∂L/∂V and ∂L/∂K rows.
+  void block(std::size_t t0, std::size_t rows, const T* dy_y, const bool* live_rows,
+             std::size_t j0, scratch& b, bool rows_part, bool keys_part) const {
+    const std::size_t dk = K.cols, dv = V.cols;
+    const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
+    if (last <= j0) return;
+    const std::size_t nb = last - j0 < NB ? last - j0 : NB;
+    bool rows_live = true;
+    for (std::size_t i = 0; i < rows; ++i) rows_live = rows_live && live_rows[i];
+    for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
+      const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
+      T* p0 = b.P + i0 * NB;
+      T* ds0 = b.dS + i0 * NB;
+      for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
+        score_micro_tile(Q.row(t0 + i0), Q.stride, mr, b.kp, NB, c0, dk, f, p0 + c0, NB);
+        score_micro_tile(dY.row(t0 + i0), dY.stride, mr, b.vp, NB, c0, dv, T(1), ds0 + c0, NB);
+      }
+      bool any = false;
+      for (std::size_t r = 0; r < mr; ++r) {
+        const std::size_t i = i0 + r, t = t0 + i;
+        T* p = b.P + i * NB;
+        T* ds = b.dS + i * NB;
+        if (!live_rows[i] || masks.limit(t) <= j0) {
+          fill(p, nb, T(0));
+          fill(ds, nb, T(0));
+          continue;
+        }
+        any = true;
+        exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
+        T* const gs = rows_part && g.scores.data != nullptr ? g.scores.row(t) + j0 : nullptr;
+        if (g.add_scores)
+          score_gradients_of<T, true>(p, ds, nb, dy_y[i], beta, f, gs);
+        else
+          score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs);
+      }
+      if (rows_part && any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
+        for_each_run(nb, b.keys_finite, b.key_finite, [&](std::size_t c, std::size_t len) {
+          weighted_rows_tile(tile_weights<T>{ds0 + c, NB, 1}, mr, len, K.row(j0 + c), K.stride, dk,
+                             g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
+        });
+    }
+    if (!keys_part) return;
+    for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
+      const std::size_t mr = nb - c < MR ? nb - c : MR;
+      for_each_run(rows, rows_live, live_rows, [&](std::size_t a, std::size_t len) {
+        if (g.values.data != nullptr)
+          weighted_rows_tile(tile_weights<T>{b.P + a * NB + c, 1, NB}, mr, len, dY.row(t0 + a),
+                             dY.stride, dv, g.values.row(j0 + c), g.values.stride,
+                             static_cast<const T*>(nullptr));
+        if (g.keys.data != nullptr)
+          weighted_rows_tile(tile_weights<T>{b.dS + a * NB + c, 1, NB}, mr, len, Q.row(t0 + a),
+                             Q.stride, dk, g.keys.row(j0 + c), g.keys.stride,
+                             static_cast<const T*>(nullptr));
+      });
+    }
+  }
 };
 
 /// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
 /// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
 ///   ∂L/∂V_j += Σ_t P_tj dY_t,   ∂L/∂Q_t += f Σ_j dS_tj K_j,   ∂L/∂K_j += f Σ_t dS_tj Q_t,
-/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry). For each block of MB query
-/// rows and each block of keys (Kᵀ and Vᵀ packed once for the block's rows), MR rows at a time:
-/// their scores and dY_t·V_j (score_micro_tile), P and f·dS, and ∂L/∂Q's rows
-/// (weighted_rows_tile); then the block's ∂L/∂V and ∂L/∂K rows, MR keys at a time over the
-/// MB rows (weighted_rows_tile again). dY_t·Y_t is formed by score_micro_tile too, so that a
-/// row whose one kept key has weight 1 (Y_t = V_j) gets dS = 0 exactly. Rows whose L_t is not
-/// finite (nothing kept, a kept ±inf or NaN), and rows whose Q_t or dY_t is not finite, are
-/// passed to leave(t) and get nothing here. A masked key's K_j and V_j, and the Q_t and dY_t of a
-/// row left, reach no gradient whatever they hold: their factors are 0 (P_tj = dS_tj = 0), and a
-/// key whose K_j is not finite (it has dS_tj = 0 in every row kept: a kept score of it would be
-/// ±inf or NaN) and a row left are skipped in the sums instead of adding 0·inf = NaN.
+/// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry), and writing dS_tj (before f)
+/// into g.scores when it is given. First every row the tiles leave is passed to leave(t), in
+/// order: rows whose L_t is not finite (nothing kept, a kept ±inf or NaN), and rows whose Q_t or
+/// dY_t is not finite; they get nothing here. Then, for each block of SB query rows and each
+/// block of keys (Kᵀ and Vᵀ packed once for the block's rows), MB rows at a time, MR rows at a
+/// time: their scores and dY_t·V_j (score_micro_tile), P and f·dS, and ∂L/∂Q's rows
+/// (weighted_rows_tile); then the block's ∂L/∂V and ∂L/∂K rows, MR keys at a time over the MB
+/// rows (weighted_rows_tile again). dY_t·Y_t is formed by score_micro_tile too, so that a row
+/// whose one kept key has weight 1 (Y_t = V_j) gets dS = 0 exactly. A masked key's K_j and V_j,
+/// and the Q_t and dY_t of a row left, reach no gradient whatever they hold: their factors are 0
+/// (P_tj = dS_tj = 0), and a key whose K_j is not finite (it has dS_tj = 0 in every row kept: a
+/// kept score of it would be ±inf or NaN) and a row left are skipped in the sums instead of
+/// adding 0·inf = NaN.
+///
+/// Each sum runs in one order: ∂L/∂Q_t and ∂L/∂S_t over the keys in order, ∂L/∂K_j and ∂L/∂V_j
+/// over the rows in order (the left rows' terms, which leave adds, first), so that
+/// tiled_backward_on_threads (attn/sdpa_backward.hpp) can cut the work and keep every sum's order.
 template <class T, class Leave>
 void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                     const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
                     const tile_matrix<const T>& dY, const T* lse, T f, T beta,
                     const tile_masks& masks, const tile_gradients<T>& g, std::size_t t_begin,
                     std::size_t t_end, Leave&& leave) {
-  using shape = tile_shape<T>;
-  constexpr std::size_t MR = shape::MR, NR = shape::NR, MB = shape::MB;
-  constexpr std::size_t NBmax = shape::max_keys_per_block;
+  using kernel = tiled_backward_kernel<T>;
+  constexpr std::size_t MB = kernel::MB, SB = kernel::SB;
   const std::size_t dk = K.cols, dv = V.cols;
-  const std::size_t NB = shape::keys_per_block(dk > dv ? dk : dv);
-  constexpr std::size_t SB = MB * 16;  // rows per pass over the keys: Kᵀ and Vᵀ packed once
-  alignas(64) T kp[shape::packed_capacity];  // Kᵀ of the block of keys
-  alignas(64) T vp[shape::packed_capacity];  // Vᵀ of the block of keys, then Yᵀ of MR rows
-  alignas(64) T P[MB * NBmax];               // the block's scores, then P
-  alignas(64) T dS[MB * NBmax];              // dY_t·V_j, then f·dS_tj
-  constexpr std::size_t ND = shape::packed_columns;  // columns of Yᵀ for MR rows
-  alignas(64) T D[MR * ND];                  // dY_t·Y_t' for MR rows at a time
-  mask_byte mbuf[NBmax];
-  T dy_y[SB];
-  bool live[SB];             // the row's gradients come from here (else leave(t))
-  bool key_finite[NBmax];    // K_j of the block is finite
+  const kernel k{Q, K, V, Y, dY, lse, f, beta, masks, g,
+                 tile_shape<T>::keys_per_block(dk > dv ? dk : dv)};
+  const std::size_t NB = k.NB;
+  for (std::size_t t = t_begin; t < t_end; ++t)
+    if (!k.live(t)) leave(t);
+  if (t_end <= t_begin) return;
+  backward_scratch<T> b;
   for (std::size_t s0 = t_begin; s0 < t_end; s0 += SB) {
     const std::size_t srows = t_end - s0 < SB ? t_end - s0 : SB;
-    for (std::size_t i0 = 0; i0 < srows; i0 += MR) {  // dY_t·Y_t, in score_micro_tile's order
-      const std::size_t mr = srows - i0 < MR ? srows - i0 : MR;
-      pack_keys(Y, s0 + i0, mr, ND, vp);
-      for (std::size_t c0 = 0; c0 < mr; c0 += NR)
-        score_micro_tile(dY.row(s0 + i0), dY.stride, mr, vp, ND, c0, dv, T(1), D + c0, ND);
-      for (std::size_t r = 0; r < mr; ++r) dy_y[i0 + r] = D[r * ND + r];
-    }
-    for (std::size_t i = 0; i < srows; ++i) {
-      const std::size_t t = s0 + i;
-      live[i] = lse[t] - lse[t] == T(0) && all_finite(Q.row(t), dk) && all_finite(dY.row(t), dv);
-      if (!live[i]) leave(t);
-    }
+    k.rows(s0, srows, b);
     const std::size_t key_end = masks.limit(s0 + srows - 1);
     for (std::size_t j0 = 0; j0 < key_end; j0 += NB) {
-      const std::size_t nbk = key_end - j0 < NB ? key_end - j0 : NB;
-      pack_keys(K, j0, nbk, NB, kp);
-      pack_keys(V, j0, nbk, NB, vp);
-      bool keys_finite = true;
-      for (std::size_t c = 0; c < nbk; ++c) {
-        key_finite[c] = all_finite(K.row(j0 + c), dk);
-        keys_finite = keys_finite && key_finite[c];
-      }
-      for (std::size_t b0 = 0; b0 < srows; b0 += MB) {  // a block of MB rows over these keys
-        const std::size_t rows = srows - b0 < MB ? srows - b0 : MB, t0 = s0 + b0;
-        const std::size_t last = masks.limit(t0 + rows - 1);  // causal: the keys the rows see
-        if (last <= j0) continue;
-        const std::size_t nb = last - j0 < NB ? last - j0 : NB;
-        bool rows_live = true;
-        for (std::size_t i = 0; i < rows; ++i) rows_live = rows_live && live[b0 + i];
-        for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
-          const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
-          T* p0 = P + i0 * NB;
-          T* ds0 = dS + i0 * NB;
-          for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
-            score_micro_tile(Q.row(t0 + i0), Q.stride, mr, kp, NB, c0, dk, f, p0 + c0, NB);
-            score_micro_tile(dY.row(t0 + i0), dY.stride, mr, vp, NB, c0, dv, T(1), ds0 + c0, NB);
-          }
-          bool any = false;
-          for (std::size_t r = 0; r < mr; ++r) {
-            const std::size_t i = b0 + i0 + r, t = s0 + i;
-            T* p = P + (i0 + r) * NB;
-            T* ds = dS + (i0 + r) * NB;
-            if (!live[i] || masks.limit(t) <= j0) {
-              fill(p, nb, T(0));
-              fill(ds, nb, T(0));
-              continue;
-            }
-            any = true;
-            exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, mbuf));  // 0: masked
-            for (std::size_t c = 0; c < nb; ++c)
-              ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y[i], beta);
-          }
-          if (any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
-            for_each_run(nb, keys_finite, key_finite, [&](std::size_t c, std::size_t len) {
-              weighted_rows_tile(tile_weights<T>{ds0 + c, NB, 1}, mr, len, K.row(j0 + c), K.stride,
-                                 dk, g.queries.row(t0 + i0), g.queries.stride,
-                                 static_cast<const T*>(nullptr));
-            });
-        }
-        for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
-          const std::size_t mr = nb - c < MR ? nb - c : MR;
-          for_each_run(rows, rows_live, live + b0, [&](std::size_t a, std::size_t len) {
-            if (g.values.data != nullptr)
-              weighted_rows_tile(tile_weights<T>{P + a * NB + c, 1, NB}, mr, len, dY.row(t0 + a),
-                                 dY.stride, dv, g.values.row(j0 + c), g.values.stride,
-                                 static_cast<const T*>(nullptr));
-            if (g.keys.data != nullptr)
-              weighted_rows_tile(tile_weights<T>{dS + a * NB + c, 1, NB}, mr, len, Q.row(t0 + a),
-                                 Q.stride, dk, g.keys.row(j0 + c), g.keys.stride,
-                                 static_cast<const T*>(nullptr));
-          });
-        }
-      }
+      k.keys(j0, key_end - j0 < NB ? key_end - j0 : NB, b);
+      for (std::size_t b0 = 0; b0 < srows; b0 += MB)  // a block of MB rows over these keys
+        k.block(s0 + b0, srows - b0 < MB ? srows - b0 : MB, b.dy_y + b0, b.live + b0, j0, b, true,
+                true);
     }
   }
 }
