@@ -85,6 +85,10 @@ struct block_gradients {
 
 namespace detail {
 
+[[noreturn]] ATTN_NOINLINE inline void throw_no_w_o(const char* where) {
+  raise<dimension_error>(std::string(where) + ": dL/dW_O is asked for but there is no W_O");
+}
+
 template <class T>
 [[nodiscard]] std::uint64_t block_norms_fingerprint(const block_parameters<T>& p) noexcept {
   fingerprint_state s;
@@ -207,17 +211,13 @@ void transformer_block_backward(const Xm& X, const block_parameters<matrix_scala
   vec("size of dL/db_2", g.b_2, d);
   for (std::span<T> s : {g.gamma_1, g.gamma_2}) vec("size of dL/dgamma", s, d);
   for (std::span<T> s : {g.beta_1, g.beta_2}) vec("size of dL/dbeta", s, d);
-  if (g.W_O.rows() != 0 && a.W_O.rows() == 0)
-    detail::raise<dimension_error>(std::string(where) + ": dL/dW_O is asked for but there is no W_O");
+  if (g.W_O.rows() != 0 && a.W_O.rows() == 0) detail::throw_no_w_o(where);
   // the forward this cache holds must be this one: X, the norms; attention's and the FFN's own
   // records (their inputs are the cache's own matrices)
   if (cache.forward[0] == 0 || cache.residual_1.rows() != rows || cache.residual_1.cols() != d)
-    detail::raise<forward_mismatch_error>(std::string(where) +
-                                          ": the cache holds no forward of these shapes (call transformer_block first)");
+    detail::throw_no_forward(where, "transformer_block");
   const auto differs = [&](const char* what) {
-    detail::raise<forward_mismatch_error>(std::string(where) + ": " + what +
-                                          " is not the forward's (the backward must be given its forward's "
-                                          "inputs, parameters and options)");
+    detail::throw_not_the_forwards(where, what, "inputs, parameters and options");
   };
   if ((detail::fingerprint(x.data(), x.rows(), x.cols(), x.row_stride()) | 1u) != cache.forward[0]) differs("X");
   if (detail::block_norms_fingerprint(p) != cache.forward[1]) differs("a norm's parameters or the arrangement");

@@ -66,6 +66,21 @@ struct feed_forward_gradients {
 
 namespace detail {
 
+/// forward_mismatch_error "<where>: the cache holds no forward of these shapes (call <first>
+/// first)" (out of line: GCC 12 at -O2 reports false -Warray-bounds on a string built inline).
+[[noreturn]] ATTN_NOINLINE inline void throw_no_forward(const char* where, const char* first) {
+  raise<forward_mismatch_error>(std::string(where) + ": the cache holds no forward of these shapes (call " + first +
+                                " first)");
+}
+
+/// forward_mismatch_error "<where>: <what> is not the forward's (the backward must be given its
+/// forward's <given>)".
+[[noreturn]] ATTN_NOINLINE inline void throw_not_the_forwards(const char* where, const char* what,
+                                                              const char* given) {
+  raise<forward_mismatch_error>(std::string(where) + ": " + what +
+                                " is not the forward's (the backward must be given its forward's " + given + ")");
+}
+
 template <class T>
 [[nodiscard]] std::uint64_t weight_fingerprint(StridedMatrixView<const T> m) noexcept {
   const stored_matrix<const T> w = stored_of(m);
@@ -185,14 +200,10 @@ void feed_forward_backward(const Xm& X, const feed_forward_parameters<matrix_sca
   std::uint64_t now[6];
   detail::feed_forward_record<T>(x, p, now);
   if (cache.forward[0] == 0 || cache.pre.rows() != rows || cache.pre.cols() != d_ff)
-    detail::raise<forward_mismatch_error>(std::string(where) +
-                                          ": the cache holds no forward of these shapes (call feed_forward first)");
+    detail::throw_no_forward(where, "feed_forward");
   static constexpr const char* what[6] = {"X", "W_1", "b_1", "W_2", "b_2", "the activation"};
   for (std::size_t i = 0; i < 6; ++i)
-    if (now[i] != cache.forward[i])
-      detail::raise<forward_mismatch_error>(std::string(where) + ": " + what[i] +
-                                            " is not the forward's (the backward must be given its forward's "
-                                            "inputs and parameters)");
+    if (now[i] != cache.forward[i]) detail::throw_not_the_forwards(where, what[i], "inputs and parameters");
   detail::ensure_shape(cache.grad_hidden, rows, d_ff);
   const std::size_t d = std::max({rows, x.cols(), d_ff, d_out});
   detail::gemm_reserve<T>(d, d, d);  // (the products allocate nothing once gradients are written)

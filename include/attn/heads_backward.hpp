@@ -42,6 +42,12 @@ struct multi_head_gradients {
 
 namespace detail {
 
+[[noreturn]] ATTN_NOINLINE inline void throw_jacobian_positions(const char* where) {
+  raise<domain_error>(std::string(where) +
+                      ": rotary positions are not in its formula (give the rotated Q and K to the one-head "
+                      "Jacobians instead)");
+}
+
 template <real T>
 void check_head_gradients(const char* where, const head_sizes& s, const multi_head_parameters<T>& p,
                           const multi_head_gradients<T>& g, bool self) {
@@ -418,10 +424,7 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   const auto x_held = as_view(X);  // (a strided X: its row-major copy, held here)
   const MatrixView<const T> x = x_held;
   const detail::head_sizes hs = detail::check_heads<T>(where, x, x, params, 1, opt);
-  if (params.positions)
-    attn::detail::raise<domain_error>(std::string(where) +
-                                      ": rotary positions are not in its formula (give the rotated Q and K "
-                                      "to the one-head Jacobians instead)");
+  if (params.positions) detail::throw_jacobian_positions(where);
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
   detail::named_regions<T, 10> inputs;
