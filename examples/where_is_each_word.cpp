@@ -11,6 +11,7 @@
 // where_is_each_word.svg (or the path after --svg).
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -40,7 +41,7 @@ int main(int argc, char** argv) {
   // by hand, the formula itself: row 1 is (sin 1, cos 1, sin 0.01, cos 0.01)
   const double by_hand[4] = {std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)};
   bool same = true;
-  for (int i = 0; i < 4; ++i) same = same && std::abs(pe(1, i) - by_hand[i]) < 1e-15;
+  for (std::size_t i = 0; i < 4; ++i) same = same && std::abs(pe(1, i) - by_hand[i]) < 1e-15;
   check.claim(same, "row 1 is (sin 1, cos 1, sin 0.01, cos 0.01)");
 
   // 2. RoPE: a query at m and a key at n score by m − n only
