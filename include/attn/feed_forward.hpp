@@ -82,13 +82,6 @@ namespace detail {
 }
 
 template <class T>
-[[nodiscard]] std::uint64_t weight_fingerprint(StridedMatrixView<const T> m) noexcept {
-  const stored_matrix<const T> w = stored_of(m);
-  const std::uint64_t f = fingerprint(w.stored.data, w.stored.rows, w.stored.cols, w.stored.stride);
-  return w.transposed ? ~f : f;
-}
-
-template <class T>
 void feed_forward_record(MatrixView<const T> X, const feed_forward_parameters<T>& p, std::uint64_t (&r)[6]) {
   r[0] = fingerprint(X.data(), X.rows(), X.cols(), X.row_stride()) | 1u;  // never 0
   r[1] = weight_fingerprint(p.W_1);

@@ -443,11 +443,7 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
                                                         opt.row_mask.cols(), opt.row_mask.row_stride());
-  const auto of = [](StridedMatrixView<const T> m) {  // a weight's numbers as stored, ~ for columns
-    const stored_matrix<const T> w = stored_of(m);
-    const std::uint64_t f = fingerprint(w.stored.data, w.stored.rows, w.stored.cols, w.stored.stride);
-    return w.transposed ? ~f : f;
-  };
+  const auto of = [](StridedMatrixView<const T> m) { return weight_fingerprint(m); };
   const auto of_span = [](std::span<const T> b) { return fingerprint(b.data(), 1, b.size(), b.size()); };
   const std::uint64_t values[10] = {of(X),  of(X_kv), of(p.W_Q), of(p.W_K), of(p.W_V),
                                     of(p.W_O), of_span(p.b_Q), of_span(p.b_K), of_span(p.b_V),

@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <type_traits>
 
 #include "attn/attention.hpp"
+#include "attn/detail/fingerprint.hpp"
 #include "attn/detail/gemm.hpp"
 #include "attn/detail/overlap.hpp"
 #include "attn/detail/products.hpp"
@@ -53,6 +55,15 @@ template <class T>
 [[nodiscard]] constexpr stored_matrix<T> stored_of(StridedMatrixView<T> W) noexcept {
   if (columns_contiguous(W)) return {{W.data(), W.cols(), W.rows(), W.col_stride()}, true};
   return {{W.data(), W.rows(), W.cols(), W.row_stride()}, false};
+}
+
+/// A weight's fingerprint (detail/fingerprint.hpp) over its numbers as stored, complemented for
+/// columns: what a backward compares with its forward's (heads, the feed-forward layer).
+template <class T>
+[[nodiscard]] std::uint64_t weight_fingerprint(StridedMatrixView<const T> m) noexcept {
+  const stored_matrix<const T> w = stored_of(m);
+  const std::uint64_t f = fingerprint(w.stored.data, w.stored.rows, w.stored.cols, w.stored.stride);
+  return w.transposed ? ~f : f;
 }
 
 /// Refuses a weight (or, `written`, a weight's gradient) that is neither rows nor columns of

@@ -186,12 +186,11 @@ template <class T, std::size_t MR, std::size_t NV, std::size_t W>
 }
 
 /// The packed panels a product of at most m × n × k grows this thread's buffers to.
-template <class T>
 struct gemm_panels {
   std::size_t a, b;
 };
 template <class T>
-[[nodiscard]] constexpr gemm_panels<T> gemm_panel_sizes(std::size_t m, std::size_t n, std::size_t k) noexcept {
+[[nodiscard]] constexpr gemm_panels gemm_panel_sizes(std::size_t m, std::size_t n, std::size_t k) noexcept {
   using G = gemm_blocking<T>;
   const std::size_t kc = std::min(G::KC, k);
   return {std::min(G::MC, (m + G::MR - 1) / G::MR * G::MR) * kc,
@@ -204,7 +203,7 @@ template <class T>
 template <class T>
 void gemm_reserve(std::size_t m, std::size_t n, std::size_t k) {
   const std::size_t d = std::max({m, n});
-  const gemm_panels<T> p = gemm_panel_sizes<T>(d, d, k);
+  const gemm_panels p = gemm_panel_sizes<T>(d, d, k);
   if (p.a + p.b <= gemm_stack_bytes / sizeof(T)) return;  // (packed on the stack)
   gemm_buffers<T>& buf = gemm_buffers<T>::of_this_thread();
   (void)gemm_buffers<T>::aligned(buf.a, p.a);
@@ -223,7 +222,7 @@ void gemm_columns(std::size_t m, std::size_t k, gemm_matrix<const T> A, gemm_mat
       for (std::size_t i = 0; i < m; ++i) std::fill(C + i * crs + j_begin, C + i * crs + j_end, T(0));
     return;
   }
-  const gemm_panels<T> sizes = gemm_panel_sizes<T>(m, j_end - j_begin, k);
+  const gemm_panels sizes = gemm_panel_sizes<T>(m, j_end - j_begin, k);
   // small products (the unit's examples, fixed sizes, one decoded row against small weights)
   // pack on the stack and allocate nothing; others into this thread's panels
   constexpr std::size_t stack_numbers = gemm_stack_bytes / sizeof(T);
