@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/detail/bias.hpp"
 #include "attn/detail/heap_array.hpp"
 #include "attn/detail/math.hpp"
 #include "attn/detail/online.hpp"
@@ -470,16 +471,29 @@ template <class T>
 
 /// Row t by the exact rules of one query (attend's paths with row t's mask): its output, weights,
 /// scores and log-sum-exp. `scratch` (2n numbers, when exact_row_needs_scratch; else unread)
-/// holds the scores and weights not asked for. Allocates nothing.
+/// holds the scores and weights not asked for. Allocates nothing. With a bias: the scores s
+/// (score_all), the logits z = β·s + b (biased_logits, in the weights' place), L = log Σ exp z,
+/// the weights softmax(z) at β = 1 by softmax's rules (masks, ±inf, NaN, the all-masked policy)
+/// and the context by blend's (a weight of 0 takes nothing of its value).
 template <real T, class S>
 constexpr void exact_row(const char* where, std::size_t t, MatrixView<const T> Q, MatrixView<const T> K,
                     MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                    const options& row, T* scratch) {
+                    const options& row, T* scratch, const tile_bias<T>& bias = {}) {
   const std::size_t n = K.rows();
   const std::span<T> s = out.scores.rows() != 0 ? out.scores.row(t) : std::span<T>(scratch, n);
   const std::span<T> w = out.weights.rows() != 0 ? out.weights.row(t) : std::span<T>(scratch + n, n);
-  attend_views<T>(where, Q.row(t), K, V, score, s, w, out.out.row(t), row);
-  if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(s), row);
+  if (!bias.any()) {
+    attend_views<T>(where, Q.row(t), K, V, score, s, w, out.out.row(t), row);
+    if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(s), row);
+    return;
+  }
+  score_all(score, Q.row(t), K, s);
+  biased_logits(bias, t, 0, n, static_cast<T>(row.beta), s.data(), w.data());
+  options logits = borrowing(row);
+  logits.beta = 1;
+  if (!out.logsumexp.empty()) out.logsumexp[t] = logsumexp(std::span<const T>(w), logits);
+  softmax_row(where, w.data(), w.data(), n, n, logits);
+  blend<T>(w, V, out.out.row(t));
 }
 
 /// Whether row t of the kernel's masks allows any key (the masks only: scores may still be −inf).
@@ -524,11 +538,12 @@ template <real T, class S>
 constexpr void rows_one_by_one(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, const S& score, const attention_views<T>& out,
                             const options& opt, std::size_t t_begin = 0,
-                            std::size_t t_end = static_cast<std::size_t>(-1)) {
+                            std::size_t t_end = static_cast<std::size_t>(-1),
+                            const tile_bias<T>& bias = {}) {
   row_options row_opt(opt, Q.rows(), K.rows());
   const heap_array<T> scratch(exact_row_needs_scratch(out) ? 2 * K.rows() : 0);
   for (std::size_t t = t_begin; t < (t_end < Q.rows() ? t_end : Q.rows()); ++t)
-    exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch.data());
+    exact_row<T>(where, t, Q, K, V, score, out, row_opt(t), scratch.data(), bias);
 }
 
 /// The most keys whose row the tiled kernel leaves is taken on the stack (its scratch and its
@@ -543,16 +558,17 @@ inline constexpr std::size_t left_row_inline_keys = row_mask_buffer::inline_entr
 template <real T, class S>
 ATTN_NOINLINE void left_row(const char* where, std::size_t t, MatrixView<const T> Q,
                             MatrixView<const T> K, MatrixView<const T> V, const S& score,
-                            const attention_views<T>& out, const options& row, heap_array<T>& heap) {
+                            const attention_views<T>& out, const options& row, heap_array<T>& heap,
+                            const tile_bias<T>& bias) {
   const std::size_t n = K.rows();
   if (!exact_row_needs_scratch(out)) {
-    exact_row<T>(where, t, Q, K, V, score, out, row, nullptr);
+    exact_row<T>(where, t, Q, K, V, score, out, row, nullptr, bias);
   } else if (n <= left_row_inline_keys) {
     T scratch[2 * left_row_inline_keys];
-    exact_row<T>(where, t, Q, K, V, score, out, row, scratch);
+    exact_row<T>(where, t, Q, K, V, score, out, row, scratch, bias);
   } else {
     if (heap.size() < 2 * n) heap = heap_array<T>(2 * n);
-    exact_row<T>(where, t, Q, K, V, score, out, row, heap.data());
+    exact_row<T>(where, t, Q, K, V, score, out, row, heap.data(), bias);
   }
 }
 
@@ -607,7 +623,8 @@ struct row_range {
 template <real T, class S>
 void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                 MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                const options& opt, std::size_t t_begin, std::size_t t_end) {
+                const options& opt, std::size_t t_begin, std::size_t t_end,
+                const tile_bias<T>& bias = {}) {
   const std::size_t tq = Q.rows(), n = K.rows();
   const tile_outputs<T> o{tile_of(out.out), tile_of(out.scores), tile_of(out.weights),
                           out.logsumexp.empty() ? nullptr : out.logsumexp.data()};
@@ -616,13 +633,13 @@ void tiled_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
   std::optional<row_options> row_opt;
   heap_array<T> scratch;
   tiled_forward<T>(tile_of(Q), tile_of(K), tile_of(V), score.template scale<T>(K.cols()),
-                   static_cast<T>(opt.beta), masks, o, t_begin, t_end, [&](std::size_t t) {
+                   static_cast<T>(opt.beta), masks, bias, o, t_begin, t_end, [&](std::size_t t) {
                      if (!row_allows_a_key(masks, t)) {
                        masked_out_row<T>(t, Q, K, V, score, out, opt.if_all_masked);
                        return;
                      }
                      if (!row_opt) row_opt.emplace(opt, tq, n);
-                     left_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch);
+                     left_row<T>(where, t, Q, K, V, score, out, (*row_opt)(t), scratch, bias);
                    });
 }
 
@@ -640,14 +657,15 @@ template <real T, class S>
 template <real T, class S>
 void query_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                 MatrixView<const T> V, const S& score, const attention_views<T>& out,
-                const options& opt, std::size_t t_begin, std::size_t t_end) {
+                const options& opt, std::size_t t_begin, std::size_t t_end,
+                const tile_bias<T>& bias = {}) {
   if constexpr (dot_product_score<S, T>) {
     if (tiled_runs<T, S>(K)) {
-      tiled_rows<T>(where, Q, K, V, score, out, opt, t_begin, t_end);
+      tiled_rows<T>(where, Q, K, V, score, out, opt, t_begin, t_end, bias);
       return;
     }
   }
-  rows_one_by_one<T>(where, Q, K, V, score, out, opt, t_begin, t_end);
+  rows_one_by_one<T>(where, Q, K, V, score, out, opt, t_begin, t_end, bias);
 }
 
 /// How many_queries_rows_into runs the tiled kernel over query rows [0, tq): rows(tq, fn) calls
@@ -668,16 +686,16 @@ template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_rows_into(const char* where, MatrixView<const T> Q,
                                       MatrixView<const T> K, MatrixView<const T> V, const S& score,
                                       const attention_views<T>& out, const options& opt,
-                                      const Rows& rows = {}) {
+                                      const Rows& rows = {}, const tile_bias<T>& bias = {}) {
   if constexpr (dot_product_score<S, T>) {
     if (tiled_runs<T, S>(K)) {
       rows(Q.rows(), [&](std::size_t t0, std::size_t t1) {
-        tiled_rows<T>(where, Q, K, V, score, out, opt, t0, t1);
+        tiled_rows<T>(where, Q, K, V, score, out, opt, t0, t1, bias);
       });
       return;
     }
   }
-  rows_one_by_one<T>(where, Q, K, V, score, out, opt);
+  rows_one_by_one<T>(where, Q, K, V, score, out, opt, 0, static_cast<std::size_t>(-1), bias);
 }
 
 /// many_queries_rows_into; for a score whose scoring may throw, into scratch copies of the
@@ -687,20 +705,20 @@ template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_rows(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                  MatrixView<const T> V, const S& score,
                                  const attention_views<T>& out, const options& opt,
-                                 const Rows& rows = {}) {
+                                 const Rows& rows = {}, const tile_bias<T>& bias = {}) {
   if constexpr (scoring_may_throw<S, T>()) {
     Matrix<T> y = detached_copy(out.out), w = detached_copy(out.weights),
               s = detached_copy(out.scores);
     std::vector<T> lse(out.logsumexp.size(), T(0));
     many_queries_rows_into<T>(where, Q, K, V, score,
                               attention_views<T>{y.view(), w.view(), s.view(), lse}, opt,
-                              rows);
+                              rows, bias);
     commit_to(y, out.out);
     commit_to(w, out.weights);
     commit_to(s, out.scores);
     copy_numbers(lse.data(), out.logsumexp.data(), lse.size());
   } else {
-    many_queries_rows_into<T>(where, Q, K, V, score, out, opt, rows);
+    many_queries_rows_into<T>(where, Q, K, V, score, out, opt, rows, bias);
   }
 }
 
@@ -710,7 +728,7 @@ template <real T, class S, class Rows = rows_at_once>
 constexpr void many_queries_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                                   MatrixView<const T> V, const S& score,
                                   const attention_views<T>& out, const options& opt,
-                                  const Rows& rows = {}) {
+                                  const Rows& rows = {}, const tile_bias<T>& bias = {}) {
   check_many_queries<T>(where, Q, K, V, score, opt);
   check_attention_outputs<T>(where, out, Q.rows(), K.rows(), V.cols());
   check_buffers_apart<T>(
@@ -721,7 +739,7 @@ constexpr void many_queries_views(const char* where, MatrixView<const T> Q, Matr
        {"the log-sum-exp", region_of(out.logsumexp)}},
       {{"the queries", region_of(Q)}, {"the keys", region_of(K)}, {"the values", region_of(V)}},
       opt);
-  many_queries_rows<T>(where, Q, K, V, score, out, opt, rows);
+  many_queries_rows<T>(where, Q, K, V, score, out, opt, rows, bias);
 }
 
 /// align into views: every check (overlaps, sizes, masks, the all-masked throw policy of every

@@ -17,6 +17,7 @@
 #include "attn/heads_backward.hpp"  // IWYU pragma: export
 #include "attn/kv_cache.hpp"  // IWYU pragma: export
 #include "attn/linear.hpp"    // IWYU pragma: export
+#include "attn/logit_bias.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/norms.hpp"      // IWYU pragma: export

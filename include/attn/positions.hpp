@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "attn/detail/bias.hpp"
 #include "attn/detail/overlap.hpp"
 #include "attn/error.hpp"
 #include "attn/matrix.hpp"
@@ -373,11 +374,7 @@ void alibi_bias(M&& out, matrix_scalar_of<M> slope) {
   const std::size_t tq = o.rows(), n = o.cols();
   if (tq > n) detail::throw_more_queries_than_keys("attn::alibi_bias", tq, n);
   for (std::size_t t = 0; t < tq; ++t)
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t p = t + n - tq;
-      const T distance = p >= j ? static_cast<T>(p - j) : -static_cast<T>(j - p);
-      o(t, j) = -slope * distance;
-    }
+    for (std::size_t j = 0; j < n; ++j) o(t, j) = detail::alibi_term(slope, t + n - tq, j);
 }
 
 }  // namespace attn

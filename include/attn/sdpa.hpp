@@ -24,6 +24,7 @@
 #include "attn/detail/threads.hpp"
 #include "attn/error.hpp"
 #include "attn/extent.hpp"
+#include "attn/logit_bias.hpp"
 #include "attn/mask.hpp"
 #include "attn/matrix.hpp"
 #include "attn/score.hpp"
@@ -109,6 +110,48 @@ void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V, const S
   using T = matrix_scalar_of<Qm>;
   detail::many_queries_views<T>("attn::scaled_dot_product_attention", as_view(Q), as_view(K), as_view(V),
                                 score, out, opt, detail::rows_on_threads<T>{threads});
+}
+
+namespace detail {
+/// The bias checked against T queries over n keys (logit_bias.hpp), and refused (overlap_error)
+/// where its matrix meets an output.
+template <real T>
+[[nodiscard]] tile_bias<T> checked_bias(const char* where, const logit_bias<T>& bias,
+                                        std::size_t tq, std::size_t n,
+                                        std::initializer_list<named_region<T>> outputs,
+                                        const options& opt) {
+  const tile_bias<T> b = tile_bias_of(where, bias, tq, n);
+  for (const named_region<T>& o : outputs)
+    check_buffers_apart<T>(where, {o}, {{"the bias", region_of(bias.matrix)}}, opt);
+  return b;
+}
+}  // namespace detail
+
+/// As above with an additive bias on the logits (attn/logit_bias.hpp): Y = softmax(β·S + B + A,
+/// masks) V, B the bias's T × n matrix, A ALiBi's −m·(p_t − j); L_t = log Σ_j exp(z_tj) over the
+/// keys row t may see; out.scores still S. Inside the tiles, no T × n of A stored; on `threads`
+/// threads as above (0 or 1: none started). Checks as above, and the bias's (its shape, a finite
+/// slope, T ≤ n with a slope, its matrix apart from the outputs) before anything is written.
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      Score<S, matrix_scalar_of<Qm>> && detail::matrices_fit<Qm, Km, Vm, S>
+void scaled_dot_product_attention(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                  const attention_views<matrix_scalar_of<Qm>>& out,
+                                  const options& opt, const logit_bias<matrix_scalar_of<Qm>>& bias,
+                                  std::size_t threads = 1) {
+  using T = matrix_scalar_of<Qm>;
+  const char* where = "attn::scaled_dot_product_attention";
+  const auto qv = as_view(Q);
+  const auto kv = as_view(K);
+  const detail::tile_bias<T> b = detail::checked_bias<T>(
+      where, bias, qv.rows(), kv.rows(),
+      {{"the output", detail::region_of(out.out)},
+       {"the weights", detail::region_of(out.weights)},
+       {"the scores", detail::region_of(out.scores)},
+       {"the log-sum-exp", detail::region_of(out.logsumexp)}},
+      opt);
+  detail::many_queries_views<T>(where, qv, kv, as_view(V), score, out, opt,
+                                detail::rows_on_threads<T>{threads}, b);
 }
 
 /// As above with scale = 1/√d_k (scaled_dot).

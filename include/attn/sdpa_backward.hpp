@@ -22,6 +22,7 @@
 #include "attn/backward.hpp"
 #include "attn/detail/threads.hpp"
 #include "attn/detail/tile.hpp"
+#include "attn/logit_bias.hpp"
 #include "attn/sdpa.hpp"
 
 namespace attn {
@@ -46,7 +47,10 @@ struct attention_gradients {
   MatrixView<T> keys{};     ///< ∂L/∂K (n × d_k)
   MatrixView<T> values{};   ///< ∂L/∂V (n × d_v)
   bool accumulate = false;  ///< add to what the views hold
-  MatrixView<T> scores{};   ///< ∂L/∂S (T × n); last, so that {dQ, dK, dV, accumulate} still reads
+  MatrixView<T> scores{};   ///< ∂L/∂S (T × n); after accumulate, so that {dQ, dK, dV, accumulate} still reads
+  /// ∂L/∂Z (T × n), Z = β·S + bias the logits (attn/logit_bias.hpp): the gradient of an additive
+  /// bias, P_tj (dY_t·V_j − D_t), whether or not a bias was given; masked entries 0.
+  MatrixView<T> bias{};
 };
 
 /// What the returning backward gives.
@@ -91,6 +95,38 @@ void sdpa_backward_exact_row(const char* where, std::size_t t, MatrixView<const 
                                                   sink, row, std::span<T>(numbers + n, n));
 }
 
+/// sdpa_backward_exact_row for a row with a bias on its logits: the scores s (score_all), the
+/// logits z = β·s + b (biased_logits), the weights α = softmax(z) by softmax's rules, then
+/// ∂L/∂V_j += α_j dY_t, ∂L/∂s_j = β α_j (u_j − ū) and the score's gradients (backward_any_score:
+/// ∂s/∂z = β), and ∂L/∂z_j = α_j (u_j − ū) into gz (n numbers, or null). The scratch as there,
+/// with ∂L/∂s in its first n numbers.
+template <real T, class S>
+void sdpa_backward_biased_row(const char* where, std::size_t t, MatrixView<const T> Q,
+                              MatrixView<const T> K, MatrixView<const T> V, const S& score,
+                              MatrixView<const T> dY, const attention_gradients<T>& g,
+                              const options& row, const tile_bias<T>& bias, T* gz,
+                              sdpa_row_scratch<T>& scratch) {
+  const std::size_t n = K.rows(), dk = K.cols(), dv = V.cols();
+  T* const a = scratch.numbers.data();  // s, z, α, then ∂L/∂s
+  const std::span<T> dq(a + 2 * n, g.queries.rows() != 0 ? 0 : dk);
+  fill(dq.data(), dq.size(), T(0));
+  score_all(score, Q.row(t), K, std::span<T>(a, n));
+  const T beta = static_cast<T>(row.beta);
+  biased_logits(bias, t, 0, n, beta, a, a);
+  options logits = borrowing(row);
+  logits.beta = 1;
+  const bool flows = weights_move(softmax_row_kind(a, n, logits));
+  softmax_row(where, a, a, n, n, logits);
+  const T* const dy = dY.row(t).data();
+  const auto u = [&](std::size_t j) { return sum_of_products(dy, V.row(j).data(), dv); };
+  if (gz != nullptr) softmax_backward_row(a, u, n, T(1), flows, gz);
+  note_scratch_for<S, T, no_parameters, dynamic, dynamic> ns(dk, Q.cols());
+  backward_any_score<T, dynamic, dynamic>(
+      score, Q.row(t), K, a, u, flows, dY.row(t), std::span<T>(a, n),
+      g.queries.rows() != 0 ? g.queries.row(t) : dq, g.keys.rows() != 0 ? g.keys : scratch.keys.view(),
+      g.values, static_cast<no_parameters*>(nullptr), beta, &ns);
+}
+
 /// The backward of a row whose masks allow no key (masked_out_row): nothing flows to Q and K
 /// (nor to row t of ∂L/∂S: the weights do not move); under `uniform` every ∂L/∂V_j gains dY_t/n,
 /// under `nan` every gradient given is NaN (row t of ∂L/∂S too).
@@ -105,6 +141,7 @@ void masked_out_row_backward(std::size_t t, MatrixView<const T> dY, const attent
   } else if (policy == all_masked_policy::nan) {
     if (g.queries.rows() != 0) fill(g.queries.row(t).data(), g.queries.cols(), nan);
     if (g.scores.rows() != 0) fill(g.scores.row(t).data(), g.scores.cols(), nan);
+    if (g.bias.rows() != 0) fill(g.bias.row(t).data(), g.bias.cols(), nan);
     for (const MatrixView<T>& m : {g.keys, g.values})
       if (m.rows() != 0) fill_rows(m.data(), m.rows(), m.cols(), m.row_stride(), nan);
   }
@@ -130,22 +167,17 @@ struct backward_rows_state {
 /// of the one-thread work when every gradient is asked for, none more when only the keys' or
 /// only the rows' are.
 template <class T, class Leave>
-void tiled_backward_on_threads(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
-                               const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
-                               const tile_matrix<const T>& dY, const T* lse, T f, T beta,
-                               const tile_masks& masks, const tile_gradients<T>& g,
-                               std::size_t tq, Leave&& leave, std::size_t threads,
-                               backward_rows_state<T>* state) {
+void tiled_backward_on_threads(const tiled_backward_kernel<T>& k, std::size_t tq, Leave&& leave,
+                               std::size_t threads, backward_rows_state<T>* state) {
   const std::size_t used = usable_threads(threads);
   if (used <= 1 || tq == 0 || state == nullptr) {
-    tiled_backward<T>(Q, K, V, Y, dY, lse, f, beta, masks, g, 0, tq, leave);
+    tiled_backward<T>(k, 0, tq, leave);
     return;
   }
   using kernel = tiled_backward_kernel<T>;
   constexpr std::size_t MB = kernel::MB, SB = kernel::SB;
-  const std::size_t dk = K.cols, dv = V.cols;
-  const kernel k{Q, K, V, Y, dY, lse, f, beta, masks, g,
-                 tile_shape<T>::keys_per_block(dk > dv ? dk : dv)};
+  const tile_masks& masks = k.masks;
+  const tile_gradients<T>& g = k.g;
   const std::size_t NB = k.NB;
   for (std::size_t t = 0; t < tq; ++t)
     if (!k.live(t)) leave(t);
@@ -190,19 +222,21 @@ template <real T, class S, bool Committed = false>
 void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                          MatrixView<const T> V, const S& score, saved_attention<T> saved,
                          MatrixView<const T> dY, const attention_gradients<T>& g,
-                         const options& opt, std::size_t threads = 1) {
+                         const options& opt, std::size_t threads = 1,
+                         const tile_bias<T>& bias = {}) {
   if constexpr (!Committed && gradients_may_throw<S, T, no_parameters>()) {
     // a score that may throw: the gradients into copies of their own, committed at the end
     Matrix<T> gq = detached_copy(g.queries), gk = detached_copy(g.keys), gv = detached_copy(g.values);
-    Matrix<T> gs = detached_copy(g.scores);
+    Matrix<T> gs = detached_copy(g.scores), gz = detached_copy(g.bias);
     sdpa_backward_views<T, S, true>(
         where, Q, K, V, score, saved, dY,
-        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view()}, opt,
-        threads);
+        attention_gradients<T>{gq.view(), gk.view(), gv.view(), g.accumulate, gs.view(), gz.view()},
+        opt, threads, bias);
     commit_to(gq, g.queries);
     commit_to(gk, g.keys);
     commit_to(gv, g.values);
     commit_to(gs, g.scores);
+    commit_to(gz, g.bias);
     return;
   }
   const std::size_t tq = Q.rows(), n = K.rows(), dk = K.cols(), dv = V.cols();
@@ -212,6 +246,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   if (g.keys.rows() != 0) check_shape(where, "dL/dK", g.keys.rows(), g.keys.cols(), n, dk);
   if (g.values.rows() != 0) check_shape(where, "dL/dV", g.values.rows(), g.values.cols(), n, dv);
   if (g.scores.rows() != 0) check_shape(where, "dL/dS", g.scores.rows(), g.scores.cols(), tq, n);
+  if (g.bias.rows() != 0) check_shape(where, "dL/dZ", g.bias.rows(), g.bias.cols(), tq, n);
   const bool recompute = saved.out.rows() == 0 && saved.logsumexp.empty();
   if (!recompute) {
     check_shape(where, "the saved output", saved.out.rows(), saved.out.cols(), tq, dv);
@@ -222,7 +257,8 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
                          {{"dL/dQ", region_of(g.queries)},
                           {"dL/dK", region_of(g.keys)},
                           {"dL/dV", region_of(g.values)},
-                          {"dL/dS", region_of(g.scores)}},
+                          {"dL/dS", region_of(g.scores)},
+                          {"dL/dZ", region_of(g.bias)}},
                          {{"the queries", region_of(Q)},
                           {"the keys", region_of(K)},
                           {"the values", region_of(V)},
@@ -236,7 +272,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     y_own = Matrix<T>(tq, dv);
     lse_own.assign(tq, T(0));
     many_queries_views<T>(where, Q, K, V, score, attention_views<T>{.out = y_own.view(), .logsumexp = lse_own},
-                          opt, rows_on_threads<T>{threads});
+                          opt, rows_on_threads<T>{threads}, bias);
     saved = {y_own.view(), lse_own};
   }
   // the rows that take the exact path: every row, or those the tiled kernel leaves (L_t, Q_t or
@@ -254,7 +290,7 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
   sdpa_row_scratch<T> scratch;
   const auto make_scratch = [&] {
     row_opt.emplace(opt, tq, n);
-    scratch.numbers.assign(2 * n + dk, T(0));
+    scratch.numbers.assign(2 * n + dk + (g.bias.rows() != 0 ? n : 0), T(0));
     if (g.keys.rows() == 0) scratch.keys = Matrix<T>(n, dk);
   };
   if (exact_rows) make_scratch();
@@ -268,27 +304,40 @@ void sdpa_backward_views(const char* where, MatrixView<const T> Q, MatrixView<co
     if (g.values.rows() != 0) fill_rows(g.values.data(), n, dv, g.values.row_stride(), T(0));
     if (g.queries.rows() != 0) fill_rows(g.queries.data(), tq, dk, g.queries.row_stride(), T(0));
     if (g.scores.rows() != 0) fill_rows(g.scores.data(), tq, n, g.scores.row_stride(), T(0));
+    if (g.bias.rows() != 0) fill_rows(g.bias.data(), tq, n, g.bias.row_stride(), T(0));
   }
   attention_gradients<T> exact = g;
   exact.accumulate = true;
   const auto by_row = [&](std::size_t t) {
     if (!row_opt) make_scratch();  // (only if -ffast-math folded the scan's test and not the kernel's)
-    sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), scratch);
-    if (g.scores.rows() != 0) {  // the row's ∂L/∂s, all n of them (masked: 0), from the scratch
-      T* const gs = g.scores.row(t).data();
+    // the row's ∂L/∂z (when asked for) after the 2n + d_k numbers: the logits' path gives it
+    T* const gz = g.bias.rows() != 0 ? scratch.numbers.data() + 2 * n + dk : nullptr;
+    if (bias.any() || gz != nullptr)
+      sdpa_backward_biased_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), bias, gz,
+                                  scratch);
+    else
+      sdpa_backward_exact_row<T>(where, t, Q, K, V, score, dY, exact, (*row_opt)(t), scratch);
+    // the row's ∂L/∂s and ∂L/∂z, all n of each (masked: 0), from the scratch
+    const auto put = [&](const T* from, MatrixView<T> to) {
+      T* const row = to.row(t).data();
       if (g.accumulate)
-        axpy(T(1), scratch.numbers.data(), gs, n);
+        axpy(T(1), from, row, n);
       else
-        copy_numbers(scratch.numbers.data(), gs, n);
-    }
+        copy_numbers(from, row, n);
+    };
+    if (g.scores.rows() != 0) put(scratch.numbers.data(), g.scores);
+    if (gz != nullptr) put(gz, g.bias);
   };
   if constexpr (dot_product_score<S, T>) {
     if (tiled) {
-      tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values),
-                           tile_of(g.scores), g.accumulate};
-      tiled_backward_on_threads<T>(tile_of(Q), tile_of(K), tile_of(V), tile_of(saved.out),
-                                   tile_of(dY), saved.logsumexp.data(), score.template scale<T>(dk),
-                                   static_cast<T>(opt.beta), masks, tg, tq,
+      const tile_gradients<T> tg{tile_of(g.queries), tile_of(g.keys), tile_of(g.values),
+                                 tile_of(g.scores), g.accumulate, tile_of(g.bias)};
+      const tile_matrix<const T> q = tile_of(Q), k = tile_of(K), v = tile_of(V), y = tile_of(saved.out),
+                                 dy = tile_of(dY);
+      const auto kernel = tiled_backward_kernel<T>::of(
+          q, k, v, y, dy, saved.logsumexp.data(), score.template scale<T>(dk),
+          static_cast<T>(opt.beta), masks, bias, tg);
+      tiled_backward_on_threads<T>(kernel, tq,
                                    [&](std::size_t t) {
                                      if (row_allows_a_key(masks, t))
                                        by_row(t);
@@ -347,6 +396,36 @@ void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V
   detail::sdpa_backward_views<T>("attn::scaled_dot_product_attention_backward", as_view(Q),
                                  as_view(K), as_view(V), score, saved, as_view(dY), grads, opt,
                                  threads);
+}
+
+/// As above for scaled_dot_product_attention with a bias on the logits (attn/logit_bias.hpp):
+/// P_tj = exp(z_tj − L_t), z = β·S + B + A, and grads.bias gets ∂L/∂Z = ∂L/∂B. The bias must be
+/// the forward's (its L_t are of these logits); its checks as the forward's, and its matrix
+/// apart from every gradient.
+template <matrix_like Qm, matrix_like Km, matrix_like Vm, class S, matrix_like Gm>
+  requires detail::matrix_of<Km, matrix_scalar_of<Qm>> && detail::matrix_of<Vm, matrix_scalar_of<Qm>> &&
+      detail::matrix_of<Gm, matrix_scalar_of<Qm>> && Score<S, matrix_scalar_of<Qm>>
+void scaled_dot_product_attention_backward(const Qm& Q, const Km& K, const Vm& V, const S& score,
+                                           const saved_attention<matrix_scalar_of<Qm>>& saved,
+                                           const Gm& dY,
+                                           const attention_gradients<matrix_scalar_of<Qm>>& grads,
+                                           const options& opt,
+                                           const logit_bias<matrix_scalar_of<Qm>>& bias,
+                                           std::size_t threads = 1) {
+  using T = matrix_scalar_of<Qm>;
+  const char* where = "attn::scaled_dot_product_attention_backward";
+  const auto qv = as_view(Q);
+  const auto kv = as_view(K);
+  const detail::tile_bias<T> b = detail::checked_bias<T>(
+      where, bias, qv.rows(), kv.rows(),
+      {{"dL/dQ", detail::region_of(grads.queries)},
+       {"dL/dK", detail::region_of(grads.keys)},
+       {"dL/dV", detail::region_of(grads.values)},
+       {"dL/dS", detail::region_of(grads.scores)},
+       {"dL/dZ", detail::region_of(grads.bias)}},
+      opt);
+  detail::sdpa_backward_views<T>(where, qv, kv, as_view(V), score, saved, as_view(dY), grads, opt,
+                                 threads, b);
 }
 
 /// Returns ∂L/∂Q, ∂L/∂K and ∂L/∂V of scaled_dot_product_attention(Q, K, V, score, …, opt).

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attn/detail/bias.hpp"
 #include "attn/detail/online.hpp"
 #include "attn/detail/rows.hpp"
 #include "attn/detail/simd.hpp"
@@ -226,7 +227,7 @@ struct tile_outputs {
   T* logsumexp = nullptr;   ///< T: log Σ_j exp(β s_tj) over the keys row t may see
 };
 
-/// Y = softmax(β·f·QKᵀ, masks)·V in tiles, rows [t_begin, t_end) of Q (T × dk), K (n × dk),
+/// Y = softmax(β·f·QKᵀ + bias, masks)·V in tiles, rows [t_begin, t_end) of Q (T × dk), K (n × dk),
 /// V (n × dv). For each block of MB query rows and each block of keys (Kᵀ packed once for the
 /// block's rows), MR rows at a time: their scores (score_micro_tile), each row's online softmax
 /// step (online_softmax_step; its exps in place of the scores), and the MR rows' contexts
@@ -234,18 +235,22 @@ struct tile_outputs {
 /// output rows. Each row's numbers are the same whatever rows it is cut with. Rows that the
 /// online pass leaves (a kept +inf or NaN score, nothing kept, a context that is not finite)
 /// are passed to leave(t) for the caller's exact path, their outputs left as they are.
-/// Everything else of those rows is written.
+/// Everything else of those rows is written. With a bias each block's scores become the logits
+/// z = β·s + b (biased_logits, after out.scores took s) and the softmax runs at β = 1 on them:
+/// L_t = log Σ_j exp(z_tj).
 template <class T, class Leave>
 void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
                    const tile_matrix<const T>& V, T f, T beta, const tile_masks& masks,
-                   const tile_outputs<T>& o, std::size_t t_begin, std::size_t t_end,
-                   Leave&& leave) {
+                   const tile_bias<T>& bias, const tile_outputs<T>& o, std::size_t t_begin,
+                   std::size_t t_end, Leave&& leave) {
   using shape = tile_shape<T>;
   constexpr std::size_t MR = shape::MR, NR = shape::NR, MB = shape::MB;
   constexpr std::size_t NBmax = shape::max_keys_per_block;
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const std::size_t n = K.rows, dk = K.cols, dv = V.cols;
   const std::size_t NB = shape::keys_per_block(dk);
+  const bool biased = bias.any();
+  const T beta_z = biased ? T(1) : beta;  // the softmax's β on what S holds: β·s, or z
   // per block of MB query rows: the packed keys, each row's state; per MR rows their scores
   alignas(64) T kp[shape::packed_capacity];  // Kᵀ of a block of keys (dk ≤ 256)
   alignas(64) T S[MR * NBmax];    // the scores of MR rows, then their exps
@@ -292,6 +297,7 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
           T* s = S + r * NBmax;
           rescale[r] = T(1);
           if (o.scores.data != nullptr) copy_numbers(s, o.scores.row(t) + j0, nb);
+          if (biased) biased_logits(bias, t, j0, keys, beta, s, s);
           if (o.weights.data != nullptr && !keep_exps) copy_numbers(s, o.weights.row(t) + j0, nb);
           const std::size_t lim = masks.limit(t);
           if (!ok[i] || lim <= j0) {  // nothing of this block for row t
@@ -300,7 +306,7 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
           }
           const std::size_t seen = lim - j0 < keys ? lim - j0 : keys;  // the keys t may see
           const online_scale<T> step =
-              online_softmax_step(st[i], s, seen, beta, block_mask_of(t, j0, seen), s);
+              online_softmax_step(st[i], s, seen, beta_z, block_mask_of(t, j0, seen), s);
           if (!step.ok) {
             ok[i] = false;
             fill(s, keys, T(0));
@@ -361,7 +367,7 @@ void tiled_forward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
         } else {
           for (std::size_t j0 = 0; j0 < lim; j0 += NB) {
             const std::size_t nb = lim - j0 < NB ? lim - j0 : NB;
-            exp_shifted(w + j0, w + j0, nb, beta, s.m, block_mask_of(t, j0, nb), inv);
+            exp_shifted(w + j0, w + j0, nb, beta_z, s.m, block_mask_of(t, j0, nb), inv);
           }
         }
         fill(w + lim, n - lim, T(0));
@@ -409,25 +415,32 @@ struct tile_gradients {
   tile_matrix<T> keys{};     ///< ∂L/∂K (n × d_k), added to
   tile_matrix<T> values{};   ///< ∂L/∂V (n × d_v), added to
   tile_matrix<T> scores{};   ///< ∂L/∂S (T × n): dS before the scale f, written or added to
-  bool add_scores = false;   ///< add dS to what scores holds (else overwrite)
+  bool add_scores = false;   ///< add dS and dZ to what scores and bias hold (else overwrite)
+  tile_matrix<T> bias{};     ///< ∂L/∂Z (T × n): the gradient of a bias on the logits
 };
 
 /// ds[c] = f·dS_tj for c < nb from dp_c = dY_t·V_j (in ds) and D_t = dY_t·Y_t, dS_tj =
 /// softmax_backward_entry(P_tj, dp_c − D_t, β); dS_tj also written to (Add: added to) gs[c]
-/// when gs is not null. The same numbers either way: gs only costs its stores.
+/// when gs is not null, and dZ_tj = softmax_backward_entry(P_tj, dp_c − D_t, 1) = ∂L/∂Z_tj to
+/// gz[c] when gz is not null. The same numbers either way: gs and gz only cost their stores.
 template <class T, bool Add>
 ATTN_ALWAYS_INLINE void score_gradients_of(const T* p, T* ds, std::size_t nb, T dy_y, T beta, T f,
-                                           T* gs) noexcept {
-  if (gs == nullptr) {
+                                           T* gs, T* gz) noexcept {
+  if (gs == nullptr && gz == nullptr) {
     for (std::size_t c = 0; c < nb; ++c) ds[c] = f * softmax_backward_entry(p[c], ds[c] - dy_y, beta);
     return;
   }
-  for (std::size_t c = 0; c < nb; ++c) {
-    const T e = softmax_backward_entry(p[c], ds[c] - dy_y, beta);
+  const auto put = [](T* out, T e) {
     if constexpr (Add)
-      gs[c] += e;
+      *out += e;
     else
-      gs[c] = e;
+      *out = e;
+  };
+  for (std::size_t c = 0; c < nb; ++c) {
+    const T delta = ds[c] - dy_y;
+    const T e = softmax_backward_entry(p[c], delta, beta);
+    if (gs != nullptr) put(gs + c, e);
+    if (gz != nullptr) put(gz + c, softmax_backward_entry(p[c], delta, T(1)));
     ds[c] = f * e;
   }
 }
@@ -468,8 +481,22 @@ struct tiled_backward_kernel {
   const T* lse;
   T f, beta;
   const tile_masks& masks;
+  const tile_bias<T>& bias;
   const tile_gradients<T>& g;
   std::size_t NB;
+
+  /// The kernel of these inputs, its keys in blocks for max(d_k, d_v).
+  [[nodiscard]] static tiled_backward_kernel of(const tile_matrix<const T>& Q,
+                                                const tile_matrix<const T>& K,
+                                                const tile_matrix<const T>& V,
+                                                const tile_matrix<const T>& Y,
+                                                const tile_matrix<const T>& dY, const T* lse,
+                                                T f, T beta, const tile_masks& masks,
+                                                const tile_bias<T>& bias,
+                                                const tile_gradients<T>& g) noexcept {
+    return {Q, K, V, Y, dY, lse, f, beta, masks, bias, g,
+            shape::keys_per_block(K.cols > V.cols ? K.cols : V.cols)};
+  }
 
   /// Whether row t's gradients come from the tiles: L_t, Q_t and dY_t finite.
   [[nodiscard]] bool live(std::size_t t) const noexcept {
@@ -531,12 +558,15 @@ struct tiled_backward_kernel {
           continue;
         }
         any = true;
-        exp_shifted(p, p, nb, beta, lse[t], block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
+        if (bias.any()) biased_logits(bias, t, j0, nb, beta, p, p);  // z, at β = 1 below
+        exp_shifted(p, p, nb, bias.any() ? T(1) : beta, lse[t],
+                    block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
         T* const gs = rows_part && g.scores.data != nullptr ? g.scores.row(t) + j0 : nullptr;
+        T* const gz = rows_part && g.bias.data != nullptr ? g.bias.row(t) + j0 : nullptr;
         if (g.add_scores)
-          score_gradients_of<T, true>(p, ds, nb, dy_y[i], beta, f, gs);
+          score_gradients_of<T, true>(p, ds, nb, dy_y[i], beta, f, gs, gz);
         else
-          score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs);
+          score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs, gz);
       }
       if (rows_part && any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
         for_each_run(nb, b.keys_finite, b.key_finite, [&](std::size_t c, std::size_t len) {
@@ -561,11 +591,12 @@ struct tiled_backward_kernel {
   }
 };
 
-/// Backward of tiled_forward for rows [t_begin, t_end), from the forward's output Y and
-/// log-sum-exp L (the map recomputed block by block: P_tj = exp(β s_tj − L_t)), adding
+/// Backward of tiled_forward for rows [t_begin, t_end) (the kernel k holds the inputs), from the
+/// forward's output Y and log-sum-exp L (the map recomputed block by block: P_tj =
+/// exp(β s_tj − L_t), or exp(z_tj − L_t) with a bias), adding
 ///   ∂L/∂V_j += Σ_t P_tj dY_t,   ∂L/∂Q_t += f Σ_j dS_tj K_j,   ∂L/∂K_j += f Σ_t dS_tj Q_t,
 /// dS_tj = β P_tj (dY_t·V_j − dY_t·Y_t) (softmax_backward_entry), and writing dS_tj (before f)
-/// into g.scores when it is given. First every row the tiles leave is passed to leave(t), in
+/// into g.scores and ∂L/∂Z_tj = P_tj (dY_t·V_j − dY_t·Y_t) into g.bias when they are given. First every row the tiles leave is passed to leave(t), in
 /// order: rows whose L_t is not finite (nothing kept, a kept ±inf or NaN), and rows whose Q_t or
 /// dY_t is not finite; they get nothing here. Then, for each block of SB query rows and each
 /// block of keys (Kᵀ and Vᵀ packed once for the block's rows), MB rows at a time, MR rows at a
@@ -582,16 +613,11 @@ struct tiled_backward_kernel {
 /// over the rows in order (the left rows' terms, which leave adds, first), so that
 /// tiled_backward_on_threads (attn/sdpa_backward.hpp) can cut the work and keep every sum's order.
 template <class T, class Leave>
-void tiled_backward(const tile_matrix<const T>& Q, const tile_matrix<const T>& K,
-                    const tile_matrix<const T>& V, const tile_matrix<const T>& Y,
-                    const tile_matrix<const T>& dY, const T* lse, T f, T beta,
-                    const tile_masks& masks, const tile_gradients<T>& g, std::size_t t_begin,
-                    std::size_t t_end, Leave&& leave) {
+void tiled_backward(const tiled_backward_kernel<T>& k, std::size_t t_begin, std::size_t t_end,
+                    Leave&& leave) {
   using kernel = tiled_backward_kernel<T>;
   constexpr std::size_t MB = kernel::MB, SB = kernel::SB;
-  const std::size_t dk = K.cols, dv = V.cols;
-  const kernel k{Q, K, V, Y, dY, lse, f, beta, masks, g,
-                 tile_shape<T>::keys_per_block(dk > dv ? dk : dv)};
+  const tile_masks& masks = k.masks;
   const std::size_t NB = k.NB;
   for (std::size_t t = t_begin; t < t_end; ++t)
     if (!k.live(t)) leave(t);
