@@ -86,20 +86,32 @@ struct heads_matrix {
   [[nodiscard]] attn::MatrixView<T> head(std::size_t i) { return {data.data() + i * dim, rows, dim, width}; }
 };
 
-enum class variant { plain, causal, map };
+enum class variant { plain, causal, map, alibi, bias };
+
+/// The bias of a variant: ALiBi's slope 1/16 (formed in the tiles), or a T × n matrix in `B`.
+template <class T>
+attn::logit_bias<T> bias_of(variant kind, const bench::buffer<T>& B, std::size_t tq, std::size_t n) {
+  if (kind == variant::alibi) return {{}, T(0.0625)};
+  if (kind == variant::bias) return {attn::MatrixView<const T>(B.data(), tq, n), T(0)};
+  return {};
+}
 
 template <class T, variant Kind>
 void sdpa_attn(benchmark::State& state, std::size_t h, std::size_t threads = 1) {
   const problem<T> p(state, h);
   heads_matrix<T> Y(p.tq, p.width);
   bench::buffer<T> A(Kind == variant::map ? p.tq * p.n : 0);
+  const bench::buffer<T>& B = bench::data<T>(Kind == variant::bias ? p.tq * p.n : 0, 65);
+  const attn::logit_bias<T> bias = bias_of(Kind, B, p.tq, p.n);
   const attn::options opt{.causal = Kind == variant::causal};
   for (auto _ : state) {
     bench::touch(p.K.data());
     for (std::size_t i = 0; i < h; ++i) {
       attn::attention_views<T> out{.out = Y.head(i)};
       if (Kind == variant::map) out.weights = attn::MatrixView<T>(A.data(), p.tq, p.n);
-      if (threads == 1)
+      if (Kind == variant::alibi || Kind == variant::bias)
+        attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), attn::scaled_dot, out, opt, bias, threads);
+      else if (threads == 1)
         attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), out, opt);
       else
         attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), attn::scaled_dot, out, opt, threads);
@@ -309,21 +321,30 @@ void sdpa_backward_eigen(benchmark::State& state, std::size_t h) {
 }
 #endif
 
-/// attn's backward from the saved Y and log-sum-exp of each head (formed once, outside the loop).
-template <class T>
+/// attn's backward from the saved Y and log-sum-exp of each head (formed once, outside the loop);
+/// with a bias (Kind alibi or bias), ∂L/∂Z too for the matrix.
+template <class T, variant Kind = variant::plain>
 void sdpa_backward_attn(benchmark::State& state, std::size_t h, std::size_t threads = 1) {
   const problem<T> p(state, h);
   heads_matrix<T> Y(p.tq, p.width), dQ(p.tq, p.width), dK(p.n, p.width), dV(p.n, p.width);
+  const bench::buffer<T>& B = bench::data<T>(Kind == variant::bias ? p.tq * p.n : 0, 65);
+  bench::buffer<T> dB(Kind == variant::bias ? p.tq * p.n : 0);
+  const attn::logit_bias<T> bias = bias_of(Kind, B, p.tq, p.n);
   std::vector<std::vector<T>> L(h, std::vector<T>(p.tq));
   for (std::size_t i = 0; i < h; ++i)
-    attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), {.out = Y.head(i), .logsumexp = L[i]});
+    attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), attn::scaled_dot,
+                                       {.out = Y.head(i), .logsumexp = L[i]}, {}, bias);
   for (auto _ : state) {
     bench::touch(p.K.data());
     for (std::size_t i = 0; i < h; ++i) {
       const attn::MatrixView<const T> y = Y.head(i);
       const attn::saved_attention<T> saved{y, L[i]};
-      const attn::attention_gradients<T> g{dQ.head(i), dK.head(i), dV.head(i)};
-      if (threads == 1)
+      attn::attention_gradients<T> g{dQ.head(i), dK.head(i), dV.head(i)};
+      if (Kind == variant::bias) g.bias = attn::MatrixView<T>(dB.data(), p.tq, p.n);
+      if (Kind == variant::alibi || Kind == variant::bias)
+        attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g,
+                                                    {}, bias, threads);
+      else if (threads == 1)
         attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g);
       else
         attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g,
@@ -368,6 +389,13 @@ void register_all() {
   }
   add("sdpa_map/" + ty + "/attn", [](benchmark::State& s) { sdpa_attn<T, variant::map>(s, 1); });
   add("sdpa_map/" + ty + "/without", [](benchmark::State& s) { sdpa_attn<T, variant::plain>(s, 1); });
+  // a bias on the logits: ALiBi formed in the tiles, a T × n matrix read, against none
+  add("sdpa_bias/" + ty + "/alibi", [](benchmark::State& s) { sdpa_attn<T, variant::alibi>(s, 1); });
+  add("sdpa_bias/" + ty + "/matrix", [](benchmark::State& s) { sdpa_attn<T, variant::bias>(s, 1); });
+  add("sdpa_bias/" + ty + "/without", [](benchmark::State& s) { sdpa_attn<T, variant::plain>(s, 1); });
+  add("sdpa_backward_bias/" + ty + "/alibi", [](benchmark::State& s) { sdpa_backward_attn<T, variant::alibi>(s, 1); });
+  add("sdpa_backward_bias/" + ty + "/matrix", [](benchmark::State& s) { sdpa_backward_attn<T, variant::bias>(s, 1); });
+  add("sdpa_backward_bias/" + ty + "/without", [](benchmark::State& s) { sdpa_backward_attn<T>(s, 1); });
   add("sdpa/" + ty + "/naive", sdpa_naive<T, variant::plain>);
   add("sdpa_causal/" + ty + "/naive", sdpa_naive<T, variant::causal>);
   add("sdpa_causal/" + ty + "/unmasked", [](benchmark::State& s) { sdpa_attn<T, variant::plain>(s, 1); });

@@ -365,3 +365,219 @@ TEST_CASE("a bias on the logits: a wrong shape, slope or place names the buffer 
   REQUIRE(dQ(0, 0) == 7.0);
   REQUIRE(shared(0, 0) == 0.0);
 }
+
+namespace {
+
+// A layer of h heads (d_k = 4, d_v = 3) over h_kv key/value heads, d_model = 5, W_O to 5.
+template <class T>
+struct heads_layer {
+  std::size_t h, kvh;
+  Matrix<T> WQ, WK, WV, WO;
+  heads_layer(std::size_t heads, std::size_t kv_heads, std::mt19937_64& rng)
+      : h(heads), kvh(kv_heads), WQ(random_matrix<T>(5, heads * 4, rng, 0.6)),
+        WK(random_matrix<T>(5, kv_heads * 4, rng, 0.6)), WV(random_matrix<T>(5, kv_heads * 3, rng, 0.6)),
+        WO(random_matrix<T>(heads * 3, 5, rng, 0.6)) {}
+  attn::multi_head_parameters<T> params() const {
+    return {.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO, .heads = h, .kv_heads = kvh};
+  }
+};
+
+// Every head's ALiBi as a bias matrix, h·B·T × n as the maps (attn::alibi_bias per head).
+template <class T>
+Matrix<T> stacked_alibi(std::size_t h, std::size_t batch, std::size_t tq, std::size_t n) {
+  Matrix<T> A(h * batch * tq, n);
+  const std::vector<T> m = attn::alibi_slopes<T>(h);
+  for (std::size_t i = 0; i < h; ++i)
+    for (std::size_t b = 0; b < batch; ++b)
+      attn::alibi_bias(MatrixView<T>(A.row((i * batch + b) * tq).data(), tq, n), m[i]);
+  return A;
+}
+
+template <class T>
+struct heads_run {
+  Matrix<T> Y, dX, dWQ, dWK, dWV, dWO, dB;
+  bool same_as(const heads_run& o) const {
+    return same_bits(Y, o.Y) && same_bits(dX, o.dX) && same_bits(dWQ, o.dWQ) && same_bits(dWK, o.dWK) &&
+           same_bits(dWV, o.dWV) && same_bits(dWO, o.dWO) && same_bits(dB, o.dB);
+  }
+};
+
+// The forward and backward of self-attention with p, ∂L/∂bias (shaped bias_rows × n) asked for.
+template <class T>
+heads_run<T> run_heads(const Matrix<T>& X, const attn::multi_head_parameters<T>& p, const Matrix<T>& dY,
+                       const attn::options& opt, std::size_t batch, std::size_t bias_rows, std::size_t n,
+                       std::size_t threads) {
+  heads_run<T> r{Matrix<T>(X.rows(), 5), Matrix<T>(X.rows(), 5), Matrix<T>(p.W_Q.rows(), p.W_Q.cols()),
+                 Matrix<T>(p.W_K.rows(), p.W_K.cols()), Matrix<T>(p.W_V.rows(), p.W_V.cols()),
+                 Matrix<T>(p.W_O.rows(), p.W_O.cols()), Matrix<T>(bias_rows, n)};
+  attn::multi_head_cache<T> cache;
+  attn::multi_head_attention(X, p, attn::multi_head_views<T>{.out = r.Y.view()}, cache, opt, batch, threads);
+  attn::multi_head_gradients<T> g{.inputs = r.dX.view(), .W_Q = r.dWQ.view(), .W_K = r.dWK.view(),
+                                  .W_V = r.dWV.view(), .W_O = r.dWO.view()};
+  if (bias_rows != 0) g.bias = r.dB.view();
+  attn::multi_head_attention_backward(X, p, cache, dY, g, opt, batch, threads);
+  return r;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("multi_head_attention with ALiBi and a bias: each head's slope and rows, forward and "
+                   "backward, on threads",
+                   "[heads][bias][positions]", float, double) {
+  using T = TestType;
+  std::mt19937_64 rng(99);
+  for (const auto& hk : {std::pair<std::size_t, std::size_t>{3, 3}, {4, 2}})
+    for (const bool causal : {false, true}) {
+      const std::size_t batch = 2, tq = 70, n = tq;
+      const heads_layer<T> w(hk.first, hk.second, rng);
+      const Matrix<T> X = random_matrix<T>(batch * tq, 5, rng), dY = random_matrix<T>(batch * tq, 5, rng);
+      attn::options opt{.beta = 1.2};
+      opt.causal = causal;
+      INFO("h = " << w.h << ", h_kv = " << w.kvh << (causal ? ", causal" : ""));
+      attn::multi_head_parameters<T> alibi = w.params();
+      alibi.alibi = true;
+      const Matrix<T> A = stacked_alibi<T>(w.h, batch, tq, n);
+      attn::multi_head_parameters<T> matrix = w.params();
+      matrix.bias = A;
+      const heads_run<T> r1 = run_heads(X, alibi, dY, opt, batch, w.h * batch * tq, n, 1);
+      REQUIRE(r1.same_as(run_heads(X, matrix, dY, opt, batch, w.h * batch * tq, n, 1)));
+      REQUIRE(r1.same_as(run_heads(X, alibi, dY, opt, batch, w.h * batch * tq, n, 2)));
+      // ALiBi did something
+      const heads_run<T> plain = run_heads(X, w.params(), dY, opt, batch, 0, n, 1);
+      REQUIRE(!same_bits(plain.Y, r1.Y));
+      // a shared T × n bias is every head's: the same as it stacked h·B times, and its gradient
+      // the sum of theirs over heads and sentences (in that order)
+      const Matrix<T> B = random_matrix<T>(tq, n, rng);
+      Matrix<T> stacked(w.h * batch * tq, n);
+      for (std::size_t r = 0; r < stacked.rows(); ++r)
+        for (std::size_t j = 0; j < n; ++j) stacked(r, j) = B(r % tq, j);
+      attn::multi_head_parameters<T> shared = alibi, each = alibi;
+      shared.bias = B;
+      each.bias = stacked;
+      const heads_run<T> rs = run_heads(X, shared, dY, opt, batch, tq, n, 1);
+      const heads_run<T> re = run_heads(X, each, dY, opt, batch, w.h * batch * tq, n, 1);
+      REQUIRE(same_bits(rs.Y, re.Y));
+      REQUIRE(same_bits(rs.dX, re.dX));
+      for (std::size_t t = 0; t < tq; ++t)
+        for (std::size_t j = 0; j < n; ++j) {
+          T sum = 0;
+          for (std::size_t unit = 0; unit < w.h * batch; ++unit) sum += re.dB(unit * tq + t, j);
+          REQUIRE(rs.dB(t, j) == sum);
+        }
+      REQUIRE(rs.same_as(run_heads(X, shared, dY, opt, batch, tq, n, 2)));
+    }
+}
+
+TEST_CASE("multi_head_attention with ALiBi and a bias: dX, dW and dbias against central differences",
+          "[heads][bias][derivatives]") {
+  std::mt19937_64 rng(12);
+  const std::size_t batch = 2, tq = 4, n = 4;
+  const heads_layer<double> w(3, 3, rng);
+  const Matrix<double> X = random_matrix<double>(batch * tq, 5, rng), dY = random_matrix<double>(batch * tq, 5, rng);
+  for (const std::size_t bias_rows : {tq, 3 * batch * tq}) {
+    const Matrix<double> B = random_matrix<double>(bias_rows, n, rng);
+    attn::multi_head_parameters<double> p = w.params();
+    p.alibi = true;
+    p.bias = B;
+    const attn::options opt{.beta = 0.9, .causal = true};
+    INFO("bias rows " << bias_rows);
+    const heads_run<double> r = run_heads(X, p, dY, opt, batch, bias_rows, n, 1);
+    const auto forward = [&](const Matrix<double>& x, const Matrix<double>& b, const Matrix<double>& wq) {
+      attn::multi_head_parameters<double> q = p;
+      q.bias = b;
+      q.W_Q = wq;
+      attn::multi_head_cache<double> cache;
+      Matrix<double> Y(x.rows(), 5);
+      attn::multi_head_attention(x, q, attn::multi_head_views<double>{.out = Y.view()}, cache, opt, batch);
+      return std::vector<double>(Y.data(), Y.data() + Y.size());
+    };
+    const auto replaced = [](const Matrix<double>& m, std::span<const double> x) {
+      Matrix<double> c(m.rows(), m.cols());
+      std::copy(x.begin(), x.end(), c.data());
+      return c;
+    };
+    const double tol = attn::gradcheck_tolerance<double>();
+    CHECK(attn::check_vjp([&](std::span<const double> x) { return forward(replaced(X, x), B, w.WQ); }, flat(X),
+                          flat(dY), flat(r.dX), "X")
+              .passed(tol));
+    CHECK(attn::check_vjp([&](std::span<const double> x) { return forward(X, replaced(B, x), w.WQ); }, flat(B),
+                          flat(dY), flat(r.dB), "bias")
+              .passed(tol));
+    CHECK(attn::check_vjp([&](std::span<const double> x) { return forward(X, B, replaced(w.WQ, x)); },
+                          flat(w.WQ), flat(dY), flat(r.dWQ), "W_Q")
+              .passed(tol));
+  }
+}
+
+TEMPLATE_TEST_CASE("multi_head_attention_cached with ALiBi: each step's rows are the whole sequence's",
+                   "[kv_cache][heads][bias][positions]", float, double) {
+  // a new row sits at the cache's length (then one more per row), the whole causal forward's row t
+  // at t: the same distances p − j, the same numbers
+  using T = TestType;
+  std::mt19937_64 rng(4545);
+  const heads_layer<T> w(3, 1, rng);
+  attn::multi_head_parameters<T> p = w.params();
+  p.alibi = true;
+  const std::size_t total = 9;
+  const Matrix<T> X = random_matrix<T>(total, 5, rng);
+  attn::kv_cache<T> cache(1, 16, 1, 4, 3);
+  Matrix<T> got(total, 5);
+  for (const auto& rc : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 1}, {5, 3}, {8, 1}}) {
+    Matrix<T> Y(rc.second, 5);
+    attn::multi_head_attention_cached(MatrixView<const T>(X.row(rc.first).data(), rc.second, 5), p, cache, Y.view());
+    for (std::size_t r = 0; r < rc.second; ++r)
+      for (std::size_t c = 0; c < 5; ++c) got(rc.first + r, c) = Y(r, c);
+  }
+  const auto whole = attn::multi_head_attention(X, p, {.causal = true});
+  for (std::size_t i = 0; i < whole.out.size(); ++i) CHECK(got.data()[i] == whole.out.data()[i]);
+  const auto plain = attn::multi_head_attention(X, w.params(), {.causal = true});
+  REQUIRE(!same_bits(plain.out, whole.out));
+}
+
+TEST_CASE("multi_head_attention with ALiBi and a bias: shapes, a changed bias and a cache are refused, "
+          "nothing written", "[heads][bias][errors]") {
+  std::mt19937_64 rng(3);
+  const heads_layer<double> w(2, 2, rng);
+  const Matrix<double> X = random_matrix<double>(6, 5, rng), Xkv = random_matrix<double>(4, 5, rng),
+                       Bbad = random_matrix<double>(5, 6, rng), dY(6, 5, 1.0);
+  Matrix<double> Y(6, 5, 7.0);
+  attn::multi_head_cache<double> cache;
+  attn::multi_head_parameters<double> p = w.params();
+  p.bias = Bbad;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, p, {.out = Y.view()}, cache),
+                      "attn::multi_head_attention: the bias is 5x6 but should be 6x6 (shared) or 12x6 "
+                      "(per head and sentence)");
+  p.bias = {};
+  p.alibi = true;  // six queries over four keys: the queries are not the last positions
+  REQUIRE_THROWS_WITH(attn::multi_head_attention(X, Xkv, p, {.out = Y.view()}, cache),
+                      "attn::multi_head_attention: 6 queries over 4 keys: the queries are the last positions "
+                      "of the keys");
+  REQUIRE(Y(0, 0) == 7.0);
+  // the backward of another forward: ALiBi on in one, off in the other; another bias
+  attn::multi_head_attention(X, p, {.out = Y.view()}, cache);
+  Matrix<double> dX(6, 5, 7.0), dB(6, 6, 7.0);
+  attn::multi_head_parameters<double> off = p;
+  off.alibi = false;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, off, cache, dY, {.inputs = dX.view()}),
+                      "attn::multi_head_attention_backward: ALiBi is off but the forward's was on (the backward "
+                      "must be given its forward's inputs, parameters and options)");
+  const Matrix<double> B = random_matrix<double>(6, 6, rng);
+  attn::multi_head_parameters<double> biased = p;
+  biased.bias = B;
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, biased, cache, dY, {.inputs = dX.view()}),
+                      "attn::multi_head_attention_backward: the bias holds other numbers than the forward's "
+                      "(the backward must be given its forward's inputs, parameters and options)");
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_backward(X, p, cache, dY,
+                                                          {.inputs = dX.view(), .bias = MatrixView<double>(dB.data(), 5, 6)}),
+                      "attn::multi_head_attention_backward: dL/dbias is 5x6 but should be 6x6 (shared) or 12x6 "
+                      "(per head and sentence)");
+  REQUIRE(dX(0, 0) == 7.0);
+  REQUIRE(dB(0, 0) == 7.0);
+  attn::kv_cache<double> kv(1, 8, 2, 4, 3);
+  Matrix<double> Ys(2, 5, 7.0);
+  REQUIRE_THROWS_WITH(attn::multi_head_attention_cached(MatrixView<const double>(X.data(), 2, 5), biased, kv, Ys.view()),
+                      "attn::multi_head_attention_cached: a cached call takes no bias matrix (its keys grow with "
+                      "each call; multi_head_parameters::alibi gives ALiBi with the cache's positions)");
+  REQUIRE(Ys(0, 0) == 7.0);
+  REQUIRE(kv.length(0) == 0);
+}

@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "attn/attention.hpp"
+#include "attn/detail/bias.hpp"
 #include "attn/detail/fingerprint.hpp"
 #include "attn/detail/products.hpp"
 #include "attn/detail/threads.hpp"
@@ -70,6 +71,15 @@ struct multi_head_parameters {
   /// d_k even): query row t of a sentence at position t + n − T (T = n: t), key row j at j. None:
   /// no positions here (add them to X, or give ALiBi as a bias).
   std::optional<rotary> positions{};
+  /// ALiBi (attn/logit_bias.hpp): head i's logits gain −m_i·(p_t − j), m_i = alibi_slopes(h)[i],
+  /// query row t of a sentence at p_t = t + n − T (T ≤ n), key j at j; formed inside the tiles,
+  /// nothing stored. With rotary positions or a bias too, each applies.
+  bool alibi = false;
+  /// An additive bias on the heads' logits (PyTorch's float attn_mask, after the scale and β):
+  /// T × n, the same for every head and sentence, or h·B·T × n, head i of sentence b in rows
+  /// [(i·B + b)·T, (i·B + b + 1)·T) as the maps; none without rows. Its gradient:
+  /// multi_head_gradients::bias.
+  MatrixView<const T> bias{};
 };
 
 /// What a forward of multi_head_attention was given, as its backward checks it: the batch, the
@@ -86,6 +96,8 @@ struct multi_head_record {
   bool rotary = false;                ///< multi_head_parameters::positions given
   rotary_form rotary_pairs = rotary_form::interleaved;  ///< its form
   double rotary_base = 0;             ///< its base
+  bool alibi = false;                 ///< multi_head_parameters::alibi
+  std::uint64_t bias = 0;             ///< fingerprint of multi_head_parameters::bias
   std::uint64_t key_mask = 0, row_mask = 0;  ///< fingerprints of the masks' entries (and shapes)
   std::uint64_t inputs[10] = {};  ///< X, X_kv, W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O
 };
@@ -104,6 +116,8 @@ struct multi_head_cache {
   /// The backward's: ∂L/∂Q, ∂L/∂K, ∂L/∂V (shaped as Q, K, V) and ∂L/∂Z (dY itself without W_O),
   /// each written by every backward.
   Matrix<T> grad_queries, grad_keys, grad_values, grad_heads_out;
+  /// Each head's ∂L/∂(logits) (h·B·T × n, as the maps): only when ∂L/∂bias is asked for.
+  Matrix<T> grad_bias;
 };
 
 /// Where multi_head_attention writes: Y, and (each when it has rows) every head's map and its
@@ -146,6 +160,17 @@ void reserve_head_products(const head_sizes& s) {
   const std::size_t d = std::max({s.rows, s.kv_rows, s.d_model, s.d_kv, s.heads * s.dk, s.heads * s.dv,
                                   s.d_out});
   gemm_reserve<T>(d, d, d);
+}
+
+/// Refuses (dimension_error) a bias, or its gradient, that is neither T × n (shared) nor
+/// h·B·T × n (per head and sentence).
+inline void check_bias_shape(const char* where, const char* what, std::size_t rows, std::size_t cols,
+                             const head_sizes& s) {
+  if ((rows == s.tq || rows == s.heads * s.rows) && cols == s.n) return;
+  attn::detail::raise<dimension_error>(
+      std::string(where) + ": " + what + " is " + std::to_string(rows) + "x" + std::to_string(cols) +
+      " but should be " + std::to_string(s.tq) + "x" + std::to_string(s.n) + " (shared) or " +
+      std::to_string(s.heads * s.rows) + "x" + std::to_string(s.n) + " (per head and sentence)");
 }
 
 /// Checks every shape of one call (dimension_error naming the buffer), β and the scale (finite
@@ -229,7 +254,26 @@ constexpr head_sizes check_heads(const char* where, MatrixView<const T> X, Matri
     if (s.dk % 2 != 0) throw_odd_width(where, "a head's query and key size, for rotary positions,", s.dk);
     check_base(where, p.positions->base);
   }
+  if (p.alibi && s.tq > s.n) throw_more_queries_than_keys(where, s.tq, s.n);
+  if (p.bias.rows() != 0) check_bias_shape(where, "the bias", p.bias.rows(), p.bias.cols(), s);
   return s;
+}
+
+/// Head i of sentence b's bias as the kernels read it: its rows of multi_head_parameters::bias
+/// (all of it when shared) and its ALiBi slope.
+template <real T>
+[[nodiscard]] constexpr tile_bias<T> head_bias(const multi_head_parameters<T>& p, const head_sizes& s,
+                                     std::size_t i, std::size_t b) {
+  tile_bias<T> t;
+  if (p.bias.rows() != 0) {
+    t.matrix = p.bias.rows() == s.tq ? p.bias.data() : p.bias.row((i * s.batch + b) * s.tq).data();
+    t.stride = p.bias.row_stride();
+  }
+  if (p.alibi) {
+    t.slope = alibi_slope<T>(i, s.heads);
+    t.offset = s.n - s.tq;
+  }
+  return t;
 }
 
 /// RoPE on the projected queries (h heads, query row t of a sentence at t + n − T) and keys (h_kv
@@ -338,7 +382,7 @@ template <real T, class S>
 constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                             MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
                             MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
-                            const S& score, const options& opt) {
+                            const S& score, const options& opt, const multi_head_parameters<T>& p) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -349,7 +393,8 @@ constexpr void attend_heads(const char* where, MatrixView<const T> Q, MatrixView
                            .logsumexp = lse.row(row)};
     if (maps.rows() != 0) out.weights = block_of(maps, row * s.tq, s.tq, 0, s.n);
     if (scores.rows() != 0) out.scores = block_of(scores, row * s.tq, s.tq, 0, s.n);
-    many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b));
+    many_queries_rows<T>(where, q, k, v, score, out, sentence_options(opt, s, b), rows_at_once{},
+                         head_bias(p, s, i, b));
   });
 }
 
@@ -360,7 +405,8 @@ template <real T, class S>
 void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixView<const T> K,
                              MatrixView<const T> V, MatrixView<T> Z, MatrixView<T> lse,
                              MatrixView<T> maps, MatrixView<T> scores, const head_sizes& s,
-                             const S& score, const options& opt, std::size_t threads) {
+                             const S& score, const options& opt, const multi_head_parameters<T>& p,
+                             std::size_t threads) {
   if (opt.if_all_masked == all_masked_policy::throw_error)
     for_each_head<T>(Q, K, V, s, [&](auto q, auto k, auto v, std::size_t, std::size_t b) {
       check_many_queries<T>(where, q, k, v, score, sentence_options(opt, s, b));
@@ -378,7 +424,7 @@ void attend_heads_on_threads(const char* where, MatrixView<const T> Q, MatrixVie
     query_rows<T>(where, block_of(Q, b * s.tq, s.tq, i * s.dk, s.dk),
                   block_of(K, b * s.n, s.n, s.kv_head_of(i) * s.dk, s.dk),
                   block_of(V, b * s.n, s.n, s.kv_head_of(i) * s.dv, s.dv), score, out,
-                  sentence_options(opt, s, b), r.begin, r.end);
+                  sentence_options(opt, s, b), r.begin, r.end, head_bias(p, s, i, b));
   });
 }
 
@@ -413,6 +459,7 @@ constexpr void add_head_inputs(named_regions<T, Capacity>& in, MatrixView<const 
   in.add("X", region_of(X));
   in.add("X_kv", region_of(X_kv));
   add_weights(in, p, {"W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"});
+  in.add("the bias", region_of(p.bias));
 }
 
 /// The cache's matrices the forward writes, named.
@@ -439,6 +486,8 @@ multi_head_record record_of(MatrixView<const T> X, MatrixView<const T> X_kv,
     r.rotary_pairs = p.positions->form;
     r.rotary_base = p.positions->base;
   }
+  r.alibi = p.alibi;
+  r.bias = fingerprint(p.bias.data(), p.bias.rows(), p.bias.cols(), p.bias.row_stride());
   r.key_mask = fingerprint_bytes(opt.mask.bytes(), 1, opt.mask.size(), opt.mask.size());
   r.row_mask = opt.row_mask.empty() ? fingerprint_bytes(nullptr, 0, 0, 0)
                                     : fingerprint_bytes(opt.row_mask.row_bytes(0), opt.row_mask.rows(),
@@ -467,7 +516,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
     check_shape(where, "the maps", out.maps.rows(), out.maps.cols(), s.heads * s.rows, s.n);
   if (out.scores.rows() != 0)
     check_shape(where, "the scores", out.scores.rows(), out.scores.cols(), s.heads * s.rows, s.n);
-  named_regions<T, 10> inputs;
+  named_regions<T, 11> inputs;
   add_head_inputs(inputs, X, X_kv, p);
   named_regions<T, 8> outputs;
   outputs.add("Y", region_of(out.out));
@@ -488,7 +537,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
     with_head_score(p, [&](const auto& score) {
       attend_heads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
                       cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores, s,
-                      score, opt);
+                      score, opt, p);
     });
     output_projection<T>(cache.heads_out.view(), p, out.out);
     return;
@@ -499,7 +548,7 @@ void multi_head_views_of(const char* where, MatrixView<const T> X, MatrixView<co
   with_head_score(p, [&](const auto& score) {
     attend_heads_on_threads<T>(where, cache.queries.view(), cache.keys.view(), cache.values.view(),
                                cache.heads_out.view(), cache.logsumexp.view(), out.maps, out.scores,
-                               s, score, opt, threads);
+                               s, score, opt, p, threads);
   });
   output_projection_on_threads<T>(cache.heads_out.view(), p, out.out, threads);
 }
@@ -755,7 +804,7 @@ constexpr auto projected_attention_of(const char* where, const Xm& X, const Xkv&
   Matrix<T, H, TQ> lse = zero_matrix<T, H, TQ>(H, s.tq);
   project<T>(x, xkv, p, r.queries.view(), r.keys.view(), r.values.view());
   attend_heads<T>(where, r.queries.view(), r.keys.view(), r.values.view(), r.heads_out.view(),
-                  lse.view(), r.maps.view(), MatrixView<T>{}, s, score, opt);
+                  lse.view(), r.maps.view(), MatrixView<T>{}, s, score, opt, p);
   output_projection<T>(r.heads_out.view(), p, r.out.view());
   return r;
 }

@@ -38,6 +38,10 @@ struct multi_head_gradients {
   StridedMatrixView<T> W_Q{}, W_K{}, W_V{}, W_O{};  ///< ∂L/∂W
   std::span<T> b_Q{}, b_K{}, b_V{}, b_O{};   ///< ∂L/∂b
   bool accumulate = false;                   ///< add to what the views hold
+  /// ∂L/∂bias (multi_head_parameters::bias), T × n (summed over heads and sentences) or h·B·T × n
+  /// (each head's and sentence's ∂L/∂Z, as the maps); a bias need not be given (the gradient of
+  /// one at zero).
+  MatrixView<T> bias{};
 };
 
 namespace detail {
@@ -80,6 +84,7 @@ void check_head_gradients(const char* where, const head_sizes& s, const multi_he
   size("size of dL/db_K", g.b_K, p.W_K.cols());
   size("size of dL/db_V", g.b_V, p.W_V.cols());
   size("size of dL/db_O", g.b_O, s.d_out);
+  if (g.bias.rows() != 0) check_bias_shape(where, "dL/dbias", g.bias.rows(), g.bias.cols(), s);
 }
 
 /// Rows [first, first + count) of a weight's gradient, in its layout.
@@ -119,7 +124,8 @@ void projection_backward_piece(std::size_t k, std::size_t pieces, MatrixView<con
 template <real T, class S>
 void heads_backward_unit(const char* where, std::size_t unit, MatrixView<const T> Z,
                          MatrixView<const T> dZ, multi_head_cache<T>& cache, const head_sizes& s,
-                         const S& score, const options& opt) {
+                         const S& score, const options& opt, const multi_head_parameters<T>& p,
+                         bool bias_gradient) {
   const std::size_t g = unit / s.batch, b = unit % s.batch;
   const MatrixView<const T> Q = cache.queries.view(), K = cache.keys.view(), V = cache.values.view();
   const MatrixView<T> dQ = cache.grad_queries.view(), dK = cache.grad_keys.view(),
@@ -132,10 +138,37 @@ void heads_backward_unit(const char* where, std::size_t unit, MatrixView<const T
                            block_of(K, b * s.n, s.n, g * s.dk, s.dk),
                            block_of(V, b * s.n, s.n, g * s.dv, s.dv), score, saved,
                            block_of(dZ, b * s.tq, s.tq, i * s.dv, s.dv),
-                           attention_gradients<T>{block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
-                                                  block_of(dK, b * s.n, s.n, g * s.dk, s.dk),
-                                                  block_of(dV, b * s.n, s.n, g * s.dv, s.dv), true},
-                           sentence);
+                           attention_gradients<T>{
+                               block_of(dQ, b * s.tq, s.tq, i * s.dk, s.dk),
+                               block_of(dK, b * s.n, s.n, g * s.dk, s.dk),
+                               block_of(dV, b * s.n, s.n, g * s.dv, s.dv), true, {},
+                               bias_gradient
+                                   ? block_of(cache.grad_bias.view(), (i * s.batch + b) * s.tq, s.tq, 0, s.n)
+                                   : MatrixView<T>{}},
+                           sentence, 1, head_bias(p, s, i, b));
+  }
+}
+
+/// ∂L/∂bias from the heads' ∂L/∂Z in the cache (h·B·T × n): copied or added as it is, or (a
+/// shared T × n) summed over the heads and sentences in order (i, then b), whatever the threads.
+template <real T>
+void bias_gradient_of(const multi_head_cache<T>& cache, const multi_head_gradients<T>& g,
+                      const head_sizes& s) {
+  if (g.bias.rows() == 0) return;
+  const std::size_t per_head = g.bias.rows() == s.tq && s.heads * s.rows != s.tq ? 0 : 1;
+  for (std::size_t r = 0; r < g.bias.rows(); ++r) {
+    T* const out = g.bias.row(r).data();
+    if (per_head != 0) {
+      const T* const from = cache.grad_bias.row(r).data();
+      if (g.accumulate)
+        axpy(T(1), from, out, s.n);
+      else
+        copy_numbers(from, out, s.n);
+      continue;
+    }
+    if (!g.accumulate) fill(out, s.n, T(0));
+    for (std::size_t unit = 0; unit < s.heads * s.batch; ++unit)
+      axpy(T(1), cache.grad_bias.row(unit * s.tq + r).data(), out, s.n);
   }
 }
 
@@ -162,8 +195,9 @@ void multi_head_backward_steps(const char* where, MatrixView<const T> X, MatrixV
                       dV = cache.grad_values.view();
   with_head_score(p, [&](const auto& score) {
     for (std::size_t unit = 0; unit < s.kv_heads * s.batch; ++unit)
-      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
+      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt, p, g.bias.rows() != 0);
   });
+  bias_gradient_of<T>(cache, g, s);
   rotate_heads<T>(where, p, s, dQ, dK, true);  // RoPE's backward: the inverse turn
   // the output projection's gradients
   if (p.W_O.rows() != 0 && g.W_O.rows() != 0)
@@ -213,9 +247,10 @@ void multi_head_backward_on_threads(const char* where, MatrixView<const T> X,
                       dV = cache.grad_values.view();
   with_head_score(p, [&](const auto& score) {
     split_over_threads(s.kv_heads * s.batch, threads, [&](std::size_t unit) {
-      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt);
+      heads_backward_unit<T>(where, unit, Z, dZ, cache, s, score, opt, p, g.bias.rows() != 0);
     });
   });
+  bias_gradient_of<T>(cache, g, s);
   rotate_heads<T>(where, p, s, dQ, dK, true);  // RoPE's backward: the inverse turn
   const MatrixView<const T> cdQ = dQ, cdK = dK, cdV = dV;
   const MatrixView<T> d_kv = self ? g.inputs : g.kv_inputs;
@@ -283,6 +318,9 @@ void check_same_forward(const char* where, const multi_head_record& forward, Mat
     differs("the scale is not the forward's");
   if (now.rotary != forward.rotary || now.rotary_pairs != forward.rotary_pairs || now.rotary_base != forward.rotary_base)
     differs("the rotary positions are not the forward's");
+  if (now.alibi != forward.alibi)
+    differs("ALiBi is " + on_off(now.alibi) + " but the forward's was " + on_off(forward.alibi));
+  if (now.bias != forward.bias) differs("the bias holds other numbers than the forward's");
   static constexpr const char* names[10] = {"X", "X_kv", "W_Q", "W_K", "W_V",
                                             "W_O", "b_Q", "b_K", "b_V", "b_O"};
   for (std::size_t i = 0; i < 10; ++i)
@@ -320,17 +358,18 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   check_cached(where, "heads_out", cache.heads_out, s.rows, s.heads * s.dv);
   check_cached(where, "logsumexp", cache.logsumexp, s.heads * s.batch, s.tq);
   check_same_forward<T>(where, cache.forward, X, X_kv, p, opt, batch);
-  named_regions<T, 16> inputs;
+  named_regions<T, 17> inputs;
   add_head_inputs(inputs, X, X_kv, p);
   inputs.add("dL/dY", region_of(dY));
   add_forward_cache(inputs, cache);
-  named_regions<T, 14> outputs;
+  named_regions<T, 16> outputs;
   outputs.add("dL/dX", region_of(g.inputs));
   outputs.add("dL/dX_kv", region_of(g.kv_inputs));
+  outputs.add("dL/dbias", region_of(g.bias));
   add_weights(outputs, g,
               {"dL/dW_Q", "dL/dW_K", "dL/dW_V", "dL/dW_O", "dL/db_Q", "dL/db_K", "dL/db_V", "dL/db_O"});
-  for (Matrix<T>* m :
-       {&cache.grad_queries, &cache.grad_keys, &cache.grad_values, &cache.grad_heads_out})
+  for (Matrix<T>* m : {&cache.grad_queries, &cache.grad_keys, &cache.grad_values,
+                       &cache.grad_heads_out, &cache.grad_bias})
     outputs.add("the cache", region_of(m->view()));
   check_buffers_apart<T>(where, outputs.span(), inputs.span(), opt);
   if (threads <= 1) reserve_head_products<T>(s);
@@ -352,6 +391,10 @@ void multi_head_backward_of(const char* where, MatrixView<const T> X, MatrixView
   ensure_shape(cache.grad_keys, s.kv_rows, s.kv_heads * s.dk);
   ensure_shape(cache.grad_values, s.kv_rows, s.kv_heads * s.dv);
   ensure_shape(cache.grad_heads_out, s.rows, s.heads * s.dv);
+  if (g.bias.rows() != 0) {  // each head's ∂L/∂Z, added to by its backward: from 0
+    ensure_shape(cache.grad_bias, s.heads * s.rows, s.n);
+    fill_rows(cache.grad_bias.data(), cache.grad_bias.rows(), s.n, s.n, T(0));
+  }
   if (p.W_O.rows() == 0)  // ∂L/∂Z is dY itself: the cache's ∂L/∂Z is never left stale
     for (std::size_t t = 0; t < s.rows; ++t)
       copy_numbers(dY.row(t).data(), cache.grad_heads_out.row(t).data(), dY.cols());
@@ -427,7 +470,7 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
   if (params.positions) detail::throw_jacobian_positions(where);
   const MatrixView<T> J = as_mutable_view(out);
   detail::check_shape(where, "the Jacobian", J.rows(), J.cols(), hs.d_out, hs.d_model);
-  detail::named_regions<T, 10> inputs;
+  detail::named_regions<T, 11> inputs;
   detail::add_head_inputs(inputs, x, x, params);
   const detail::named_region<T> outputs[1] = {{"the Jacobian", detail::region_of(J)}};
   detail::check_buffers_apart<T>(where, std::span<const detail::named_region<T>>(outputs),
@@ -461,8 +504,13 @@ void jacobian_input(const Xm& X, const multi_head_parameters<matrix_scalar_of<Xm
     for (std::size_t j = 0; j < hs.n; ++j)
       scores[j] = scale *
                   detail::sum_of_products(q_t.data(), cache.keys.row(j).data() + g * hs.dk, hs.dk);
+    // whether the weights move: a property of the logits β·s + bias (the bias is a constant)
+    detail::biased_logits(detail::head_bias(params, hs, i, 0), t, 0, hs.n, static_cast<T>(opt.beta),
+                          scores.data(), scores.data());
     detail::row_options ro(opt, hs.tq, hs.n);
-    const bool flows = detail::weights_move(detail::softmax_row_kind(scores.data(), hs.n, ro(t)));
+    attn::options logits = detail::borrowing(ro(t));
+    logits.beta = 1;
+    const bool flows = detail::weights_move(detail::softmax_row_kind(scores.data(), hs.n, logits));
     for (std::size_t a = 0; a < hs.dv; ++a)  // α_its W_V,iᵀ
       for (std::size_t m = 0; m < hs.d_model; ++m) Ji(a, m) = alpha[s] * WVi(m, a);
     if (flows) {

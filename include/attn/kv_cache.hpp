@@ -37,7 +37,7 @@ struct kv_access;
 
 /// The cached calls' throws, out of line: their messages are built here (GCC 12 inlining a
 /// std::string built from a literal at -O2 warns -Warray-bounds where none is out of bounds).
-enum class kv_error { sequence, truncate, full, rows, mask, divide };
+enum class kv_error { sequence, truncate, full, rows, mask, divide, bias };
 [[noreturn]] ATTN_NOINLINE inline void throw_kv_error(kv_error kind, const char* where, std::size_t a,
                                                       std::size_t b = 0, std::size_t c = 0,
                                                       std::size_t d = 0) {
@@ -57,6 +57,9 @@ enum class kv_error { sequence, truncate, full, rows, mask, divide };
     case kv_error::mask:
       raise<dimension_error>(w + ": a cached call takes no key or row mask (the cache's lengths say "
                                  "which keys each sequence has; causal gives the offset)");
+    case kv_error::bias:
+      raise<dimension_error>(w + ": a cached call takes no bias matrix (its keys grow with each call; "
+                                 "multi_head_parameters::alibi gives ALiBi with the cache's positions)");
     case kv_error::divide:
       break;
   }
@@ -176,12 +179,13 @@ void check_cache_room(const char* where, const kv_cache<T>& cache, kv_sequences 
 }
 
 /// The heads of the new rows: query head i of sequence b (rows [k·t, (k+1)·t) of Q and Z, k its
-/// place among the sequences) over the first L_b + t rows of key/value head g, into Z. Every
+/// place among the sequences) over the first L_b + t rows of key/value head g, into Z, with
+/// ALiBi's slope of head i when `alibi` (the new rows at positions L_b … L_b + t − 1). Every
 /// check has been made and the new rows' keys and values appended.
 template <real T, class S>
 void cached_heads(const char* where, kv_cache<T>& cache, kv_sequences seq, std::size_t t,
                   MatrixView<const T> Q, std::size_t heads, const S& score, MatrixView<T> Z,
-                  const options& opt) {
+                  const options& opt, bool alibi = false) {
   const std::size_t kvh = cache.kv_heads(), group = heads / kvh, dk = cache.key_size(),
                     dv = cache.value_size(), cap = cache.capacity();
   const MatrixView<const T> K = kv_access<T>::keys(cache).view(), V = kv_access<T>::values(cache).view();
@@ -190,9 +194,15 @@ void cached_heads(const char* where, kv_cache<T>& cache, kv_sequences seq, std::
     const std::size_t b = seq.first + k, n = lengths[b] + t;
     for (std::size_t i = 0; i < heads; ++i) {
       const std::size_t g = i / group;
+      tile_bias<T> bias;
+      if (alibi) {
+        bias.slope = alibi_slope<T>(i, heads);
+        bias.offset = lengths[b];
+      }
       many_queries_rows<T>(where, block_of(Q, k * t, t, i * dk, dk), block_of(K, b * cap, n, g * dk, dk),
                            block_of(V, b * cap, n, g * dv, dv), score,
-                           attention_views<T>{.out = block_of(Z, k * t, t, i * dv, dv)}, opt);
+                           attention_views<T>{.out = block_of(Z, k * t, t, i * dv, dv)}, opt,
+                           rows_at_once{}, bias);
     }
   }
 }
@@ -207,10 +217,11 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
   if (X.rows() % seq.count != 0)
     throw_kv_error(kv_error::rows, where, X.rows(), seq.count);
   const std::size_t t = X.rows() / seq.count;
+  if (p.bias.rows() != 0) throw_kv_error(kv_error::bias, where, 0);
   const head_sizes s = check_heads<T>(where, X, X, p, seq.count, options{.beta = opt.beta});
   check_shape(where, "Y", Y.rows(), Y.cols(), X.rows(), s.d_out);
   check_cache_room<T>(where, cache, seq, t, s.kv_heads, s.dk, s.dv, opt);
-  named_regions<T, 10> inputs;
+  named_regions<T, 11> inputs;
   add_head_inputs(inputs, X, X, p);
   named_regions<T, 5> outputs;
   outputs.add("Y", region_of(Y));
@@ -238,7 +249,7 @@ void cached_views_of(const char* where, MatrixView<const T> X, const multi_head_
     }
   }
   with_head_score(p, [&](const auto& score) {
-    cached_heads<T>(where, cache, seq, t, Q.view(), s.heads, score, Z.view(), opt);
+    cached_heads<T>(where, cache, seq, t, Q.view(), s.heads, score, Z.view(), opt, p.alibi);
   });
   for (std::size_t k = 0; k < seq.count; ++k) lengths[seq.first + k] += t;
   output_projection<T>(Z.view(), p, Y);

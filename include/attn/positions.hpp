@@ -338,22 +338,28 @@ void rotary_backward(M&& grad, std::size_t heads = 1, std::size_t offset = 0,
 // ALiBi
 // ---------------------------------------------------------------------------------------------
 
+namespace detail {
+/// Slope i of h heads (alibi_slopes' rule; i < h): 2^(−8(k+1)/c') for the k and c' of the rule,
+/// rounded once to T.
+template <real T>
+[[nodiscard]] constexpr T alibi_slope(std::size_t i, std::size_t h) {
+  std::size_t c = 1;
+  while (c * 2 <= h) c *= 2;  // the largest power of 2 not above h
+  const auto slope = [](std::size_t k, std::size_t heads) {  // 2^(−8(k+1)/heads)
+    return static_cast<T>(std::exp2(-8.0L * static_cast<long double>(k + 1) /
+                                    static_cast<long double>(heads)));
+  };
+  return i < c ? slope(i, c) : slope(2 * (i - c), 2 * c);
+}
+}  // namespace detail
+
 /// The paper's slopes for h = out.size() heads: for h a power of 2, m_i = 2^(−8(i+1)/h); else,
 /// with c the largest power of 2 below h, the c slopes of c heads, then the slopes of 2c heads at
 /// the even indices 0, 2, 4, …, the first h − c of them (h = 3: 1/16, 1/256, 1/4). Each is
 /// 2^(−e) for an exact e, rounded once to T.
 template <real T>
 void alibi_slopes(std::span<T> out) {
-  const std::size_t h = out.size();
-  if (h == 0) return;
-  std::size_t c = 1;
-  while (c * 2 <= h) c *= 2;  // the largest power of 2 not above h
-  const auto slope = [](std::size_t i, std::size_t heads) {  // 2^(−8(i+1)/heads)
-    return static_cast<T>(std::exp2(-8.0L * static_cast<long double>(i + 1) /
-                                    static_cast<long double>(heads)));
-  };
-  for (std::size_t i = 0; i < c; ++i) out[i] = slope(i, c);
-  for (std::size_t k = 0; c + k < h; ++k) out[c + k] = slope(2 * k, 2 * c);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::alibi_slope<T>(i, out.size());
 }
 
 /// The slopes of alibi_slopes(span) for `heads` heads, returned.

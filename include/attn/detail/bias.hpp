@@ -14,6 +14,9 @@
 #include "attn/detail/config.hpp"
 
 #include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "attn/detail/simd.hpp"
 
@@ -38,14 +41,39 @@ struct tile_bias {
 };
 
 /// z_c = fl(fl(fl(β·s_c) + b_t,j0+c) + a_t,j0+c) for c < nb, the logits of row t's keys
-/// [j0, j0 + nb) from their scores s (z may be s).
+/// [j0, j0 + nb) from their scores s (z may be s). Whole vectors at a time where the build has
+/// them (the same operations lane by lane: the same bits), the distance p − j formed as
+/// fl(p) − fl(j), exact while p and j stay below 2^digits (2^24 for float); the rest one at a
+/// time.
 template <class T>
 ATTN_ALWAYS_INLINE constexpr void biased_logits(const tile_bias<T>& bias, std::size_t t,
                                                 std::size_t j0, std::size_t nb, T beta,
                                                 const T* s, T* z) noexcept {
   const T* b = bias.matrix != nullptr ? bias.matrix + t * bias.stride + j0 : nullptr;
   const std::size_t p = t + bias.offset;
-  for (std::size_t c = 0; c < nb; ++c) {
+  std::size_t c = 0;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (simd_type<T>) {
+    constexpr std::size_t L = simd_lanes<T>;
+    using VT = vec<T, L>;
+    constexpr std::size_t exact = std::size_t{1} << std::numeric_limits<T>::digits;
+    if (!std::is_constant_evaluated() && (bias.slope == T(0) || (p < exact && j0 + nb <= exact))) {
+      VT lane{};  // 0, 1, …, L − 1
+      for (std::size_t k = 0; k < L; ++k) lane[k] = static_cast<T>(k);
+      const VT position = VT{} + static_cast<T>(p);
+      for (; c + L <= nb; c += L) {
+        VT x = rounded_product(beta, load<T, L>(s + c));
+        if (b != nullptr) x += load<T, L>(b + c);
+        if (bias.slope != T(0)) {  // p − j exact: both integers below 2^digits
+          const VT distance = position - (lane + static_cast<T>(j0 + c));
+          x += -rounded_product(bias.slope, distance);
+        }
+        std::memcpy(z + c, &x, sizeof x);
+      }
+    }
+  }
+#endif
+  for (; c < nb; ++c) {
     T x = rounded_product(beta, s[c]);
     if (b != nullptr) x += b[c];
     if (bias.slope != T(0)) x += alibi_term(bias.slope, p, j0 + c);
