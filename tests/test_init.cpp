@@ -18,6 +18,7 @@
 #include "attn/attn.hpp"
 #include "attn/init.hpp"
 #include "attn_catch.hpp"
+#include "doc_snippets.hpp"
 
 namespace {
 
@@ -266,4 +267,27 @@ TEST_CASE("initialize then parameters_of: a block to run, its views over the sam
                           cache);
   for (const double v : y) REQUIRE(std::isfinite(v));
   REQUIRE(y != x);
+}
+
+TEST_CASE("initialize: docs/block.md's example, quoted there", "[init][docs]") {
+  const std::size_t d = 16, d_ff = 64;
+  // docs/block.md:init:begin
+  std::vector<float> WQ(d * d), WK(d * d), WV(d * d), WO(d * d), bQ(d), bK(d), bV(d), bO(d), W1(d * d_ff), b1(d_ff),
+      W2(d_ff * d), b2(d), g1(d), be1(d), g2(d), be2(d);  // your buffers
+  const auto view = [](std::vector<float>& w, std::size_t rows, std::size_t cols) {
+    return attn::StridedMatrixView<float>(w.data(), rows, cols);  // or PyTorch's layout: attn::transposed
+  };
+  const attn::block_buffers<float> buffers{
+      .attention = {.W_Q = view(WQ, d, d), .W_K = view(WK, d, d), .W_V = view(WV, d, d), .W_O = view(WO, d, d),
+                    .b_Q = bQ, .b_K = bK, .b_V = bV, .b_O = bO},
+      .ffn = {.W_1 = view(W1, d, d_ff), .b_1 = b1, .W_2 = view(W2, d_ff, d), .b_2 = b2},
+      .gamma_1 = g1, .beta_1 = be1, .gamma_2 = g2, .beta_2 = be2};
+  attn::initialize(buffers, 42);  // seed 42: the same bits with every compiler
+  const attn::block_parameters<float> p = attn::parameters_of(buffers, {.attention = {.heads = 4}});
+  // docs/block.md:init:end
+  REQUIRE(attn_test::quoted_in(__FILE__, "docs/block.md", "// docs/block.md:init:begin\n", "  // docs/block.md:init:end"));
+  REQUIRE(p.attention.heads == 4);
+  REQUIRE(p.ffn.W_2.data() == W2.data());
+  REQUIRE(WQ[5] == attn::random_uniform<float>(std::sqrt(6.0 / (4 * 16)), 42, 0, 5));
+  REQUIRE(g2[3] == 1.0f);
 }
