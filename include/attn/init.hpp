@@ -51,8 +51,10 @@ namespace attn {
 template <real T>
 [[nodiscard]] constexpr T random_uniform(double bound, std::uint64_t seed, std::uint64_t stream,
                                          std::uint64_t n) noexcept {
-  const double u = static_cast<double>(random_bits(seed, stream, n) >> 11) * 0x1p-53;
-  return static_cast<T>(bound * (2 * u - 1));
+  // 2u − 1 = m·2⁻⁵³ with the integer m = 2k − 2⁵³ (|m| ≤ 2⁵³: exact as a double), so the product has
+  // one rounding in any order the compiler picks (-ffast-math may reassociate: 2⁻⁵³ is exact)
+  const auto m = static_cast<std::int64_t>(random_bits(seed, stream, n) >> 11) * 2 - (std::int64_t{1} << 53);
+  return static_cast<T>(bound * (static_cast<double>(m) * 0x1p-53));
 }
 
 /// A linear layer's parameters as mutable views of the caller's buffers (linear_parameters

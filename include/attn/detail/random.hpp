@@ -6,6 +6,8 @@
 /// standard library gives the same bits (std::uniform_real_distribution does not: its algorithm
 /// is the library's). attn/init.hpp's `random_bits` is the one caller.
 
+#include "attn/detail/config.hpp"  // first: says so if this is not C++20
+
 #include <cstdint>
 
 namespace attn::detail {
