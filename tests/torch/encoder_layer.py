@@ -22,6 +22,7 @@ Two routes make the same file format:
                   output, committed, so that the mapping is checked where torch is absent.
 
   python3 tests/torch/encoder_layer.py --route python --out tests/torch/encoder_layer_python.txt
+  python3 tests/torch/encoder_layer.py --route python --out /dev/null --check-gradients
   python3 tests/torch/encoder_layer.py --route torch --out /tmp/torch.txt \\
       --check build/test/tests/attn_tests "pytorch: the file named by ATTN_TORCH_FIXTURE"
 
@@ -277,6 +278,47 @@ def python_case(out, rng, name, batch, T, d, nhead, f, norm_first, act, causal):
     out.write("end\n")
 
 
+def check_gradients(seed):
+    """The python route's reverse-mode gradients against central differences (h = 1e-6) of its
+    own forward, every third entry of every tensor, on each case's shapes and settings; returns
+    the largest |difference| (central differences' own error is about 1e-9 here)."""
+    rng = random.Random(seed)
+    worst = 0.0
+    for (_, batch, T, d, nhead, f, norm_first, act, causal) in PYTHON_CASES:
+        flat = {key: [rng.gauss(1.0 if key.startswith("norm") and key.endswith("weight") else 0.0, 0.5)
+                      for _ in range(math.prod(shape_of(key, d, f)))] for key in STATE}
+        flat["input"] = [rng.gauss(0, 1) for _ in range(batch * T * d)]
+        g = [rng.gauss(0, 1) for _ in range(batch * T * d)]
+        fn = relu if act == "relu" else gelu
+
+        def loss():
+            P, leaves = {}, {}
+            for key in STATE + ["input"]:
+                vs = [Var(v) for v in flat[key]]
+                leaves[key] = vs
+                dims = shape_of(key, d, f) if key != "input" else [batch * T, d]
+                P[key] = [vs[r * dims[1]:(r + 1) * dims[1]] for r in range(dims[0])] if len(dims) == 2 else vs
+            ys = []
+            for b in range(batch):
+                rows = P["input"][b * T:(b + 1) * T]
+                ys.extend(z for row in encoder_layer(rows, P, nhead, norm_first, fn, causal, EPS) for z in row)
+            L = dot(ys, [Var(v) for v in g])
+            backward(L)
+            return L.v, leaves
+
+        _, leaves = loss()
+        for key in STATE + ["input"]:
+            for i in range(0, len(flat[key]), 3):
+                old, h = flat[key][i], 1e-6
+                flat[key][i] = old + h
+                up = loss()[0]
+                flat[key][i] = old - h
+                down = loss()[0]
+                flat[key][i] = old
+                worst = max(worst, abs((up - down) / (2 * h) - leaves[key][i].g))
+    return worst
+
+
 # ---- the torch route --------------------------------------------------------------------------
 
 def torch_case(out, torch, seed, name, batch, T, d, nhead, f, norm_first, act, causal):
@@ -315,9 +357,15 @@ def main():
     ap.add_argument("--route", choices=["torch", "python"], required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=29)
+    ap.add_argument("--check-gradients", action="store_true",
+                    help="print the python route's largest |reverse mode - central differences| and stop")
     ap.add_argument("--check", nargs=2, metavar=("TEST_BINARY", "TEST_NAME"),
                     help="then run TEST_BINARY TEST_NAME with ATTN_TORCH_FIXTURE=OUT, and return its status")
     args = ap.parse_args()
+    if args.check_gradients:
+        worst = check_gradients(args.seed)
+        print("largest |reverse mode - central differences|: %.3g" % worst)
+        return 0 if worst < 1e-6 else 1
     if args.route == "torch":
         try:
             import torch
