@@ -77,7 +77,7 @@ TEMPLATE_TEST_CASE("fill_uniform: the same seed gives the same bits, another see
   const std::size_t n = 1000;
   std::vector<T> a(n), b(n), c(n), d(n);
   attn::fill_uniform(std::span<T>(a), 0.5, 7);
-  attn::fill_uniform(std::span<T>(b), 0.5, 7);
+  attn::fill_uniform(b, 0.5, 7);  // (any vector_like)
   attn::fill_uniform(std::span<T>(c), 0.5, 8);
   attn::fill_uniform(std::span<T>(d), 0.5, 7, 1);
   REQUIRE(a == b);
@@ -97,7 +97,7 @@ TEST_CASE("fill_uniform: a weight in attn's layout and in PyTorch's gets the sam
   std::vector<float> attn_layout(rows * cols), torch_layout(rows * cols), padded(rows * 8, -9.f);
   attn::fill_uniform(attn::StridedMatrixView<float>(attn_layout.data(), rows, cols), 1.0, 3);
   attn::fill_uniform(attn::transposed(attn::MatrixView<float>(torch_layout.data(), cols, rows)), 1.0, 3);
-  attn::fill_uniform(attn::StridedMatrixView<float>(padded.data(), rows, cols, 8), 1.0, 3);
+  attn::fill_uniform(attn::MatrixView<float>(padded.data(), rows, cols, 8), 1.0, 3);
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) {
       REQUIRE(attn_layout[i * cols + j] == torch_layout[j * rows + i]);

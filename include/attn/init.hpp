@@ -220,12 +220,14 @@ void fill_buffers(const block_buffers<T>& p, std::uint64_t seed, std::uint64_t s
 
 }  // namespace detail
 
-/// Fills v with U(−bound, bound): v[n] = random_uniform<T>(bound, seed, stream, n).
-/// domain_error unless bound is finite and ≥ 0 (nothing written then).
-template <real T>
-void fill_uniform(std::span<T> v, double bound, std::uint64_t seed, std::uint64_t stream = 0) {
+/// Fills v (a span, std::vector, Eigen vector, …) with U(−bound, bound): v[n] =
+/// random_uniform<T>(bound, seed, stream, n). domain_error unless bound is finite and ≥ 0
+/// (nothing written then).
+template <mutable_vector_like V>
+void fill_uniform(V&& v, double bound, std::uint64_t seed, std::uint64_t stream = 0) {
   if (!(bound >= 0) || !detail::finite_as<double>(bound)) detail::throw_bad_bound("attn::fill_uniform");
-  detail::fill_uniform_span(v, bound, seed, stream);
+  const auto s = as_mutable_span(v);
+  detail::fill_uniform_span(std::span<scalar_of<V>>(s.data(), s.size()), bound, seed, stream);
 }
 
 /// Fills W (any layout) with U(−bound, bound): W(i, j) = random_uniform<T>(bound, seed, stream,
@@ -237,6 +239,12 @@ void fill_uniform(StridedMatrixView<T> W, double bound, std::uint64_t seed, std:
   if (!(bound >= 0) || !detail::finite_as<double>(bound)) detail::throw_bad_bound(where);
   detail::check_layout(where, "W", W, true);
   detail::fill_uniform_matrix(W, bound, seed, stream);
+}
+
+/// As above, for a row-major view.
+template <real T>
+void fill_uniform(MatrixView<T> W, double bound, std::uint64_t seed, std::uint64_t stream = 0) {
+  fill_uniform(StridedMatrixView<T>(W), bound, seed, stream);
 }
 
 /// Fills a linear layer's, self-attention's, the feed-forward layer's or a block's buffers with
