@@ -5,8 +5,9 @@
 // filling it (the largest |x| of n uniform numbers is below (1 − δ)·a with probability (1 − δ)ⁿ);
 // the mean and variance of 2¹⁶ numbers within 5 standard deviations of U(−a, a)'s (a/√3 and
 // a²/3; the variance's estimator has standard deviation a²·√(4/45)/√n), and each of 16 equal
-// bins within 6 standard deviations of n/16 (a correct generator fails one of these with
-// probability below 10⁻⁶); the errors; the block made from them runs.
+// bins within 6 standard deviations of n/16 (a correct generator fails such a check with
+// probability below 6·10⁻⁷, all 108 of them together below 10⁻⁵; the seeds are fixed, so the
+// outcome is too); the errors; the block made from them runs.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -23,8 +24,8 @@
 namespace {
 
 // splitmix64's first output from state 0 (Vigna's splitmix64.c; the outputs this generator's
-// streams are made of), and random_bits at a few arguments, from Python (tests/torch/… holds no
-// copy of the generator: these were computed with Python's unbounded integers masked to 64 bits).
+// streams are made of), and random_bits at a few arguments computed independently in Python
+// (unbounded integers masked to 64 bits, transcribing the formulas of random_bits' comment).
 static_assert(attn::detail::splitmix64_mix(attn::detail::splitmix64_gamma) == 0xE220A8397B1DCDAFu);
 static_assert(attn::random_bits(0, 0, 0) == 12035550249420947055u);
 static_assert(attn::random_bits(1, 0, 0) == 6791897765849424158u);
