@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attn/attn.hpp"
+#include "attn/init.hpp"
 #include "attn/jacobian.hpp"
 #include "attn_catch.hpp"
 #include "user_scores.hpp"
@@ -366,6 +367,20 @@ TEST_CASE("The block, the feed-forward layer and the norms allocate nothing once
   CHECK(count_allocations([&] { attn::layer_norm(X, Y, {}, {mean, rstd}); }) == 0);
   CHECK(count_allocations([&] { attn::activate(attn::activation::gelu_tanh, X, Y); }) == 0);
   CHECK(count_allocations([&] { attn::apply_rotary(Y, h); }) == 0);
+}
+
+TEST_CASE("The initialisation from a seed allocates nothing", "[alloc][init]") {
+  const std::size_t dm = 32, dff = 64;
+  attn::Matrix<float> WQ(dm, dm), WK(dm, dm), WV(dm, dm), WO(dm, dm), W1(dm, dff), W2(dff, dm);
+  std::vector<float> bQ(dm), bK(dm), bV(dm), bO(dm), b1(dff), b2(dm), g1(dm), e1(dm), g2(dm), e2(dm);
+  const attn::block_buffers<float> b{
+      .attention = {.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(), .W_O = attn::transposed(WO.view()),
+                    .b_Q = bQ, .b_K = bK, .b_V = bV, .b_O = bO},
+      .ffn = {.W_1 = W1.view(), .b_1 = b1, .W_2 = W2.view(), .b_2 = b2},
+      .gamma_1 = g1, .beta_1 = e1, .gamma_2 = g2, .beta_2 = e2};
+  CHECK(count_allocations([&] { attn::initialize(b, 42); }) == 0);
+  CHECK(count_allocations([&] { attn::fill_uniform(std::span<float>(b1), 0.5, 1); }) == 0);
+  CHECK(WQ(3, 4) != 0.0f);  // (written)
 }
 
 TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untouched, for every k",

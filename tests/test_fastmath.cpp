@@ -140,3 +140,18 @@ TEMPLATE_TEST_CASE("fast-math: GELU and its slope stay finite and right for ever
     }
   }
 }
+
+TEST_CASE("fast-math: the initialisation's numbers are the same bits as without the flag", "[fastmath][init]") {
+  // random_uniform(√(6/256), 11, 1, n), computed in Python (bits modulo 2⁶⁴, the double product,
+  // its float32 rounding): the seed is read at run time, so the flag's code computes them
+  volatile std::uint64_t seed = 11;
+  const double bound = 0.15309310892394862;  // √(6/256), correctly rounded
+  const std::uint64_t n[] = {0, 1, 2, 3, 1000};
+  const double as_double[] = {-0.054737192768924345, -0.11278515709378659, -0.07090660525741713,
+                              -0.07096986258363175, -0.027286651095667743};
+  const std::uint32_t as_float[] = {0xbd60341bu, 0xbde6fbe8u, 0xbd91377bu, 0xbd9158a6u, 0xbcdf8841u};
+  for (std::size_t k = 0; k < 5; ++k) {
+    REQUIRE(attn::random_uniform<double>(bound, seed, 1, n[k]) == as_double[k]);
+    REQUIRE(std::bit_cast<std::uint32_t>(attn::random_uniform<float>(bound, seed, 1, n[k])) == as_float[k]);
+  }
+}

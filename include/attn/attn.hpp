@@ -15,6 +15,7 @@
 #include "attn/gradcheck.hpp"  // IWYU pragma: export
 #include "attn/heads.hpp"      // IWYU pragma: export
 #include "attn/heads_backward.hpp"  // IWYU pragma: export
+#include "attn/init.hpp"       // IWYU pragma: export
 #include "attn/kv_cache.hpp"  // IWYU pragma: export
 #include "attn/linear.hpp"    // IWYU pragma: export
 #include "attn/logit_bias.hpp"  // IWYU pragma: export
