@@ -8,7 +8,9 @@
 /// and the bias. Non-finite entries follow softmax's rules on Z: −inf takes a key out (weight 0,
 /// no gradient), +inf makes the row's weights stop moving (that key's share is the row's), NaN
 /// makes the row NaN. Rounding (detail/bias.hpp): z = fl(fl(fl(β·s) + b) + fl(−m·(p_t − j))),
-/// the same bits in the forward, its exact rows and the backward.
+/// the same bits in the forward, its exact rows and the backward. The logits are formed in T (as
+/// PyTorch forms them): a finite score whose β·s overflows T makes z ±inf, where softmax without a
+/// bias takes it as in exact arithmetic (docs/softmax.md).
 ///
 /// The backward gives ∂L/∂Z (attention_gradients::bias), which is ∂L/∂B for the matrix (and the
 /// gradient of any additive bias at this point): P ⊙ (dP − D), masked entries 0.

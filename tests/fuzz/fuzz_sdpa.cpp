@@ -17,7 +17,9 @@
 //   hold) exactly 0, the nan policy's NaN where documented, and every other within its bound of
 //   the reference: a gradient of finite inputs is finite whatever the masked places hold; dL/dS
 //   entry by entry (masked and unmoving rows exactly 0, NaN rows NaN, the rest within bounds);
-//   its threads overload the one-thread call bit for bit (or the same exception, nothing written).
+//   its threads overload the one-thread call bit for bit (or the same exception, nothing written);
+// - a bias on the logits: zeros are no bias, ALiBi in the tiles is alibi_bias's matrix, threads
+//   are one thread, forward and backward, bit for bit; a wrong shape refused, nothing written.
 
 #include <cstddef>
 #include <cstdint>
@@ -121,6 +123,9 @@ void run(reader& r) {
     dump<T>("K", K);
     dump<T>("V", V);
     dump<T>("dY", dY);
+    std::fprintf(stderr, "key mask:");
+    for (const char c : keys) std::fprintf(stderr, " %d", c);
+    std::fprintf(stderr, "\n");
   }
 
   // the inputs as attn gets them, now and then of a wrong size (broken 1–6)
@@ -224,42 +229,17 @@ void run(reader& r) {
     return;
   }
 
-  if (got == 0) {
-    // the returning forms: the same bits
-    if (!out_broken) {
-      with_score(score_kind, factor, [&](const auto& s) {
-        const auto res = attn::scaled_dot_product_attention(Qv, Kv, Vv, opt, s);
-        for (std::size_t t = 0; t < tq; ++t) {
-          for (std::size_t i = 0; i < dv; ++i)
-            ATTN_FUZZ_CHECK(same_number(res.out(t, i), Y.data[t * dv + i]),
-                            "the returning form's Y (%zu, %zu) is %.21Lg, the views' %.21Lg (with the weights %d, the scores %d: "
-                            "Y does not change by a bit, docs/tiled-attention.md)", t, i,
-                            static_cast<ld>(res.out(t, i)), static_cast<ld>(Y.data[t * dv + i]), want_weights ? 1 : 0,
-                            want_scores ? 1 : 0);
-          if (want_lse)
-            ATTN_FUZZ_CHECK(same_number(res.logsumexp[t], L.data[t]),
-                            "the returning form's L %zu is %.21Lg, the views' %.21Lg (with the weights %d, the "
-                            "scores %d)", t, static_cast<ld>(res.logsumexp[t]), static_cast<ld>(L.data[t]),
-                            want_weights ? 1 : 0, want_scores ? 1 : 0);
-        }
-      });
-      if (score_kind == 0) {
-        guarded<T> Y3(Y.data.size()), A3(A.data.size()), S3(S.data.size()), L3(L.data.size());
-        attn::scaled_dot_product_attention(Qv, Kv, Vv, views(Y3, A3, S3, L3), opt);
-        ATTN_FUZZ_CHECK(same_bits(Y3.data, Y.data) && same_bits(A3.data, A.data) && same_bits(S3.data, S.data) &&
-                            same_bits(L3.data, L.data),
-                        "scaled_dot_product_attention without a score is not scaled_dot's call");
-      }
-    }
-
-    // the forward's rules and bounds, row by row
+  // the forward's rules and bounds, row by row (rows with skip[t] set left out)
+  const auto check_rows = [&](const guarded<T>& Yg, const guarded<T>& Ag, const guarded<T>& Sg,
+                              const guarded<T>& Lg, const std::vector<char>* skip) {
     for (std::size_t t = 0; t < tq; ++t) {
+      if (skip != nullptr && (*skip)[t] != 0) continue;
       const row_is k = ref.kind[t];
-      const T* y = Y.data.data() + t * dv;
-      const T* a = want_weights ? A.data.data() + t * n : nullptr;
-      const T l = want_lse ? L.data[t] : T(0);
+      const T* y = Yg.data.data() + t * dv;
+      const T* a = want_weights ? Ag.data.data() + t * n : nullptr;
+      const T l = want_lse ? Lg.data[t] : T(0);
       if (want_scores)
-        for (std::size_t j = 0; j < n; ++j) expect_near<T>("score", t, j, S.data[t * n + j], ref.S[t * n + j]);
+        for (std::size_t j = 0; j < n; ++j) expect_near<T>("score", t, j, Sg.data[t * n + j], ref.S[t * n + j]);
       if (k == row_is::uncertain) continue;
       if (k == row_is::masked_out || k == row_is::none || k == row_is::nan) {
         const bool nan = k == row_is::nan || policy == attn::all_masked_policy::nan;
@@ -301,6 +281,148 @@ void run(reader& r) {
           expect_near<T>("L", t, 0, l, ref.L[t]);
       }
       for (std::size_t i = 0; i < dv; ++i) expect_near<T>("Y", t, i, y[i], ref.Y[t * dv + i]);
+    }
+  };
+
+  if (got == 0) {
+    // the returning forms: the same bits
+    if (!out_broken) {
+      with_score(score_kind, factor, [&](const auto& s) {
+        const auto res = attn::scaled_dot_product_attention(Qv, Kv, Vv, opt, s);
+        for (std::size_t t = 0; t < tq; ++t) {
+          for (std::size_t i = 0; i < dv; ++i)
+            ATTN_FUZZ_CHECK(same_number(res.out(t, i), Y.data[t * dv + i]),
+                            "the returning form's Y (%zu, %zu) is %.21Lg, the views' %.21Lg (with the weights %d, the scores %d: "
+                            "Y does not change by a bit, docs/tiled-attention.md)", t, i,
+                            static_cast<ld>(res.out(t, i)), static_cast<ld>(Y.data[t * dv + i]), want_weights ? 1 : 0,
+                            want_scores ? 1 : 0);
+          if (want_lse)
+            ATTN_FUZZ_CHECK(same_number(res.logsumexp[t], L.data[t]),
+                            "the returning form's L %zu is %.21Lg, the views' %.21Lg (with the weights %d, the "
+                            "scores %d)", t, static_cast<ld>(res.logsumexp[t]), static_cast<ld>(L.data[t]),
+                            want_weights ? 1 : 0, want_scores ? 1 : 0);
+        }
+      });
+      if (score_kind == 0) {
+        guarded<T> Y3(Y.data.size()), A3(A.data.size()), S3(S.data.size()), L3(L.data.size());
+        attn::scaled_dot_product_attention(Qv, Kv, Vv, views(Y3, A3, S3, L3), opt);
+        ATTN_FUZZ_CHECK(same_bits(Y3.data, Y.data) && same_bits(A3.data, A.data) && same_bits(S3.data, S.data) &&
+                            same_bits(L3.data, L.data),
+                        "scaled_dot_product_attention without a score is not scaled_dot's call");
+      }
+    }
+
+    check_rows(Y, A, S, L, nullptr);
+  }
+
+  // a bias on the logits (attn/logit_bias.hpp), by its documented equalities: zeros are no bias,
+  // ALiBi inside the tiles is alibi_bias's matrix, threads are one thread (bit for bit, numbers
+  // equal or both NaN), forward and backward (recomputing the forward); a bias of the wrong shape
+  // and ALiBi with more queries than keys are refused, nothing written
+  if (got == 0 && !out_broken) {
+    const std::uint8_t bias_byte = r.byte();
+    static constexpr double slopes[4] = {0.0625, 0.5, 3, 1e-3};
+    const T slope = static_cast<T>(slopes[bias_byte % 4]);
+    const auto forward_with = [&](const attn::logit_bias<T>& b, std::size_t th, guarded<T>& y, guarded<T>& a,
+                                  guarded<T>& s, guarded<T>& l) {
+      return thrown_documented("scaled_dot_product_attention with a bias", [&] {
+        with_score(score_kind, factor, [&](const auto& sc) {
+          attn::scaled_dot_product_attention(Qv, Kv, Vv, sc, views(y, a, s, l), opt, b, th);
+        });
+      });
+    };
+    const auto fresh = [](const guarded<T>& like) { return guarded<T>(like.data.size()); };
+    const auto same_forward = [&](guarded<T>& y, guarded<T>& a, guarded<T>& s, guarded<T>& l, guarded<T>& y2,
+                                  guarded<T>& a2, guarded<T>& s2, guarded<T>& l2) {
+      return same_bits(y.data, y2.data) && same_bits(a.data, a2.data) && same_bits(s.data, s2.data) &&
+             same_bits(l.data, l2.data);
+    };
+    // (1) a bias of zeros: the rules and bounds of no bias, row by row, and its bits in the rows
+    // the tiles keep (every kept score and value finite: the exact rows of a bias take softmax's
+    // two passes on z, attend's may take its one pass). Rows where a kept finite score's β·s
+    // overflows T are left out: without a bias softmax takes such a score as in exact arithmetic
+    // (docs/softmax.md), with one the logit fl(β·s) + b is ±inf (docs/positions.md)
+    const std::vector<T> zeros(tq * n, T(0));
+    {
+      guarded<T> y = fresh(Y), a = fresh(A), s = fresh(S), l = fresh(L);
+      const int g = forward_with({CMV(zeros.data(), tq, n), T(0)}, 1, y, a, s, l);
+      ATTN_FUZZ_CHECK(g == 0, "a bias of zeros threw %d where no bias did not", g);
+      const ld top = static_cast<ld>(std::numeric_limits<T>::max()) / 2;  // (s's own error is far below)
+      std::vector<char> overflows(tq, 0);
+      for (std::size_t t = 0; t < tq; ++t) {
+        // the tiles keep a row whose kept scores are finite, whose context is finite, and whose
+        // values up to its causal limit are finite (a masked one is weighed by 0 there)
+        bool plain = dk <= 256 && ref.kind[t] == row_is::finite && !ref.values_off[t];
+        const std::size_t limit = causal ? t + n - tq + 1 : n;
+        for (std::size_t j = 0; j < n; ++j) {
+          for (std::size_t i = 0; j < limit && i < dv; ++i) plain = plain && std::isfinite(V[j * dv + i]);
+          if (!m.kept(t, j)) continue;
+          const ld sv = ref.S[t * n + j].v;
+          if (std::isfinite(sv) && !(std::abs(ref.beta * sv) < top)) overflows[t] = 1;
+        }
+        for (std::size_t i = 0; i < dv; ++i)
+          plain = plain && std::abs(ref.Y[t * dv + i].v) < top / 2;  // (a context that stays finite)
+        if (overflows[t] != 0 || !plain) continue;
+        const auto row_same = [&](const guarded<T>& x, const guarded<T>& z, std::size_t width) {
+          return x.data.empty() || same_bits(x.data.data() + t * width, z.data.data() + t * width, width);
+        };
+        ATTN_FUZZ_CHECK(row_same(y, Y, dv) && row_same(a, A, n) && row_same(s, S, n) &&
+                            (l.data.empty() || same_number(l.data[t], L.data[t])),
+                        "a bias of zeros is not no bias bit for bit in row %zu", t);
+      }
+      check_rows(y, a, s, l, &overflows);
+    }
+    // (2) ALiBi inside the tiles against its matrix, and on threads
+    guarded<T> y1 = fresh(Y), a1 = fresh(A), s1 = fresh(S), l1 = fresh(L);
+    const int g1 = forward_with({CMV{}, slope}, 1, y1, a1, s1, l1);
+    ATTN_FUZZ_CHECK(g1 == (tq > n ? 1 : 0), "ALiBi with %zu queries over %zu keys threw %d", tq, n, g1);
+    if (g1 != 0) {
+      ATTN_FUZZ_CHECK(y1.untouched() && a1.untouched() && s1.untouched() && l1.untouched(),
+                      "ALiBi refused: an output was written");
+    } else {
+      std::vector<T> alibi(tq * n);
+      attn::alibi_bias(MV(alibi.data(), tq, n), slope);
+      guarded<T> y2 = fresh(Y), a2 = fresh(A), s2 = fresh(S), l2 = fresh(L);
+      ATTN_FUZZ_CHECK(forward_with({CMV(alibi.data(), tq, n), T(0)}, 1, y2, a2, s2, l2) == 0, "ALiBi's matrix threw");
+      ATTN_FUZZ_CHECK(same_forward(y1, a1, s1, l1, y2, a2, s2, l2), "ALiBi in the tiles is not its matrix bit for bit");
+      guarded<T> y3 = fresh(Y), a3 = fresh(A), s3 = fresh(S), l3 = fresh(L);
+      ATTN_FUZZ_CHECK(forward_with({CMV{}, slope}, threads, y3, a3, s3, l3) == 0, "ALiBi on threads threw");
+      ATTN_FUZZ_CHECK(same_forward(y1, a1, s1, l1, y3, a3, s3, l3), "ALiBi on %zu threads is not one thread's bits",
+                      threads);
+      // the backward: ALiBi = its matrix = on threads, every gradient and dL/dZ
+      const auto backward_with = [&](const attn::logit_bias<T>& b, std::size_t th, std::vector<guarded<T>>& g) {
+        return thrown_documented("scaled_dot_product_attention_backward with a bias", [&] {
+          const attn::attention_gradients<T> v{MV(g[0].data.data(), tq, dk), MV(g[1].data.data(), n, dk),
+                                               MV(g[2].data.data(), n, dv), false, MV(g[3].data.data(), tq, n),
+                                               MV(g[4].data.data(), tq, n)};
+          with_score(score_kind, factor, [&](const auto& sc) {
+            attn::scaled_dot_product_attention_backward(Qv, Kv, Vv, sc, attn::saved_attention<T>{},
+                                                        CMV(dY.data(), tq, dv), v, opt, b, th);
+          });
+        });
+      };
+      const auto gradients = [&] {
+        return std::vector<guarded<T>>{guarded<T>(tq * dk), guarded<T>(n * dk), guarded<T>(n * dv),
+                                       guarded<T>(tq * n), guarded<T>(tq * n)};
+      };
+      std::vector<guarded<T>> b1 = gradients(), b2 = gradients(), b3 = gradients();
+      const int gb1 = backward_with({CMV{}, slope}, 1, b1);
+      ATTN_FUZZ_CHECK(gb1 == 0, "the backward with ALiBi threw %d", gb1);
+      ATTN_FUZZ_CHECK(backward_with({CMV(alibi.data(), tq, n), T(0)}, 1, b2) == 0, "the backward of ALiBi's matrix threw");
+      ATTN_FUZZ_CHECK(backward_with({CMV{}, slope}, threads, b3) == 0, "the backward with ALiBi on threads threw");
+      for (std::size_t i = 0; i < 5; ++i) {
+        ATTN_FUZZ_CHECK(same_bits(b1[i].data, b2[i].data), "backward: gradient %zu of ALiBi is not its matrix's", i);
+        ATTN_FUZZ_CHECK(same_bits(b1[i].data, b3[i].data), "backward: gradient %zu of ALiBi on %zu threads", i, threads);
+      }
+    }
+    // (3) a bias of the wrong shape: refused, nothing written
+    {
+      const std::vector<T> wrong((tq + 1) * n, T(0));
+      guarded<T> y = fresh(Y), a = fresh(A), s = fresh(S), l = fresh(L);
+      const int g = forward_with({CMV(wrong.data(), tq + 1, n), T(0)}, 1, y, a, s, l);
+      ATTN_FUZZ_CHECK(g == 1, "a bias of %zu rows for %zu queries threw %d", tq + 1, tq, g);
+      ATTN_FUZZ_CHECK(y.untouched() && a.untouched() && s.untouched() && l.untouched(),
+                      "a refused bias: an output was written");
     }
   }
 
