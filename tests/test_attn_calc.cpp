@@ -1029,6 +1029,8 @@ TEST_CASE("attn-calc --activations: GELU (erfc and tanh) and ReLU with their slo
   // W9: GELU(1) = 0.841 both ways, apart in the 4th decimal
   CHECK(text.find("GELU(1) = 1 · 0.8413 = 0.8413") != std::string::npos);
   CHECK(text.find("GELU_tanh(1) = ½ · 1 · (1 + 0.6824) = 0.8412") != std::string::npos);
+  CHECK(text.find("GELU_tanh′(1) = σ(2u) + 2x·u′·σ(2u)·(1 − σ(2u)) = 0.8412 + 2 · 1 · 0.9049 · 0.8412 · 0.1588 = 1.0830") !=
+        std::string::npos);
   CHECK(text.find("Φ(-1) = ½·erfc(0.7071) = 0.1587; GELU(-1) = (-1) · 0.1587 = -0.1587") != std::string::npos);
   check_lesson_formats(c, r, false);
 }

@@ -445,19 +445,26 @@ inline lesson_results activation_lesson(const config& c) {
       const std::string g = fixed(m(k, 1), dp), dg = fixed(m(k, 2), dp), gt = fixed(m(k, 3), dp), dgt = fixed(m(k, 4), dp);
       const std::string re = fixed(m(k, 5), dp), dre = fixed(m(k, 6), dp);
       const std::string arg = fixed(-x / std::numbers::sqrt2, dp);
+      // the slope of the tanh form: σ(2u) = (1 + tanh u)/2 and u′ = √(2/π)(1 + 3·0.044715x²)
+      const double sg = 0.5 * (1 + std::tanh(u)), du = std::sqrt(2 / std::numbers::pi) * (1 + 3 * 0.044715 * x * x);
+      const std::string S = fixed(sg, dp), S1 = fixed(1 - sg, dp), dU = fixed(du, dp);
       L.paragraph({"x = " + X + ": Φ(" + X + ") = ½·erfc(" + arg + ") = " + Phi + "; GELU(" + X + ") = " + Xp + " · " + Phi +
                        " = " + g + "; φ(" + X + ") = " + ph + ", GELU′(" + X + ") = " + Phi + " + " + Xp + " · " + ph + " = " + dg +
                        ". Tanh form: u = √(2/π)(" + X + " + 0.044715 · " + Xp + "³) = " + U + ", tanh u = " + th +
-                       ", GELU_tanh(" + X + ") = ½ · " + Xp + " · (1 + " + paren(th) + ") = " + gt + ", GELU_tanh′(" + X + ") = " + dgt +
-                       ". ReLU(" + X + ") = " + re + ", ReLU′(" + X + ") = " + dre + ".",
+                       ", GELU_tanh(" + X + ") = ½ · " + Xp + " · (1 + " + paren(th) + ") = " + gt + "; σ(2u) = " + S +
+                       ", u′ = √(2/π)(1 + 3 · 0.044715 · " + Xp + "²) = " + dU + ", GELU_tanh′(" + X +
+                       ") = σ(2u) + 2x·u′·σ(2u)·(1 − σ(2u)) = " + S + " + 2 · " + Xp + " · " + dU + " · " + S + " · " + S1 +
+                       " = " + dgt + ". ReLU(" + X + ") = " + re + ", ReLU′(" + X + ") = " + dre + ".",
                    "$x = " + lX + "$: $\\Phi(" + lX + ") = \\tfrac12 \\operatorname{erfc}(" + math_number(arg) + ") = " + Phi +
                        "$; $\\operatorname{GELU}(" + lX + ") = " + lXp + " \\cdot " + Phi + " = " + math_number(g) +
                        "$; $\\varphi(" + lX + ") = " + ph + "$, $\\operatorname{GELU}'(" + lX + ") = " + Phi + " + " + lXp +
                        " \\cdot " + ph + " = " + math_number(dg) + "$. Tanh form: $u = \\sqrt{2/\\pi}\\,(" + lX +
                        " + 0.044715 \\cdot " + lXp + "^3) = " + math_number(U) + "$, $\\tanh u = " + math_number(th) +
                        "$, $\\operatorname{GELU}_{\\tanh}(" + lX + ") = \\tfrac12 \\cdot " + lXp + " \\cdot (1 + " +
-                       paren(th) + ") = " + math_number(gt) + "$, $\\operatorname{GELU}_{\\tanh}'(" + lX + ") = " +
-                       math_number(dgt) + "$. $\\operatorname{ReLU}(" + lX + ") = " + re + "$, $\\operatorname{ReLU}'(" + lX +
+                       paren(th) + ") = " + math_number(gt) + "$; $\\sigma(2u) = " + S + "$, $u' = \\sqrt{2/\\pi}\\,(1 + 3 \\cdot "
+                       "0.044715 \\cdot " + lXp + "^2) = " + dU + "$, $\\operatorname{GELU}_{\\tanh}'(" + lX +
+                       ") = \\sigma(2u) + 2x\\,u'\\,\\sigma(2u)(1 - \\sigma(2u)) = " + S + " + 2 \\cdot " + lXp +
+                       " \\cdot " + dU + " \\cdot " + S + " \\cdot " + S1 + " = " + math_number(dgt) + "$. $\\operatorname{ReLU}(" + lX + ") = " + re + "$, $\\operatorname{ReLU}'(" + lX +
                        ") = " + dre + "$."});
     }
   }
