@@ -1285,6 +1285,14 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
 [[nodiscard]] inline std::string render_lesson_svg(const config& c, const lesson_results& L) {
   if (c.lesson == lesson_kind::rope) return detail::rope_svg(c, L);
   const lesson_table& t = L.tables[L.main];
+  if (c.lesson != lesson_kind::pe) {  // the parser refuses svg for the other lessons; their main table, plainly
+    report::heatmap_options plain;
+    plain.title = t.title.text;
+    plain.decimals = c.decimals;
+    plain.lo = -1;
+    plain.scale = report::colour_scale::diverging;
+    return report::heatmap_svg(t.values, detail::texts_of(t.rows), detail::texts_of(t.cols), plain);
+  }
   report::heatmap_options opt;
   opt.scale = report::colour_scale::diverging;
   opt.legend_title = "PE value";
