@@ -1077,15 +1077,18 @@ struct block_by_hand {
     }
     return out;
   }
-  static M attention(const M& x) {
+  M attention(const M& x) {
     const M q = times(x, of(worked::w3::W_Q)), k = times(x, of(worked::w3::W_K)), v = times(x, of(worked::w3::W_V));
-    M z(x.size(), std::vector<ld>(2, 0));
+    M z(x.size(), std::vector<ld>(2, 0)), a(x.size(), std::vector<ld>(3, 0));
     for (std::size_t t = 0; t < x.size(); ++t) {
       ld e[3], sum = 0;
       for (std::size_t j = 0; j < 3; ++j) sum += e[j] = std::exp((q[t][0] * k[j][0] + q[t][1] * k[j][1]) / std::sqrt(2.0L));
-      for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t j = 0; j < 3; ++j) {
+        a[t][j] = e[j] / sum;
         for (std::size_t i = 0; i < 2; ++i) z[t][i] += e[j] / sum * v[j][i];
+      }
     }
+    at["Q"] = q, at["K"] = k, at["V"] = v, at["map"] = a, at["Z"] = z;
     return times(z, of(worked::w9::W_O));
   }
   void ffn(const M& in) {
@@ -1135,7 +1138,7 @@ TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, agai
         for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= tolerance);
       ++seen;
     }
-    CHECK(seen == (post ? 8u : 8u));
+    CHECK(seen == 13u);  // Q, K, V, the map, Z, MHA, H₁, the first norm, H⁻, H, FFN, H₂ or B, Y
     const auto& stats = lesson_table_named(r, "norms").values;
     for (std::size_t t = 0; t < 3; ++t)
       for (std::size_t k = 0; k < 6; ++k) CHECK(std::abs(static_cast<ld>(stats(t, k)) - want.stats[t][k]) <= tolerance);

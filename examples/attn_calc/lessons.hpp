@@ -552,7 +552,23 @@ inline lesson_results block_lesson(const config& c) {
                                 {"Each norm's mean μ, variance σ² and scale 1/√(σ² + ε), per word",
                                  "Each norm's mean $\\mu$, variance $\\sigma^2$ and scale $1/\\sqrt{\\sigma^2 + \\varepsilon}$, per word"},
                                 {"word"}, words, stat_cols, stats};
+  // inside MHA: Q, K, V (the cache's), the map (the same attention asked for its weights), Z
+  const auto attention_parts = [&](const std::string& in, const std::string& lin) {
+    add("Q", {"Queries Q = " + in + " W_Q", "Queries $Q = " + lin + " W_Q$"}, cache.attention.queries);
+    add("K", {"Keys K = " + in + " W_K", "Keys $K = " + lin + " W_K$"}, cache.attention.keys);
+    add("V", {"Values V = " + in + " W_V", "Values $V = " + lin + " W_V$"}, cache.attention.values);
+    attn::Matrix<double> map(3, 3), out(3, 3);
+    attn::multi_head_cache<double> again;
+    attn::multi_head_attention(post ? X_copy : cache.normed_1, p.attention,
+                               attn::multi_head_views<double>{.out = out.view(), .maps = map.view()}, again);
+    L.table({"map", {"Attention weights, the map: softmax(Q Kᵀ / √d_k) over each row (d_k = 2)",
+                     "Attention weights, the map: $\\operatorname{softmax}(Q K^{\\mathsf T} / \\sqrt{d_k})$ over each "
+                     "row ($d_k = 2$)"},
+             {"word"}, words, words, map});
+    add("Z", {"The head's output Z = (the map) V", "The head's output $Z = (\\text{the map})\\,V$"}, cache.attention.heads_out);
+  };
   if (post) {
+    attention_parts("X", "X");
     add("attention", {"Attention output MHA(X)", "Attention output $\\operatorname{MHA}(X)$"}, cache.attention_out);
     add("H1", {"After the first residual: H₁ = X + MHA(X)", "After the first residual: $H_1 = X + \\operatorname{MHA}(X)$"},
         cache.residual_1);
@@ -560,6 +576,7 @@ inline lesson_results block_lesson(const config& c) {
         cache.normed_1);
   } else {
     add("A", {"The first norm: A = LN₁(X)", "The first norm: $A = \\operatorname{LN}_1(X)$"}, cache.normed_1);
+    attention_parts("A", "A");
     add("attention", {"Attention output MHA(A)", "Attention output $\\operatorname{MHA}(A)$"}, cache.attention_out);
     add("H1", {"After the first residual: H₁ = X + MHA(A)", "After the first residual: $H_1 = X + \\operatorname{MHA}(A)$"},
         cache.residual_1);
