@@ -483,7 +483,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 49);
+  CHECK(options.size() == 51);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -1041,8 +1041,9 @@ TEST_CASE("attn-calc --activations: GELU (erfc and tanh) and ReLU with their slo
 }
 
 namespace {
-/// W9's block in long double, written out (no attn): X = "I drink tea", W3's head, W_O, W₁, W₂,
-/// GELU, LayerNorm with γ = 1, β = 0, ε = 1e-5; every intermediate by name.
+/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU,
+/// LayerNorm with γ = 1, β = 0, ε = 1e-5 (W9's: X = "I drink tea", W3's head); every
+/// intermediate by name.
 struct block_by_hand {
   using M = std::vector<std::vector<ld>>;
   std::map<std::string, M> at;
@@ -1077,29 +1078,43 @@ struct block_by_hand {
     }
     return out;
   }
-  M attention(const M& x) {
-    const M q = times(x, of(worked::w3::W_Q)), k = times(x, of(worked::w3::W_K)), v = times(x, of(worked::w3::W_V));
-    M z(x.size(), std::vector<ld>(2, 0)), a(x.size(), std::vector<ld>(3, 0));
-    for (std::size_t t = 0; t < x.size(); ++t) {
-      ld e[3], sum = 0;
-      for (std::size_t j = 0; j < 3; ++j) sum += e[j] = std::exp((q[t][0] * k[j][0] + q[t][1] * k[j][1]) / std::sqrt(2.0L));
-      for (std::size_t j = 0; j < 3; ++j) {
+  M wq, wk, wv, wo, w1, w2;
+  M attention(const M& x) {  // one head, scaled dot
+    const M q = times(x, wq), k = times(x, wk), v = times(x, wv);
+    const std::size_t T = x.size(), dk = q[0].size();
+    M z(T, std::vector<ld>(v[0].size(), 0)), a(T, std::vector<ld>(T, 0));
+    for (std::size_t t = 0; t < T; ++t) {
+      std::vector<ld> e(T);
+      ld sum = 0;
+      for (std::size_t j = 0; j < T; ++j) {
+        ld dot = 0;
+        for (std::size_t i = 0; i < dk; ++i) dot += q[t][i] * k[j][i];
+        sum += e[j] = std::exp(dot / std::sqrt(static_cast<ld>(dk)));
+      }
+      for (std::size_t j = 0; j < T; ++j) {
         a[t][j] = e[j] / sum;
-        for (std::size_t i = 0; i < 2; ++i) z[t][i] += e[j] / sum * v[j][i];
+        for (std::size_t i = 0; i < v[0].size(); ++i) z[t][i] += e[j] / sum * v[j][i];
       }
     }
     at["Q"] = q, at["K"] = k, at["V"] = v, at["map"] = a, at["Z"] = z;
-    return times(z, of(worked::w9::W_O));
+    return times(z, wo);
   }
   void ffn(const M& in) {
-    at["ffn_pre"] = times(in, of(worked::w9::W_1));
+    at["ffn_pre"] = times(in, w1);
     at["ffn_hidden"] = at["ffn_pre"];
     for (auto& row : at["ffn_hidden"])
       for (ld& v : row) v = v * std::erfc(-v / std::sqrt(2.0L)) / 2;
-    at["ffn_out"] = times(at["ffn_hidden"], of(worked::w9::W_2));
+    at["ffn_out"] = times(at["ffn_hidden"], w2);
   }
-  explicit block_by_hand(bool post) : stats(3, std::vector<ld>(6)) {
-    const M x = of(worked::i_drink_tea);
+  /// The block on X with the weights given (W9's when X is left empty).
+  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {})
+      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)) {
+    if (x.empty()) {
+      x = of(worked::i_drink_tea);
+      wq = of(worked::w3::W_Q), wk = of(worked::w3::W_K), wv = of(worked::w3::W_V);
+      wo = of(worked::w9::W_O), w1 = of(worked::w9::W_1), w2 = of(worked::w9::W_2);
+    }
+    stats.assign(x.size(), std::vector<ld>(6));
     if (post) {
       at["attention"] = attention(x);
       at["H1"] = plus(x, at["attention"]);
@@ -1116,32 +1131,45 @@ struct block_by_hand {
       at["Y"] = plus(at["H1"], at["ffn_out"]);
     }
   }
+  /// The largest |number| of any intermediate: the size the tolerances scale with.
+  [[nodiscard]] ld largest() const {
+    ld m = 0;
+    for (const auto& [name, values] : at)
+      for (const auto& row : values)
+        for (const ld v : row) m = std::max(m, std::abs(v));
+    return m;
+  }
 };
+
+/// Every intermediate of `want` is the lesson's table of that name, within `tolerance`; and the norms' table.
+void check_block(const attn_calc::results& r, const block_by_hand& want, ld tolerance) {
+  std::size_t seen = 0;
+  for (const auto& [name, m] : want.at) {
+    INFO(name);
+    const auto& got = lesson_table_named(r, name).values;
+    REQUIRE(got.rows() == m.size());
+    REQUIRE(got.cols() == m[0].size());
+    for (std::size_t t = 0; t < m.size(); ++t)
+      for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= tolerance);
+    ++seen;
+  }
+  CHECK(seen == 13u);  // Q, K, V, the map, Z, MHA, H₁, the first norm, H⁻, H, FFN, H₂ or B, Y
+  const auto& stats = lesson_table_named(r, "norms").values;
+  for (std::size_t t = 0; t < want.stats.size(); ++t)
+    for (std::size_t k = 0; k < 6; ++k) CHECK(std::abs(static_cast<ld>(stats(t, k)) - want.stats[t][k]) <= tolerance);
+}
 }  // namespace
 
 TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, against the block by hand", "[attn-calc]") {
   for (const bool post : {true, false}) {
+    INFO((post ? "post-LN" : "pre-LN"));
     auto c = post ? parse({"--block"}) : parse({"--block", "--pre-ln"});
     const auto r = attn_calc::compute(c);
-    const block_by_hand want(post);
+    const block_by_hand want(post, {});
     // Each stage (a product of ≤ 4 terms, a softmax of 3, a residual, a norm of 3) adds a few ε
     // of its values' size (≤ 3.3 here); each norm scales what comes in by r ≤ 2.2 (the norms'
-    // table). Ten stages of ≤ 10ε, twice magnified by 2.2: below 500ε of the values' size 3.3.
-    const ld tolerance = 500 * eps * 3.3L;
-    std::size_t seen = 0;
-    for (const auto& [name, m] : want.at) {
-      INFO((post ? "post-LN " : "pre-LN ") << name);
-      const auto& got = lesson_table_named(r, name).values;
-      REQUIRE(got.rows() == m.size());
-      REQUIRE(got.cols() == m[0].size());
-      for (std::size_t t = 0; t < m.size(); ++t)
-        for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= tolerance);
-      ++seen;
-    }
-    CHECK(seen == 13u);  // Q, K, V, the map, Z, MHA, H₁, the first norm, H⁻, H, FFN, H₂ or B, Y
-    const auto& stats = lesson_table_named(r, "norms").values;
-    for (std::size_t t = 0; t < 3; ++t)
-      for (std::size_t k = 0; k < 6; ++k) CHECK(std::abs(static_cast<ld>(stats(t, k)) - want.stats[t][k]) <= tolerance);
+    // table). Ten stages of ≤ 10ε, twice magnified by 2.2: below 500ε of the values' size.
+    check_block(r, want, 500 * eps * want.largest());
     check_lesson_formats(c, r, false);
   }
   // the post-LN block's printed numbers (W9 by hand: transformer_block.cpp holds them to 1e-12)
@@ -1150,9 +1178,56 @@ TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, agai
         "word,1,2,3\nI,1.390,-0.921,-0.468\ndrink,-0.817,1.408,-0.591\ntea,-0.707,-0.707,1.414\n");
 }
 
+TEST_CASE("attn-calc --block --self: a block of your own, checked the same way, and what it refuses", "[attn-calc]") {
+  // 4 words of 2 numbers that are not one-hot, one head, W_O, 3 hidden units
+  const block_by_hand::M x{{1, 0.5}, {-0.5, 1}, {0.25, -1}, {2, 0}}, q{{1, 0.5}, {0, 1}}, k{{0.5, 0}, {1, 1}},
+      v{{1, -1}, {0.5, 0.5}}, o{{1, 0}, {0.5, 1}}, f1{{1, -1, 0.5}, {0, 1, 2}}, f2{{1, 0}, {0, 1}, {0.5, -0.5}};
+  for (const bool post : {true, false}) {
+    INFO((post ? "post-LN" : "pre-LN"));
+    std::vector<std::string_view> args{"--block", "--self", "1,0.5;-0.5,1;0.25,-1;2,0", "--words", "w1,w2,w3,w4",
+                                       "--wq", "1,0.5;0,1", "--wk", "0.5,0;1,1", "--wv", "1,-1;0.5,0.5", "--wo", "1,0;0.5,1",
+                                       "--ffn-w1", "1,-1,0.5;0,1,2", "--ffn-w2", "1,0;0,1;0.5,-0.5", "--eps", "1e-5"};
+    if (!post) args.push_back("--pre-ln");
+    auto c = parse(args);
+    const auto r = attn_calc::compute(c);
+    const block_by_hand want(post, x, q, k, v, o, f1, f2);
+    check_block(r, want, 500 * eps * want.largest());  // the same stages as W9's (4 words: a softmax of 4)
+    check_lesson_formats(c, r, false);
+    CHECK(rendered(c, r, attn_calc::output_format::text).starts_with(
+        std::string("attn-calc: one transformer block (") + (post ? "post" : "pre") + "-LN) on 4 words"));
+  }
+  // two heads: the map's rows are each head's, the heads' outputs side by side
+  auto two = parse({"--block", "--self", "1,0;0,1;1,1", "--heads", "2", "--ffn-w1", "1,-1,0.5;0,1,1", "--ffn-w2",
+                    "1,0;0,1;0.5,0.5"});
+  const auto r2 = attn_calc::compute(two);
+  const auto& map = lesson_table_named(r2, "map");
+  REQUIRE(map.values.rows() == 6);
+  CHECK(map.rows[3].text == "head 2: x1");
+  for (std::size_t t = 0; t < 6; ++t) {
+    double sum = 0;
+    for (std::size_t j = 0; j < 3; ++j) sum += map.values(t, j);
+    CHECK(std::abs(sum - 1) <= 4 * std::numeric_limits<double>::epsilon());  // 3 weights, each within ε of its share
+  }
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1,0"}) ==
+        "--block --self needs --ffn-w1 and --ffn-w2 (the feed-forward layer's W_1 and W_2)");
+  CHECK(refusal({"--block", "--ffn-w1", "1"}) == "--ffn-w1 and --ffn-w2 need --block --self (W9's block has its own)");
+  CHECK(refusal({"--block", "--self", "1,0,0", "--wv", "1;1;1", "--ffn-w1", "1,0", "--ffn-w2", "1,0"}) ==
+        "the heads' outputs side by side have 1 column (no --wo) but each word has 3 numbers: the block adds attention's "
+        "output back to X");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1;0", "--ffn-w2", "1,0,0"}) ==
+        "--ffn-w2 has 3 columns but each word has 2 numbers: the block adds the feed-forward output back");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1,2,3", "--ffn-w2", "1,0"}) ==
+        "--ffn-w1 has 1 row but each word has 2 numbers (the hidden layer is X W_1)");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1;0", "--ffn-w2", "1,0;0,1"}) ==
+        "--ffn-w2 has 2 rows but --ffn-w1 has 1 column (one per hidden unit)");
+  CHECK(refusal({"--block", "--self", "1,0", "--words", "a,b", "--ffn-w1", "1;0", "--ffn-w2", "1,0"}) ==
+        "--words gives 2 labels but there is 1 word");
+  CHECK(refusal({"--pe", "--self", "1,0"}) == "--pe prints its own numbers, not a map: leave out --self");
+}
+
 TEST_CASE("attn-calc lessons refuse the map's options, each other, and what they cannot show", "[attn-calc]") {
   CHECK(refusal({"--pe", "--q", "1,0,0"}) == "--pe prints its own numbers, not a map: leave out --q");
-  CHECK(refusal({"--block", "--self", "1,0"}) == "--block prints its own numbers, not a map: leave out --self");
+  CHECK(refusal({"--block", "--beta", "2"}) == "--block prints its own numbers, not a map: leave out --beta");
   CHECK(refusal({"--pe", "--block"}) == "--pe and --block are two lessons: give one at a time");
   CHECK(refusal({"--block", "--format", "svg"}) ==
         "--format svg draws --pe and --rope; --block prints tables: use text, md, latex, json, csv or csv-long");

@@ -485,59 +485,82 @@ inline lesson_results activation_lesson(const config& c) {
 
 inline lesson_results block_lesson(const config& c) {
   lesson_results L;
-  const bool post = !c.pre_ln;
+  const bool post = !c.pre_ln, own = c.self_attention;  // own: --self and its weights, else W9's
+  // the inputs: W9's (X = "I drink tea", W3's head, W_O, W_1, W_2), or --self's with --ffn-w1, --ffn-w2
+  const attn::Matrix<double> X = own ? as_matrix(c.queries) : copy_of(worked::i_drink_tea);
+  const std::size_t T = X.rows(), d = X.cols();
+  const auto given_or = [&](const matrix& m, const auto& w9) { return own ? as_matrix(m.empty() ? identity(d) : m) : copy_of(w9); };
+  const attn::Matrix<double> WQ = given_or(c.WQ, worked::w3::W_Q), WK = given_or(c.WK, worked::w3::W_K),
+                             WV = given_or(c.WV, worked::w3::W_V);
+  const attn::Matrix<double> WO = own ? as_matrix(c.WO) : copy_of(worked::w9::W_O);
+  const attn::Matrix<double> W1 = own ? as_matrix(c.ffn_w1) : copy_of(worked::w9::W_1);
+  const attn::Matrix<double> W2 = own ? as_matrix(c.ffn_w2) : copy_of(worked::w9::W_2);
+  const std::size_t h = own ? c.heads : 1, dk = WQ.cols() / h, dff = W1.cols();
   attn::block_parameters<double> p;
-  p.attention = {.W_Q = attn::as_view(worked::w3::W_Q), .W_K = attn::as_view(worked::w3::W_K),
-                 .W_V = attn::as_view(worked::w3::W_V), .W_O = attn::as_view(worked::w9::W_O)};
-  p.ffn = {.W_1 = attn::as_view(worked::w9::W_1), .W_2 = attn::as_view(worked::w9::W_2), .act = attn::activation::gelu};
+  p.attention = {.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view()};
+  if (WO.rows() != 0) p.attention.W_O = WO.view();
+  p.attention.heads = h;
+  p.ffn = {.W_1 = W1.view(), .W_2 = W2.view(), .act = attn::activation::gelu};
   p.norm_1.eps = c.eps;
   p.norm_2.eps = c.eps;
   p.placement = post ? attn::norm_placement::post : attn::norm_placement::pre;
-  const auto& X = worked::i_drink_tea;
   attn::block_cache<double> cache;
-  attn::Matrix<double> Y(3, 3);
+  attn::Matrix<double> Y(T, d);
   attn::transformer_block(X, p, Y, cache);
-  const std::string eps = shortest(c.eps);
-  L.heading = {std::string("attn-calc: one transformer block (") + (post ? "post-LN" : "pre-LN") + ") on \"I drink tea\" (W9)",
-               std::string("attn-calc: one transformer block (") + (post ? "post-LN" : "pre-LN") +
-                   ") on ``I drink tea'' (W9)"};
+  const std::string eps = shortest(c.eps), arrangement = post ? "post-LN" : "pre-LN";
+  if (own)
+    L.heading = {"attn-calc: one transformer block (" + arrangement + ") on " + std::to_string(T) +
+                     (T == 1 ? " word" : " words"),
+                 "attn-calc: one transformer block (" + arrangement + ") on " + std::to_string(T) + (T == 1 ? " word" : " words")};
+  else
+    L.heading = {"attn-calc: one transformer block (" + arrangement + ") on \"I drink tea\" (W9)",
+                 "attn-calc: one transformer block (" + arrangement + ") on ``I drink tea'' (W9)"};
+  const std::string K = std::to_string(dk), F = std::to_string(dff), D = std::to_string(d);
+  const std::string heads_text = own ? (h == 1 ? "one head" : std::to_string(h) + " heads") + " (scaled dot, d_k = " + K + ")"
+                                     : "W3's head (scaled dot, d_k = 2)";
+  const std::string heads_latex = own ? (h == 1 ? "one head" : std::to_string(h) + " heads") + " (scaled dot, $d_k = " + K + "$)"
+                                      : "W3's head (scaled dot, $d_k = 2$)";
+  const std::string wo_text = WO.rows() != 0 ? " with W_O back to " + D + " numbers" : "";
+  const std::string wo_latex = WO.rows() != 0 ? " with $W_O$ back to " + D + " numbers" : "";
+  const std::string rest = "; FFN(x) = GELU(x W₁) W₂ with " + F + " hidden units; both norms LayerNorm with γ = 1, β = 0, ε = " +
+                           eps + ". No dropout.";
+  const std::string lrest = "; $\\operatorname{FFN}(x) = \\operatorname{GELU}(x W_1) W_2$ with " + F +
+                            " hidden units; both norms LayerNorm with $\\gamma = 1$, $\\beta = 0$, $\\varepsilon = " + eps +
+                            "$. No dropout.";
   L.paragraph(post ? cell{"Post-LN (the paper, PyTorch's default): H₁ = X + MHA(X), X₁ = LN₁(H₁), H₂ = X₁ + FFN(X₁), Y = "
-                          "LN₂(H₂). MHA is W3's head (scaled dot, d_k = 2) with W_O back to 3 numbers; FFN(x) = "
-                          "GELU(x W₁) W₂ with 4 hidden units; both norms LayerNorm with γ = 1, β = 0, ε = " + eps +
-                          ". No dropout.",
+                          "LN₂(H₂). MHA is " + heads_text + wo_text + rest,
                           "Post-LN (the paper, PyTorch's default): $H_1 = X + \\operatorname{MHA}(X)$, $X_1 = "
                           "\\operatorname{LN}_1(H_1)$, $H_2 = X_1 + \\operatorname{FFN}(X_1)$, $Y = \\operatorname{LN}_2(H_2)$. "
-                          "MHA is W3's head (scaled dot, $d_k = 2$) with $W_O$ back to 3 numbers; $\\operatorname{FFN}(x) = "
-                          "\\operatorname{GELU}(x W_1) W_2$ with 4 hidden units; both norms LayerNorm with $\\gamma = 1$, "
-                          "$\\beta = 0$, $\\varepsilon = " + eps + "$. No dropout."}
-                   : cell{"Pre-LN: A = LN₁(X), H₁ = X + MHA(A), B = LN₂(H₁), Y = H₁ + FFN(B). MHA is W3's head (scaled "
-                          "dot, d_k = 2) with W_O back to 3 numbers; FFN(x) = GELU(x W₁) W₂ with 4 hidden units; both "
-                          "norms LayerNorm with γ = 1, β = 0, ε = " + eps + ". No dropout.",
+                          "MHA is " + heads_latex + wo_latex + lrest}
+                   : cell{"Pre-LN: A = LN₁(X), H₁ = X + MHA(A), B = LN₂(H₁), Y = H₁ + FFN(B). MHA is " + heads_text +
+                              wo_text + rest,
                           "Pre-LN: $A = \\operatorname{LN}_1(X)$, $H_1 = X + \\operatorname{MHA}(A)$, $B = "
-                          "\\operatorname{LN}_2(H_1)$, $Y = H_1 + \\operatorname{FFN}(B)$. MHA is W3's head (scaled dot, $d_k "
-                          "= 2$) with $W_O$ back to 3 numbers; $\\operatorname{FFN}(x) = \\operatorname{GELU}(x W_1) W_2$ "
-                          "with 4 hidden units; both norms LayerNorm with $\\gamma = 1$, $\\beta = 0$, $\\varepsilon = " +
-                          eps + "$. No dropout."});
-  const std::vector<cell> words{cell("I"), cell("drink"), cell("tea")};
+                          "\\operatorname{LN}_2(H_1)$, $Y = H_1 + \\operatorname{FFN}(B)$. MHA is " + heads_latex + wo_latex +
+                              lrest});
+  std::vector<cell> words;
+  if (own)
+    for (std::size_t t = 0; t < T; ++t)
+      words.emplace_back(c.query_labels[t], attn::report::latex_label(c.query_labels[t], "$x_{" + std::to_string(t + 1) + "}$"));
+  else
+    words = {cell("I"), cell("drink"), cell("tea")};
   const auto add = [&](std::string id, cell title, const attn::Matrix<double>& m, bool input = false) {
     return L.table({std::move(id), std::move(title), {"word"}, words, numbered_cells(m.cols(), 1), m, input});
   };
   const auto weight = [&](std::string id, cell title, const attn::Matrix<double>& m) {
     L.table({std::move(id), std::move(title), {""}, numbered_cells(m.rows(), 1), numbered_cells(m.cols(), 1), m, true});
   };
-  add("X", {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, copy_of(X), true);
-  weight("W_Q", {"W_Q", "$W_Q$"}, copy_of(worked::w3::W_Q));
-  weight("W_K", {"W_K", "$W_K$"}, copy_of(worked::w3::W_K));
-  weight("W_V", {"W_V", "$W_V$"}, copy_of(worked::w3::W_V));
-  weight("W_O", {"W_O", "$W_O$"}, copy_of(worked::w9::W_O));
-  weight("W_1", {"W₁", "$W_1$"}, copy_of(worked::w9::W_1));
-  weight("W_2", {"W₂", "$W_2$"}, copy_of(worked::w9::W_2));
+  add("X", {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, X, true);
+  weight("W_Q", {"W_Q", "$W_Q$"}, WQ);
+  weight("W_K", {"W_K", "$W_K$"}, WK);
+  weight("W_V", {"W_V", "$W_V$"}, WV);
+  if (WO.rows() != 0) weight("W_O", {"W_O", "$W_O$"}, WO);
+  weight("W_1", {"W₁", "$W_1$"}, W1);
+  weight("W_2", {"W₂", "$W_2$"}, W2);
   // each norm's input, for σ²: post LN₁(H₁), LN₂(H₂); pre LN₁(X), LN₂(H₁)
-  const attn::Matrix<double> X_copy = copy_of(X);
-  const attn::Matrix<double>& in_1 = post ? cache.residual_1 : X_copy;
+  const attn::Matrix<double>& in_1 = post ? cache.residual_1 : X;
   const attn::Matrix<double>& in_2 = post ? cache.residual_2 : cache.residual_1;
-  attn::Matrix<double> stats(3, 6);
-  for (std::size_t t = 0; t < 3; ++t) {
+  attn::Matrix<double> stats(T, 6);
+  for (std::size_t t = 0; t < T; ++t) {
     stats(t, 0) = cache.mean_1[t];
     stats(t, 1) = spread(in_1.view(), t, cache.mean_1[t]);
     stats(t, 2) = cache.rstd_1[t];
@@ -557,14 +580,20 @@ inline lesson_results block_lesson(const config& c) {
     add("Q", {"Queries Q = " + in + " W_Q", "Queries $Q = " + lin + " W_Q$"}, cache.attention.queries);
     add("K", {"Keys K = " + in + " W_K", "Keys $K = " + lin + " W_K$"}, cache.attention.keys);
     add("V", {"Values V = " + in + " W_V", "Values $V = " + lin + " W_V$"}, cache.attention.values);
-    attn::Matrix<double> map(3, 3), out(3, 3);
+    attn::Matrix<double> map(h * T, T), out(T, d);
     attn::multi_head_cache<double> again;
-    attn::multi_head_attention(post ? X_copy : cache.normed_1, p.attention,
+    attn::multi_head_attention(post ? X : cache.normed_1, p.attention,
                                attn::multi_head_views<double>{.out = out.view(), .maps = map.view()}, again);
-    L.table({"map", {"Attention weights, the map: softmax(Q Kᵀ / √d_k) over each row (d_k = 2)",
+    std::vector<cell> map_rows;  // head i's map in rows [i·T, (i+1)·T)
+    for (std::size_t i = 0; i < h; ++i)
+      for (std::size_t t = 0; t < T; ++t)
+        map_rows.push_back(h == 1 ? words[t]
+                                  : cell("head " + std::to_string(i + 1) + ": " + words[t].text,
+                                         "head " + std::to_string(i + 1) + ": " + (words[t].latex.empty() ? attn::report::latex_escape(words[t].text) : words[t].latex)));
+    L.table({"map", {"Attention weights, the map: softmax(Q Kᵀ / √d_k) over each row (d_k = " + K + ")",
                      "Attention weights, the map: $\\operatorname{softmax}(Q K^{\\mathsf T} / \\sqrt{d_k})$ over each "
-                     "row ($d_k = 2$)"},
-             {"word"}, words, words, map});
+                     "row ($d_k = " + K + "$)"},
+             {"word"}, map_rows, words, map});
     add("Z", {"The head's output Z = (the map) V", "The head's output $Z = (\\text{the map})\\,V$"}, cache.attention.heads_out);
   };
   if (post) {

@@ -174,6 +174,7 @@ struct config {
   double eps = 1e-5;                      ///< --eps: the norms' ε (PyTorch's default)
   std::vector<double> activation_inputs;  ///< --activations: the x values
   bool pre_ln = false;                    ///< --block --pre-ln
+  matrix ffn_w1, ffn_w2;                  ///< --block --self: the feed-forward layer's W_1, W_2
   /// Whether query t may attend to note j: the key mask, the row mask and causal all allow it.
   [[nodiscard]] bool allowed(std::size_t t, std::size_t j) const noexcept {
     const std::size_t T = queries.rows, n = notes.rows;
@@ -652,7 +653,7 @@ inline constexpr std::size_t most_lesson_numbers = 100000;
 /// Reads the options of c.lesson (its kind already set, its options checked to be its own).
 inline void read_lesson(config& c, given_text positions, given_text dim, given_text layout, given_text rope,
                         given_text position, given_text pair, given_text norm, given_text gamma, given_text beta,
-                        given_text eps, given_text activations) {
+                        given_text eps, given_text activations, given_text ffn_w1, given_text ffn_w2) {
   const auto whole = [](given_text t, std::string_view option, int lo, int hi) {
     return static_cast<std::size_t>(parse_int(t.value, option, lo, hi));
   };
@@ -712,7 +713,30 @@ inline void read_lesson(config& c, given_text positions, given_text dim, given_t
       c.activation_inputs = numbers_argument(activations.value, "--activations");
       need(c.activation_inputs.size() <= 10000, "--activations: attn-calc takes at most 10000 values");
       break;
-    case lesson_kind::block:
+    case lesson_kind::block: {
+      if (!c.self_attention) break;  // W9's block
+      need(c.query_labels.size() == c.queries.rows, "--words gives " + count(c.query_labels.size(), "label") + " but " +
+                                                        there_are(c.queries.rows, "word"));
+      // --self's sentence and projections are read and checked (check_projections); the block
+      // needs the attention to map back to d_model, and W_1 (d_model × d_ff), W_2 (d_ff × d_model)
+      const std::size_t d = c.queries.cols, dv = c.WV.empty() ? d : c.WV.cols;
+      need(c.WO.empty() ? dv == d : c.WO.cols == d,
+           (c.WO.empty() ? std::string("the heads' outputs side by side have ") + count(dv, "column") + " (no --wo)"
+                         : "--wo has " + count(c.WO.cols, "column")) +
+               " but each word has " + count(d, "number") + ": the block adds attention's output back to X");
+      c.ffn_w1 = matrix_argument(ffn_w1.value, "--ffn-w1");
+      c.ffn_w2 = matrix_argument(ffn_w2.value, "--ffn-w2");
+      need(c.ffn_w1.rows == d, "--ffn-w1 has " + count(c.ffn_w1.rows, "row") + " but each word has " + count(d, "number") +
+                                   " (the hidden layer is X W_1)");
+      need(c.ffn_w2.rows == c.ffn_w1.cols, "--ffn-w2 has " + count(c.ffn_w2.rows, "row") + " but --ffn-w1 has " +
+                                               count(c.ffn_w1.cols, "column") + " (one per hidden unit)");
+      need(c.ffn_w2.cols == d, "--ffn-w2 has " + count(c.ffn_w2.cols, "column") + " but each word has " +
+                                   count(d, "number") + ": the block adds the feed-forward output back");
+      const std::size_t numbers = c.queries.rows * std::max({d, c.ffn_w1.cols, c.queries.rows * c.heads});
+      need(numbers <= most_lesson_numbers, "--block: a table of " + std::to_string(numbers) +
+                                               " numbers; attn-calc prints at most 100000");
+      break;
+    }
     case lesson_kind::none: break;
   }
 }
@@ -743,7 +767,7 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -758,7 +782,8 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--positions", &positions}, {"--dim", &dim},               {"--layout", &layout},
       {"--rope", &rope},         {"--position", &position},       {"--pair", &pair},
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
-      {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations}};
+      {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
+      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -883,7 +908,9 @@ inline constexpr double max_jacobian_work = 5e8;
         {"--ln-gamma", ln_gamma.given, "--layer-norm or --rms-norm"},
         {"--ln-beta", ln_beta.given, "--layer-norm"},
         {"--eps", eps.given, "--layer-norm, --rms-norm or --block"},
-        {"--pre-ln", pre_ln, "--block"}};
+        {"--pre-ln", pre_ln, "--block"},
+        {"--ffn-w1", ffn_w1.given, "--block"},
+        {"--ffn-w2", ffn_w2.given, "--block"}};
     for (const auto& [option, given, takers] : lesson_options) {
       if (!given) continue;
       bool ok = false;
@@ -902,12 +929,19 @@ inline constexpr double max_jacobian_work = 5e8;
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
         {"--score", score.given}, {"--W", W.given}, {"--W1", W1.given}, {"--W2", W2.given}, {"--v", v.given},
         {"--beta", beta.given}, {"--mask", !masks.empty()}, {"--note-labels", note_labels.given},
-        {"--query-labels", query_labels.given}, {"--self", self.given}, {"--words", words.given}, {"--wq", wq.given},
-        {"--wk", wk.given}, {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given},
-        {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
+        {"--query-labels", query_labels.given}, {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
         {"--dot-vs-scaled", dot_vs_scaled}};
     for (const auto& [option, given] : map_options)
       detail::need(!given, lo + " prints its own numbers, not a map: leave out " + std::string(option));
+    // --block takes its sentence and attention from --self and its projections (W9's when not given)
+    const std::pair<std::string_view, bool> block_options[] = {
+        {"--self", self.given}, {"--words", words.given}, {"--wq", wq.given}, {"--wk", wk.given},
+        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}};
+    for (const auto& [option, given] : block_options)
+      detail::need(!given || c.lesson == L::block, lo + " prints its own numbers, not a map: leave out " + std::string(option));
+    detail::need(self.given == ffn_w1.given && self.given == ffn_w2.given,
+                 self.given ? "--block --self needs --ffn-w1 and --ffn-w2 (the feed-forward layer's W_1 and W_2)"
+                            : "--ffn-w1 and --ffn-w2 need --block --self (W9's block has its own)");
     const bool draws = c.lesson == L::pe || c.lesson == L::rope;
     detail::need(c.format != output_format::svg || draws,
                  "--format svg draws --pe and --rope; " + lo + " prints tables: use text, md, latex, json, csv or csv-long");
@@ -1049,7 +1083,8 @@ inline constexpr double max_jacobian_work = 5e8;
                         {rope.value, rope.given}, {position.value, position.given}, {pair.value, pair.given},
                         {layer_norm.given ? layer_norm.value : rms_norm.value, layer_norm.given || rms_norm.given},
                         {ln_gamma.value, ln_gamma.given}, {ln_beta.value, ln_beta.given}, {eps.value, eps.given},
-                        {activations.value, activations.given});
+                        {activations.value, activations.given}, {ffn_w1.value, ffn_w1.given},
+                        {ffn_w2.value, ffn_w2.given});
     if (c.lesson == lesson_kind::pe && !scale.given) c.scale_lo = -1;  // PE's sines and cosines: −1 … 1
     return c;
   }
@@ -1213,10 +1248,16 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
                       their slopes, at each x (--steps: each worked out)
                         e.g. --activations -2,-1,0,1,2 --steps
   --block             one transformer block on "I drink tea" (W9: W3's head, W_O, 4
-                      GELU units): every intermediate value, each norm's mean and variance
+                      GELU units): every intermediate value, each norm's mean and variance;
+                      or on --self X with --wq, --wk, --wv, --wo, --heads as --self takes
+                      them and --ffn-w1, --ffn-w2
                         e.g. --block    --block --format json
   --pre-ln            with --block: pre-LN (default post-LN, the paper's)
                         e.g. --block --pre-ln --format md
+  --ffn-w1 W          with --block --self: the feed-forward layer's W_1, d_model x d_ff
+                        e.g. --block --self @x.csv --wo @wo.csv --ffn-w1 @w1.csv --ffn-w2 @w2.csv
+  --ffn-w2 W          with --block --self: its W_2, d_ff x d_model
+                        e.g. --ffn-w2 @w2.csv
 
   --help              print this help
                         e.g. attn-calc --help

@@ -97,6 +97,9 @@ attn_calc_golden(lesson_rope_half_split_text lesson_rope_half_split.txt --rope 1
                  --layout half-split --steps)
 attn_calc_golden(lesson_rms_norm_text lesson_rms_norm.txt --rms-norm 1,2,3,4 --steps)
 attn_calc_golden(lesson_block_pre_ln_md lesson_block_pre_ln.md --block --pre-ln --format md)
+# a block of one's own: W7's two heads and W_O on "I drink tea", W9's feed-forward layer from files
+attn_calc_golden(lesson_block_w7_md lesson_block_w7.md ${w7} --block --ffn-w1 @${attn_cli_dir}/w9_w1.csv
+                 --ffn-w2 @${attn_cli_dir}/w9_w2.csv --format md)
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
           "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
@@ -155,6 +158,8 @@ attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --dec
 attn_calc_bad(lesson_and_map "--pe prints its own numbers, not a map: leave out --q" --pe --q 1,0)
 attn_calc_bad(two_lessons "--pe and --block are two lessons: give one at a time" --pe --block)
 attn_calc_bad(lesson_option "--pair is for --rope" --pe --pair 1)
+attn_calc_bad(block_ffn_sizes "--ffn-w2 has 3 rows but --ffn-w1 has 4 columns (one per hidden unit)" ${w7} --block
+              --ffn-w1 @${attn_cli_dir}/w9_w1.csv --ffn-w2 @${attn_cli_dir}/i_drink_tea.csv)
 # per-row masks, --self, --heads, --dot-vs-scaled
 attn_calc_bad(mask_matrix_shape "--mask is 2x4: give one row of 3 entries (every query the same), 4 rows of 3 (one per query) or causal"
               --mask @${attn_cli_dir}/cache_queries.csv)

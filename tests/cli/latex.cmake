@@ -33,8 +33,11 @@ foreach(run full map self compare pe rope norm rms activations block)
   elseif(run STREQUAL "activations")
     set(args --activations -1,0,2 --steps --format latex)
     set(ref attn:activations)
-  elseif(run STREQUAL "block")
-    set(args --block --pre-ln --format latex)
+  elseif(run STREQUAL "block")  # a block of its own on the tricky labels as words
+    file(WRITE "${WORK}/w1.csv" "1,-1,0.5\n0,1,1\n")
+    file(WRITE "${WORK}/w2.csv" "1,0\n0,1\n0.5,0.5\n")
+    set(args --block --pre-ln --self "@${WORK}/notes.csv" --words "@${CLI}/tricky_labels.txt" --ffn-w1 "@${WORK}/w1.csv"
+             --ffn-w2 "@${WORK}/w2.csv" --format latex)
     set(ref attn:Y)
   elseif(run STREQUAL "full")
     set(args ${inputs} ${labels} --mask 1,1,1,1,1,0 --steps --no-attention --jacobian --format latex)
