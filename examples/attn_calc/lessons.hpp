@@ -2,11 +2,13 @@
 /// \file examples/attn_calc/lessons.hpp
 /// attn-calc's lessons beyond the map (the unit's §8–§9): --pe (sinusoidal positions), --rope
 /// (one pair turned by RoPE), --layer-norm and --rms-norm, --activations (ReLU, GELU exact and
-/// tanh) and --block (one transformer block's intermediate values). Every number comes from the
+/// tanh) and --block (one transformer block's intermediate values: W9's, or --self's with its
+/// weights and --ffn-w1, --ffn-w2). Every number comes from the
 /// library (attn/positions.hpp, norms.hpp, activations.hpp, block.hpp); what this file adds is
 /// the lesson's arrangement: named tables, and with --steps the formulas with the numbers put
 /// in. render.hpp writes a lesson in every format (render_lesson).
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <numbers>
@@ -625,8 +627,9 @@ inline lesson_results block_lesson(const config& c) {
   L.main = add("Y", post ? cell{"Block output Y = LN₂(H₂)", "Block output $Y = \\operatorname{LN}_2(H_2)$"}
                          : cell{"Block output Y = H₁ + FFN(B)", "Block output $Y = H_1 + \\operatorname{FFN}(B)$"},
                Y);
-  L.texts = {{"placement", post ? "post" : "pre"}, {"activation", "gelu"}};
-  L.numbers = {{"eps", c.eps}};
+  L.texts = {{"placement", post ? "post" : "pre"}, {"activation", "gelu"}, {"inputs", own ? "--self" : "W9"}};
+  L.numbers = {{"eps", c.eps}, {"heads", static_cast<double>(h)}, {"d_k", static_cast<double>(dk)},
+               {"d_ff", static_cast<double>(dff)}};
   return L;
 }
 
