@@ -8,7 +8,8 @@
 /// heads (attn::multi_head_attention); with --dot-vs-scaled, the map with dot and with
 /// scaled_dot. Masks per query (--mask causal, a mask matrix) go to the library as
 /// options::causal and options::row_mask. A result that is not finite (scores that overflow a
-/// double) is refused as bad input.
+/// double) is refused as bad input. The lessons of §8–§9 (--pe, --rope, the norms,
+/// --activations, --block) are lessons.hpp's compute_lesson.
 
 #include <algorithm>
 #include <cmath>

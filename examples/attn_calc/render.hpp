@@ -11,7 +11,10 @@
 /// also X, Q, K, V, Z and Y), a map per entry of JSON's `maps` and a first column `map` in CSV,
 /// and one SVG grid of the maps on one colour scale. With masks per query (causal, a mask
 /// matrix) the tables show a masked weight as — and the SVG hatches it.
-/// Every number printed is rounded from the unrounded result (row sums too).
+/// Every number printed is rounded from the unrounded result (row sums too). A lesson
+/// (lessons.hpp) is its heading, paragraphs and tables in text, md and latex; every table in
+/// JSON; its main table in csv and every table a row per number in csv-long; --pe's heatmap on
+/// the diverging scale and --rope's arrows in svg (render_lesson).
 
 #include <algorithm>
 #include <cmath>
