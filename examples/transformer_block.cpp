@@ -105,9 +105,9 @@ int main() {
   check.claim(attn::report::fixed(exact, 4) != attn::report::fixed(tanh_form, 4), "the two forms differ in the 4th decimal");
 
   // 3. One block on "I drink tea": W3's head, W_O back to 3 numbers, 4 hidden units of GELU
-  const attn::Matrix<double, 2, 3> W_O{{1, 0, 0.5}, {0, 1, 0.5}};
-  const attn::Matrix<double, 3, 4> W_1{{1, -1, 0.5, 0}, {0, 1, -0.5, 1}, {0.5, 0, 1, -1}};
-  const attn::Matrix<double, 4, 3> W_2{{0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 0.5}, {0.25, 0.25, 0.25}};
+  const auto& W_O = w9::W_O;
+  const auto& W_1 = w9::W_1;
+  const auto& W_2 = w9::W_2;
   const std::vector<std::string> words = {"I", "drink", "tea"};
   for (const auto placement : {attn::norm_placement::post, attn::norm_placement::pre}) {
     const bool post = placement == attn::norm_placement::post;

@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   check.claim(std::abs(score(6, 4) - score(2, 0)) < 1e-12, "(2, 0) and (6, 4) give the same score: two steps apart");
   check.claim(std::abs(score(2, 0) - score(1, 0)) > 1e-3, "one step and two steps apart score differently");
 
-  // 3. The picture: 50 positions × 32 dimensions, −1 (light) to 1 (dark)
+  // 3. The picture: 50 positions × 32 dimensions, −1 (blue) through 0 (white) to 1 (red)
   const attn::Matrix<double> big = attn::sinusoidal_encoding<double>(50, 32);
   std::vector<std::string> rows, cols;
   for (int p = 0; p < 50; ++p) rows.push_back(std::to_string(p));
@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
   look.lo = -1;
   look.hi = 1;
   look.id = "pe";
+  look.scale = report::colour_scale::diverging;  // −1 blue, 0 white, 1 red (attn-calc --pe draws the same)
+  look.legend_title = "PE value";
   std::ofstream svg(svg_path, std::ios::binary);
   svg << report::heatmap_svg(big, rows, cols, look);
   svg.close();

@@ -75,6 +75,15 @@ inline constexpr const char* out[] = {"0.617", "0.192", "0.192",
                                       "0.050", "0.475", "0.475"};
 }  // namespace w7
 
+// W9: one block on "I drink tea": W3's head, W_O back to 3 numbers, a feed-forward layer of 4
+// hidden units of GELU (no biases; LayerNorm's γ = 1, β = 0, ε = 1e-5). transformer_block.cpp
+// and attn-calc --block use these.
+namespace w9 {
+inline constexpr attn::Matrix<double, 2, 3> W_O{{1, 0, 0.5}, {0, 1, 0.5}};
+inline constexpr attn::Matrix<double, 3, 4> W_1{{1, -1, 0.5, 0}, {0, 1, -0.5, 1}, {0.5, 0, 1, -1}};
+inline constexpr attn::Matrix<double, 4, 3> W_2{{0.5, 0, 0}, {0, 0.5, 0}, {0, 0, 0.5}, {0.25, 0.25, 0.25}};
+}  // namespace w9
+
 // W10: "I drink green tea", each word's vector its own direction among the 5 words of the
 // vocabulary (W_Q = W_K = W_V = I), causal; logits = Y W_vocab, W_vocab giving 3 to the word that
 // follows each word in the sentence. Targets: the next words, "drink green tea .".

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <numbers>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -14,6 +16,7 @@
 #include "../examples/attn_calc/calc.hpp"
 #include "../examples/attn_calc/parse.hpp"
 #include "../examples/attn_calc/render.hpp"
+#include "../examples/worked_examples.hpp"
 #include "attn/report/format.hpp"
 #include "attn_catch.hpp"
 #include "doc_snippets.hpp"
@@ -480,7 +483,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 34);
+  CHECK(options.size() == 51);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -822,4 +825,419 @@ TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled
   CHECK(refusal({"--dot-vs-scaled", "--score", "scaled_dot"}) == "--dot-vs-scaled shows both dot and scaled_dot: leave out --score");
   CHECK(refusal({"--dot-vs-scaled", "--no-attention"}) == "--dot-vs-scaled shows the two maps: leave out --no-attention");
   CHECK(refusal({"--self", X, "--heads", "3"}).empty());  // d_k = 1: three heads of one column each
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lessons of §8–§9 (examples/attn_calc/lessons.hpp): --pe, --rope, --layer-norm, --rms-norm,
+// --activations, --block. Each number is held to its formula written out here in long double
+// (NEXT_SECTIONS.md's conventions), not to a run of attn; the goldens (tests/golden/lesson_*)
+// hold the layout.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+const attn_calc::lesson_table& lesson_table_named(const attn_calc::results& r, const std::string& id) {
+  for (const auto& t : r.lesson.tables)
+    if (t.id == id) return t;
+  FAIL("no table " << id);
+  return r.lesson.tables.front();
+}
+
+/// Every format of a lesson reads back: JSON and SVG well formed, csv-long a row per number of
+/// every table (and a header), csv the main table's rows and a header.
+void check_lesson_formats(attn_calc::config c, const attn_calc::results& r, bool svg) {
+  CHECK(attn_test::json_problem(rendered(c, r, attn_calc::output_format::json)) == "");
+  std::size_t numbers = 0;
+  for (const auto& t : r.lesson.tables) numbers += t.values.rows() * t.values.cols();
+  CHECK(attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv_long)).size() == numbers + 1);
+  CHECK(attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv)).size() ==
+        r.lesson.tables[r.lesson.main].values.rows() + 1);
+  // SVG: --pe's heatmap, --rope's arrows; the others' main table (the parser refuses svg for
+  // them, but a config built otherwise still renders well-formed XML)
+  const std::string picture = rendered(c, r, attn_calc::output_format::svg);
+  CHECK(attn_test::xml_problem(picture) == "");
+  CHECK(picture.find(svg ? (c.lesson == attn_calc::lesson_kind::pe ? "PE value" : "before (a, b)") : "stop-color") !=
+        std::string::npos);
+  for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md})
+    CHECK(rendered(c, r, f).find(r.lesson.tables[r.lesson.main].title.text.substr(0, 6)) != std::string::npos);
+  CHECK(rendered(c, r, attn_calc::output_format::latex).find("\\label{attn:" + r.lesson.tables[r.lesson.main].id + "}") !=
+        std::string::npos);
+}
+
+/// Text output with the paragraphs' line breaks undone (they break at spaces, at 88 columns).
+std::string unwrapped(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n') ch = ' ';
+  return s;
+}
+}  // namespace
+
+TEST_CASE("attn-calc --pe: W8's 50 × 32 sines and cosines, both layouts, and a diverging heatmap", "[attn-calc]") {
+  for (const bool concat : {false, true}) {
+    auto c = concat ? parse({"--pe", "--layout", "concatenated"}) : parse({"--pe"});
+    const auto r = attn_calc::compute(c);
+    const auto& pe = lesson_table_named(r, "pe").values;
+    REQUIRE(pe.rows() == 50);
+    REQUIRE(pe.cols() == 32);
+    for (std::size_t p = 0; p < 50; ++p)
+      for (std::size_t i = 0; i < 16; ++i) {
+        const ld omega = std::pow(10000.0L, -static_cast<ld>(2 * i) / 32), angle = static_cast<ld>(p) * omega;
+        const std::size_t s = concat ? i : 2 * i, k = concat ? 16 + i : 2 * i + 1;
+        // one rounding to double (½ ulp ≤ 2⁻⁵⁴ for |x| ≤ 1) and the angle's rounding in long double
+        // (≤ 49·2⁻⁶⁴ rad) moved through sin or cos (slope ≤ 1): below ε = 2⁻⁵²
+        INFO("p = " << p << ", pair " << i);
+        CHECK(std::abs(static_cast<ld>(pe(p, s)) - std::sin(angle)) <= eps);
+        CHECK(std::abs(static_cast<ld>(pe(p, k)) - std::cos(angle)) <= eps);
+      }
+    const std::string csv = rendered(c, r, attn_calc::output_format::csv);
+    CHECK(csv.starts_with("p,0,1,2,"));
+    CHECK(csv.find("\n1,0.841,") != std::string::npos);  // sin 1
+    const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+    CHECK(attn_test::xml_problem(svg) == "");
+    CHECK(svg.find(">position p</text>") != std::string::npos);
+    CHECK(svg.find(">PE value</text>") != std::string::npos);
+    CHECK(svg.find(">-1</text>") != std::string::npos);  // the legend runs from −1 …
+    CHECK(svg.find(">1</text>") != std::string::npos);   // … to 1
+    CHECK(svg.find("stop-color=\"#f7f7f7\"") != std::string::npos);  // white in the middle
+    // p = 0: every sine 0 (white), every cosine 1 (the darkest red)
+    CHECK(count(svg, "<title>0 \xE2\x86\x92 ") == 32);
+    CHECK(svg.find("<title>0 \xE2\x86\x92 " + std::string(concat ? "16" : "1") + ": 1.000</title>\n      <rect x=") !=
+          std::string::npos);
+    CHECK(count(svg, "fill=\"#b2182b\"") >= 16);
+    CHECK(count(svg, "fill=\"#f7f7f7\"") >= 16);
+  }
+  // --steps: the frequencies, and one entry worked out
+  auto c = parse({"--pe", "--positions", "8", "--dim", "6", "--steps"});
+  const auto r = attn_calc::compute(c);
+  const auto& w = lesson_table_named(r, "frequencies").values;
+  REQUIRE(w.rows() == 3);
+  for (std::size_t i = 0; i < 3; ++i)  // pow in long double, rounded once
+    CHECK(std::abs(static_cast<ld>(w(i, 0)) - std::pow(10000.0L, -static_cast<ld>(2 * i) / 6)) <= eps * w(i, 0));
+  const std::string text = unwrapped(rendered(c, r, attn_calc::output_format::text));
+  CHECK(text.find("ω_1 = 10000^(−2/6) = 0.046, PE[1, 2] = sin(1 · 0.046) = 0.046") != std::string::npos);
+  CHECK(text.find("1 (columns 2, 3)") != std::string::npos);
+  check_lesson_formats(c, r, true);
+  CHECK(refusal({"--pe", "--dim", "7"}) == "--dim: 7 is odd (sines and cosines come in pairs)");
+  CHECK(refusal({"--pe", "--layout", "half-split"}) ==
+        "--layout: \"half-split\" is not a layout of --pe (interleaved or concatenated)");
+  CHECK(refusal({"--pe", "--positions", "1000", "--dim", "200"}) ==
+        "--pe: 1000 positions x 200 dimensions are 200000 numbers; attn-calc prints at most 100000");
+}
+
+TEST_CASE("attn-calc --rope: one pair turned by p·θ_i, in either form, by hand", "[attn-calc]") {
+  const ld a = 1, b = 0.5, theta = std::pow(10000.0L, -2.0L / 8), phi = 3 * theta;
+  attn_calc::results turned[2];
+  for (const bool split : {false, true}) {
+    auto c = split ? parse({"--rope", "1,0.5", "--position", "3", "--pair", "1", "--dim", "8", "--layout", "half-split", "--steps"})
+                   : parse({"--rope", "1,0.5", "--position", "3", "--pair", "1", "--dim", "8", "--steps"});
+    const auto r = attn_calc::compute(c);
+    CHECK(r.lesson.first == (split ? 1u : 2u));
+    CHECK(r.lesson.second == (split ? 5u : 3u));
+    const auto& v = lesson_table_named(r, "rotation").values;
+    REQUIRE(v.rows() == 8);
+    // θ and φ formed in long double and rounded once; cos and sin likewise: ½ ulp each
+    CHECK(std::abs(static_cast<ld>(v(0, 0)) - theta) <= eps * theta);
+    CHECK(std::abs(static_cast<ld>(v(1, 0)) - phi) <= eps * phi);
+    CHECK(std::abs(static_cast<ld>(v(2, 0)) - std::cos(phi)) <= eps);
+    CHECK(std::abs(static_cast<ld>(v(3, 0)) - std::sin(phi)) <= eps);
+    // a′ = a cos φ − b sin φ in double from cos and sin rounded: two products and a sum, ≤ 3ε·(|a| + |b|)
+    CHECK(std::abs(static_cast<ld>(r.lesson.a_turned) - (a * std::cos(phi) - b * std::sin(phi))) <= 3 * eps * (a + b));
+    CHECK(std::abs(static_cast<ld>(r.lesson.b_turned) - (a * std::sin(phi) + b * std::cos(phi))) <= 3 * eps * (a + b));
+    const std::string text = unwrapped(rendered(c, r, attn_calc::output_format::text));
+    CHECK(text.find("θ_1 = 10000^(−2·1/8) = 0.100; φ = p·θ_1 = 3 · 0.100 = 0.300 rad") != std::string::npos);
+    CHECK(text.find("a′ = a cos φ − b sin φ = 1 · 0.955 − 0.5 · 0.296 = 0.808") != std::string::npos);
+    const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+    CHECK(svg.find(">before (a, b) = (1, 0.5)</text>") != std::string::npos);
+    CHECK(svg.find(">after (a\u2032, b\u2032) = (0.808, 0.773)</text>") != std::string::npos);
+    check_lesson_formats(c, r, true);
+    turned[split ? 1 : 0] = r;
+  }
+  // the two forms are one permutation apart: the same pair turns the same way (W8)
+  CHECK(turned[0].lesson.a_turned == turned[1].lesson.a_turned);
+  CHECK(turned[0].lesson.b_turned == turned[1].lesson.b_turned);
+  CHECK(refusal({"--rope", "1,0", "--pair", "4"}) == "--pair: 4 is not a pair of d_k = 8 numbers (pairs 0 to 3)");
+  CHECK(refusal({"--rope", "1,0,2"}) == "--rope needs a pair of numbers, a,b, not 3 numbers");
+  CHECK(refusal({"--rope", "1,0", "--layout", "concatenated"}) ==
+        "--layout: \"concatenated\" is not a form of --rope (interleaved or half-split)");
+}
+
+TEST_CASE("attn-calc --layer-norm and --rms-norm: W9's (1, 2, 3, 4) by hand, γ and β", "[attn-calc]") {
+  auto c = parse({"--layer-norm", "1,2,3,4;10000,10000.5,10001,9999", "--ln-gamma", "1,1,2,2", "--ln-beta",
+                  "0,0,1,-1", "--eps", "0", "--steps"});
+  const auto r = attn_calc::compute(c);
+  const ld x[2][4] = {{1, 2, 3, 4}, {10000, 10000.5L, 10001, 9999}}, g[4] = {1, 1, 2, 2}, be[4] = {0, 0, 1, -1};
+  const auto& stats = lesson_table_named(r, "statistics").values;
+  const auto& y = lesson_table_named(r, "y").values;
+  for (std::size_t t = 0; t < 2; ++t) {
+    ld mu = 0, var = 0;
+    for (const ld v : x[t]) mu += v / 4;
+    for (const ld v : x[t]) var += (v - mu) * (v - mu) / 4;
+    const ld rs = 1 / std::sqrt(var);
+    // μ: a sum of 4 in double, ≤ 5ε·Σ|x|/4; σ² from differences exact here (Sterbenz) to 6ε; r one more root
+    CHECK(std::abs(static_cast<ld>(stats(t, 0)) - mu) <= 5 * eps * mu);
+    CHECK(std::abs(static_cast<ld>(stats(t, 1)) - var) <= 6 * eps * var);
+    CHECK(std::abs(static_cast<ld>(stats(t, 3)) - rs) <= 6 * eps * rs);
+    for (std::size_t i = 0; i < 4; ++i) {  // x̂ to (|x − μ|·δμ + 4ε), times γ, plus β
+      const ld want = g[i] * (x[t][i] - mu) * rs + be[i];
+      CHECK(std::abs(static_cast<ld>(y(t, i)) - want) <= 8 * eps * (g[i] * (std::abs(x[t][i]) + mu) * rs + std::abs(be[i])));
+    }
+  }
+  const std::string text = unwrapped(rendered(c, r, attn_calc::output_format::text));
+  CHECK(text.find("Row 1: μ = (1 + 2 + 3 + 4) / 4 = 2.500; σ² = ((1 − 2.500)² + (2 − 2.500)² + (3 − 2.500)² + (4 − "
+                  "2.500)²) / 4 = 1.250") != std::string::npos);
+  check_lesson_formats(c, r, false);
+  // W9 itself: γ = 1, β = 0, ε = 0 gives (−1.342, −0.447, 0.447, 1.342)
+  auto w9 = parse({"--layer-norm", "1,2,3,4", "--eps", "0", "--format", "csv"});
+  CHECK(attn_calc::render(w9, attn_calc::compute(w9)) == "row,1,2,3,4\n1,-1.342,-0.447,0.447,1.342\n");
+  // RMSNorm: r = 1/√(mean(x²) + ε), mean(x²) = 7.5
+  auto rms = parse({"--rms-norm", "1,2,3,4", "--steps"});
+  const auto rr = attn_calc::compute(rms);
+  const ld rr_want = 1 / std::sqrt(7.5L + 1e-5L);
+  CHECK(std::abs(static_cast<ld>(lesson_table_named(rr, "statistics").values(0, 2)) - rr_want) <= 6 * eps * rr_want);
+  for (std::size_t i = 0; i < 4; ++i)
+    CHECK(std::abs(static_cast<ld>(lesson_table_named(rr, "y").values(0, i)) - (i + 1) * rr_want) <= 8 * eps * (i + 1) * rr_want);
+  CHECK(unwrapped(rendered(rms, rr, attn_calc::output_format::text)).find("mean(x²) = (1² + 2² + 3² + 4²) / 4 = 7.500") != std::string::npos);
+  CHECK(refusal({"--rms-norm", "1,2", "--ln-beta", "0,0"}) == "--ln-beta is for --layer-norm (RMSNorm has no β)");
+  CHECK(refusal({"--layer-norm", "1,2", "--ln-gamma", "1,2,3"}) == "--ln-gamma has 3 numbers but each row has 2 (one per column)");
+  CHECK(refusal({"--layer-norm", "1,2", "--eps", "-1"}) == "--eps: -1 is below 0 (ε is added to a variance)");
+  CHECK(refusal({"--layer-norm", "1,2;3,3", "--eps", "0"}) ==
+        "--layer-norm: row 2 is constant and ε = 0, so it has no scale (0/0): give --eps above 0, or another row");
+  CHECK(refusal({"--layer-norm", "1e300,-1e300"}) == "the numbers of this lesson are not finite (the inputs are too large for a double)");
+}
+
+TEST_CASE("attn-calc --activations: GELU (erfc and tanh) and ReLU with their slopes, by hand", "[attn-calc]") {
+  auto c = parse({"--activations", "-10,-1,0,0.5,1,3", "--steps", "--decimals", "4"});
+  const auto r = attn_calc::compute(c);
+  const auto& m = lesson_table_named(r, "activations").values;
+  const ld xs[] = {-10, -1, 0, 0.5, 1, 3};
+  const ld pi = std::numbers::pi_v<ld>;
+  for (std::size_t k = 0; k < 6; ++k) {
+    const ld x = xs[k], Phi = std::erfc(-x / std::sqrt(2.0L)) / 2, pdf = std::exp(-x * x / 2) / std::sqrt(2 * pi);
+    const ld u = std::sqrt(2 / pi) * (x + 0.044715L * x * x * x), du = std::sqrt(2 / pi) * (1 + 3 * 0.044715L * x * x);
+    const ld s = 1 / (1 + std::exp(-2 * u)), ss = s * (1 - s);
+    INFO("x = " << static_cast<double>(x));
+    // erfc and exp within 2 ulps (glibc), a product and a sum more: 4ε of each term's size; and
+    // the argument z = −x/√2 (or x²/2) rounds to 2ε relative, which erfc(z) (relative condition
+    // 2z², d ln erfc/dz ≈ −2z) and e^(−x²/2) (condition x²/2) carry as 2x²ε: (4 + 2x²)ε
+    const ld rel = (4 + 2 * x * x) * eps;
+    CHECK(std::abs(static_cast<ld>(m(k, 0)) - Phi) <= rel * Phi);
+    CHECK(std::abs(static_cast<ld>(m(k, 1)) - x * Phi) <= rel * std::abs(x * Phi));
+    CHECK(std::abs(static_cast<ld>(m(k, 2)) - (Phi + x * pdf)) <= rel * (Phi + std::abs(x * pdf)));
+    // tanh form: u to 3ε relative, moved into σ(2u) as 2|u|·σ(−2u)·3ε, and exp and the division 3ε more
+    const ld ds = 6 * eps * (1 + std::abs(u));
+    CHECK(std::abs(static_cast<ld>(m(k, 3)) - x * s) <= ds * std::abs(x * s) + eps * eps);
+    CHECK(std::abs(static_cast<ld>(m(k, 4)) - (s + 2 * x * du * ss)) <= ds * (s + std::abs(2 * x * du * ss)) * 2 + eps * eps);
+    CHECK(m(k, 5) == (x > 0 ? static_cast<double>(x) : 0.0));
+    CHECK(m(k, 6) == (x > 0 ? 1.0 : 0.0));
+  }
+  CHECK(m(0, 1) < 0);  // GELU(−10) = −7.6e−23: erfc keeps it, 1 + erf would give 0
+  const std::string text = unwrapped(rendered(c, r, attn_calc::output_format::text));
+  // W9: GELU(1) = 0.841 both ways, apart in the 4th decimal
+  CHECK(text.find("GELU(1) = 1 · 0.8413 = 0.8413") != std::string::npos);
+  CHECK(text.find("GELU_tanh(1) = ½ · 1 · (1 + 0.6824) = 0.8412") != std::string::npos);
+  CHECK(text.find("GELU_tanh′(1) = σ(2u) + 2x·u′·σ(2u)·(1 − σ(2u)) = 0.8412 + 2 · 1 · 0.9049 · 0.8412 · 0.1588 = 1.0830") !=
+        std::string::npos);
+  CHECK(text.find("Φ(-1) = ½·erfc(0.7071) = 0.1587; GELU(-1) = (-1) · 0.1587 = -0.1587") != std::string::npos);
+  check_lesson_formats(c, r, false);
+}
+
+namespace {
+/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU,
+/// LayerNorm with γ = 1, β = 0, ε = 1e-5 (W9's: X = "I drink tea", W3's head); every
+/// intermediate by name.
+struct block_by_hand {
+  using M = std::vector<std::vector<ld>>;
+  std::map<std::string, M> at;
+  M stats;  // per word: μ₁, σ²₁, r₁, μ₂, σ²₂, r₂
+  static M of(const auto& m) {
+    M out(m.rows(), std::vector<ld>(m.cols()));
+    for (std::size_t i = 0; i < m.rows(); ++i)
+      for (std::size_t j = 0; j < m.cols(); ++j) out[i][j] = m(i, j);
+    return out;
+  }
+  static M times(const M& a, const M& b) {
+    M c(a.size(), std::vector<ld>(b[0].size(), 0));
+    for (std::size_t i = 0; i < a.size(); ++i)
+      for (std::size_t k = 0; k < b.size(); ++k)
+        for (std::size_t j = 0; j < b[0].size(); ++j) c[i][j] += a[i][k] * b[k][j];
+    return c;
+  }
+  static M plus(M a, const M& b) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      for (std::size_t j = 0; j < a[i].size(); ++j) a[i][j] += b[i][j];
+    return a;
+  }
+  M norm(const M& a, std::size_t which) {
+    M out = a;
+    for (std::size_t t = 0; t < a.size(); ++t) {
+      ld mu = 0, var = 0;
+      for (const ld v : a[t]) mu += v / static_cast<ld>(a[t].size());
+      for (const ld v : a[t]) var += (v - mu) * (v - mu) / static_cast<ld>(a[t].size());
+      const ld r = 1 / std::sqrt(var + 1e-5L);
+      for (ld& v : out[t]) v = (v - mu) * r;
+      stats[t][3 * which] = mu, stats[t][3 * which + 1] = var, stats[t][3 * which + 2] = r;
+    }
+    return out;
+  }
+  M wq, wk, wv, wo, w1, w2;
+  M attention(const M& x) {  // one head, scaled dot
+    const M q = times(x, wq), k = times(x, wk), v = times(x, wv);
+    const std::size_t T = x.size(), dk = q[0].size();
+    M z(T, std::vector<ld>(v[0].size(), 0)), a(T, std::vector<ld>(T, 0));
+    for (std::size_t t = 0; t < T; ++t) {
+      std::vector<ld> e(T);
+      ld sum = 0;
+      for (std::size_t j = 0; j < T; ++j) {
+        ld dot = 0;
+        for (std::size_t i = 0; i < dk; ++i) dot += q[t][i] * k[j][i];
+        sum += e[j] = std::exp(dot / std::sqrt(static_cast<ld>(dk)));
+      }
+      for (std::size_t j = 0; j < T; ++j) {
+        a[t][j] = e[j] / sum;
+        for (std::size_t i = 0; i < v[0].size(); ++i) z[t][i] += e[j] / sum * v[j][i];
+      }
+    }
+    at["Q"] = q, at["K"] = k, at["V"] = v, at["map"] = a, at["Z"] = z;
+    return times(z, wo);
+  }
+  void ffn(const M& in) {
+    at["ffn_pre"] = times(in, w1);
+    at["ffn_hidden"] = at["ffn_pre"];
+    for (auto& row : at["ffn_hidden"])
+      for (ld& v : row) v = v * std::erfc(-v / std::sqrt(2.0L)) / 2;
+    at["ffn_out"] = times(at["ffn_hidden"], w2);
+  }
+  /// The block on X with the weights given (W9's when X is left empty).
+  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {})
+      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)) {
+    if (x.empty()) {
+      x = of(worked::i_drink_tea);
+      wq = of(worked::w3::W_Q), wk = of(worked::w3::W_K), wv = of(worked::w3::W_V);
+      wo = of(worked::w9::W_O), w1 = of(worked::w9::W_1), w2 = of(worked::w9::W_2);
+    }
+    stats.assign(x.size(), std::vector<ld>(6));
+    if (post) {
+      at["attention"] = attention(x);
+      at["H1"] = plus(x, at["attention"]);
+      at["X1"] = norm(at["H1"], 0);
+      ffn(at["X1"]);
+      at["H2"] = plus(at["X1"], at["ffn_out"]);
+      at["Y"] = norm(at["H2"], 1);
+    } else {
+      at["A"] = norm(x, 0);
+      at["attention"] = attention(at["A"]);
+      at["H1"] = plus(x, at["attention"]);
+      at["B"] = norm(at["H1"], 1);
+      ffn(at["B"]);
+      at["Y"] = plus(at["H1"], at["ffn_out"]);
+    }
+  }
+  /// The largest |number| of any intermediate: the size the tolerances scale with.
+  [[nodiscard]] ld largest() const {
+    ld m = 0;
+    for (const auto& [name, values] : at)
+      for (const auto& row : values)
+        for (const ld v : row) m = std::max(m, std::abs(v));
+    return m;
+  }
+};
+
+/// Every intermediate of `want` is the lesson's table of that name, within `tolerance`; and the norms' table.
+void check_block(const attn_calc::results& r, const block_by_hand& want, ld tolerance) {
+  std::size_t seen = 0;
+  for (const auto& [name, m] : want.at) {
+    INFO(name);
+    const auto& got = lesson_table_named(r, name).values;
+    REQUIRE(got.rows() == m.size());
+    REQUIRE(got.cols() == m[0].size());
+    for (std::size_t t = 0; t < m.size(); ++t)
+      for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= tolerance);
+    ++seen;
+  }
+  CHECK(seen == 13u);  // Q, K, V, the map, Z, MHA, H₁, the first norm, H⁻, H, FFN, H₂ or B, Y
+  const auto& stats = lesson_table_named(r, "norms").values;
+  for (std::size_t t = 0; t < want.stats.size(); ++t)
+    for (std::size_t k = 0; k < 6; ++k) CHECK(std::abs(static_cast<ld>(stats(t, k)) - want.stats[t][k]) <= tolerance);
+}
+}  // namespace
+
+TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, against the block by hand", "[attn-calc]") {
+  for (const bool post : {true, false}) {
+    INFO((post ? "post-LN" : "pre-LN"));
+    auto c = post ? parse({"--block"}) : parse({"--block", "--pre-ln"});
+    const auto r = attn_calc::compute(c);
+    const block_by_hand want(post, {});
+    // Each stage (a product of ≤ 4 terms, a softmax of 3, a residual, a norm of 3) adds a few ε
+    // of its values' size (≤ 3.3 here); each norm scales what comes in by r ≤ 2.2 (the norms'
+    // table). Ten stages of ≤ 10ε, twice magnified by 2.2: below 500ε of the values' size.
+    check_block(r, want, 500 * eps * want.largest());
+    check_lesson_formats(c, r, false);
+  }
+  // the post-LN block's printed numbers (W9 by hand: transformer_block.cpp holds them to 1e-12)
+  auto c = parse({"--block", "--format", "csv"});
+  CHECK(attn_calc::render(c, attn_calc::compute(c)) ==
+        "word,1,2,3\nI,1.390,-0.921,-0.468\ndrink,-0.817,1.408,-0.591\ntea,-0.707,-0.707,1.414\n");
+}
+
+TEST_CASE("attn-calc --block --self: a block of your own, checked the same way, and what it refuses", "[attn-calc]") {
+  // 4 words of 2 numbers that are not one-hot, one head, W_O, 3 hidden units
+  const block_by_hand::M x{{1, 0.5}, {-0.5, 1}, {0.25, -1}, {2, 0}}, q{{1, 0.5}, {0, 1}}, k{{0.5, 0}, {1, 1}},
+      v{{1, -1}, {0.5, 0.5}}, o{{1, 0}, {0.5, 1}}, f1{{1, -1, 0.5}, {0, 1, 2}}, f2{{1, 0}, {0, 1}, {0.5, -0.5}};
+  for (const bool post : {true, false}) {
+    INFO((post ? "post-LN" : "pre-LN"));
+    std::vector<std::string_view> args{"--block", "--self", "1,0.5;-0.5,1;0.25,-1;2,0", "--words", "w1,w2,w3,w4",
+                                       "--wq", "1,0.5;0,1", "--wk", "0.5,0;1,1", "--wv", "1,-1;0.5,0.5", "--wo", "1,0;0.5,1",
+                                       "--ffn-w1", "1,-1,0.5;0,1,2", "--ffn-w2", "1,0;0,1;0.5,-0.5", "--eps", "1e-5"};
+    if (!post) args.push_back("--pre-ln");
+    auto c = parse(args);
+    const auto r = attn_calc::compute(c);
+    const block_by_hand want(post, x, q, k, v, o, f1, f2);
+    check_block(r, want, 500 * eps * want.largest());  // the same stages as W9's (4 words: a softmax of 4)
+    check_lesson_formats(c, r, false);
+    CHECK(rendered(c, r, attn_calc::output_format::text).starts_with(
+        std::string("attn-calc: one transformer block (") + (post ? "post" : "pre") + "-LN) on 4 words"));
+  }
+  // two heads: the map's rows are each head's, the heads' outputs side by side
+  auto two = parse({"--block", "--self", "1,0;0,1;1,1", "--heads", "2", "--ffn-w1", "1,-1,0.5;0,1,1", "--ffn-w2",
+                    "1,0;0,1;0.5,0.5"});
+  const auto r2 = attn_calc::compute(two);
+  const auto& map = lesson_table_named(r2, "map");
+  REQUIRE(map.values.rows() == 6);
+  CHECK(map.rows[3].text == "head 2: x1");
+  for (std::size_t t = 0; t < 6; ++t) {
+    double sum = 0;
+    for (std::size_t j = 0; j < 3; ++j) sum += map.values(t, j);
+    CHECK(std::abs(sum - 1) <= 4 * std::numeric_limits<double>::epsilon());  // 3 weights, each within ε of its share
+  }
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1,0"}) ==
+        "--block --self needs --ffn-w1 and --ffn-w2 (the feed-forward layer's W_1 and W_2)");
+  CHECK(refusal({"--block", "--ffn-w1", "1"}) == "--ffn-w1 and --ffn-w2 need --block --self (W9's block has its own)");
+  CHECK(refusal({"--block", "--self", "1,0,0", "--wv", "1;1;1", "--ffn-w1", "1,0", "--ffn-w2", "1,0"}) ==
+        "the heads' outputs side by side have 1 column (no --wo) but each word has 3 numbers: the block adds attention's "
+        "output back to X");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1;0", "--ffn-w2", "1,0,0"}) ==
+        "--ffn-w2 has 3 columns but each word has 2 numbers: the block adds the feed-forward output back");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1,2,3", "--ffn-w2", "1,0"}) ==
+        "--ffn-w1 has 1 row but each word has 2 numbers (the hidden layer is X W_1)");
+  CHECK(refusal({"--block", "--self", "1,0", "--ffn-w1", "1;0", "--ffn-w2", "1,0;0,1"}) ==
+        "--ffn-w2 has 2 rows but --ffn-w1 has 1 column (one per hidden unit)");
+  CHECK(refusal({"--block", "--self", "1,0", "--words", "a,b", "--ffn-w1", "1;0", "--ffn-w2", "1,0"}) ==
+        "--words gives 2 labels but there is 1 word");
+  CHECK(refusal({"--pe", "--self", "1,0"}) == "--pe prints its own numbers, not a map: leave out --self");
+}
+
+TEST_CASE("attn-calc lessons refuse the map's options, each other, and what they cannot show", "[attn-calc]") {
+  CHECK(refusal({"--pe", "--q", "1,0,0"}) == "--pe prints its own numbers, not a map: leave out --q");
+  CHECK(refusal({"--block", "--beta", "2"}) == "--block prints its own numbers, not a map: leave out --beta");
+  CHECK(refusal({"--pe", "--block"}) == "--pe and --block are two lessons: give one at a time");
+  CHECK(refusal({"--block", "--format", "svg"}) ==
+        "--format svg draws --pe and --rope; --block prints tables: use text, md, latex, json, csv or csv-long");
+  CHECK(refusal({"--block", "--steps"}) == "--block prints every intermediate value already: leave out --steps");
+  CHECK(refusal({"--positions", "5"}) == "--positions is for --pe");
+  CHECK(refusal({"--rope", "1,0", "--positions", "5"}) == "--positions is for --pe");
+  CHECK(refusal({"--pe", "--eps", "0"}) == "--eps is for --layer-norm, --rms-norm or --block");
+  CHECK(refusal({"--rope", "1,0", "--format", "svg", "--scale", "0,1"}) == "--scale is for the heatmap of --pe, not --rope");
+  CHECK(refusal({"--pe", "--steps", "--format", "json"}) == "--steps is not shown by --format json: use text, md or latex");
+  // --title names the lesson's heading and its SVG
+  auto c = parse({"--pe", "--positions", "3", "--dim", "2", "--title", "Where is each word?"});
+  CHECK(attn_calc::render(c, attn_calc::compute(c)).starts_with("Where is each word?\n==="));
 }

@@ -263,6 +263,47 @@ TEST_CASE("the heatmap's colours darken with the value and keep text readable", 
   }
 }
 
+TEST_CASE("the diverging scale: blue below the middle, white at it, red above, darker away from it", "[report]") {
+  using report::colour_scale;
+  // lightness falls evenly away from the middle on both sides, so |value| reads as darkness
+  double previous_up = 2, previous_down = 2;
+  for (int k = 0; k <= 10; ++k) {  // from the middle (t = 0.5) out to each end
+    const double up = report::detail::luminance(report::detail::scale_colour(0.5 + k / 20.0, colour_scale::diverging));
+    const double down = report::detail::luminance(report::detail::scale_colour(0.5 - k / 20.0, colour_scale::diverging));
+    CHECK(up < previous_up);
+    CHECK(down < previous_down);
+    previous_up = up;
+    previous_down = down;
+    for (const double t : {0.5 + k / 20.0, 0.5 - k / 20.0}) {
+      const auto c = report::detail::scale_colour(t, colour_scale::diverging);
+      const double l = report::detail::luminance(c);
+      const bool white = std::string(report::detail::text_colour_on(c)) == "#ffffff";
+      CHECK((white ? 1.05 / (l + 0.05) : (l + 0.05) / 0.05) >= 4.5);
+    }
+  }
+  const auto blue = report::detail::scale_colour(0, colour_scale::diverging);
+  const auto red = report::detail::scale_colour(1, colour_scale::diverging);
+  CHECK(blue.b > blue.r);
+  CHECK(red.r > red.b);
+  // a heatmap on it: the gradient's stops, a cell at lo, the middle and hi, and the legend's title
+  const attn::Matrix<double> m{{-1, 0, 1}};
+  report::heatmap_options opt;
+  opt.scale = colour_scale::diverging;
+  opt.lo = -1;
+  opt.legend_title = "PE value";
+  const std::string svg = report::heatmap_svg(m, {"p"}, {"a", "b", "c"}, opt);
+  CHECK(attn_test::xml_problem(svg) == "");
+  for (const char* colour : {"#2166ac", "#f7f7f7", "#b2182b"}) {
+    CHECK(svg.find(std::string("stop-color=\"") + colour + "\"") != std::string::npos);
+    CHECK(svg.find(std::string("fill=\"") + colour + "\"") != std::string::npos);
+  }
+  CHECK(svg.find(">PE value</text>") != std::string::npos);
+  // the default stays the sequential scale, without a legend title
+  const std::string plain = report::heatmap_svg(m, {"p"}, {"a", "b", "c"});
+  CHECK(plain.find("#2166ac") == std::string::npos);
+  CHECK(plain.find("font-style=\"italic\">") == std::string::npos);
+}
+
 TEST_CASE("the well-formedness checkers find what they are for", "[report]") {
   CHECK(attn_test::xml_problem("<a b=\"1\"><c/>x &amp; &#x1F600;</a>\n").empty());
   CHECK_FALSE(attn_test::xml_problem("<a><b></a>").empty());

@@ -8,7 +8,8 @@
 /// heads (attn::multi_head_attention); with --dot-vs-scaled, the map with dot and with
 /// scaled_dot. Masks per query (--mask causal, a mask matrix) go to the library as
 /// options::causal and options::row_mask. A result that is not finite (scores that overflow a
-/// double) is refused as bad input.
+/// double) is refused as bad input. The lessons of §8–§9 (--pe, --rope, the norms,
+/// --activations, --block) are lessons.hpp's compute_lesson.
 
 #include <algorithm>
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "attn/matrix.hpp"
 #include "attn/score.hpp"
 #include "attn/softmax.hpp"
+#include "lessons.hpp"
 #include "parse.hpp"
 
 namespace attn_calc {
@@ -67,6 +69,7 @@ struct results {
   /// --self: Q = X W_Q, K = X W_K, V = X W_V, the heads' outputs Z = [A_1 V_1 … A_h V_h] and
   /// Y = Z W_O (or Z); Z and Y are left empty with --dot-vs-scaled, which compares maps.
   attn::Matrix<double> Q, K, V, Z, Y;
+  lesson_results lesson;  ///< --pe, --rope, --layer-norm, --rms-norm, --activations, --block (lessons.hpp)
 };
 
 /// Calls f(score) with the attn score object the config asks for (parameters borrowed from c).
@@ -239,6 +242,10 @@ inline void dot_and_scaled(const config& c, results& r) {
 /// result is not finite.
 [[nodiscard]] inline results compute(const config& c) {
   results r;
+  if (c.lesson != lesson_kind::none) {
+    r.lesson = compute_lesson(c);
+    return r;
+  }
   if (c.self_attention) {
     detail::self_attention(c, r);
     return r;

@@ -106,6 +106,9 @@ public:
 
 enum class score_kind { dot, scaled_dot, general, additive };
 enum class output_format { text, md, latex, json, csv, csv_long, svg };
+/// The lessons beyond the map (lessons.hpp): none (the map), --pe, --rope, --layer-norm or
+/// --rms-norm, --activations, --block.
+enum class lesson_kind { none, pe, rope, norm, activations, block };
 /// Which of the unit's worked examples filled in the inputs the command line left out.
 enum class unit_example { none, e3_alignment_map, e5_additive };
 
@@ -157,6 +160,21 @@ struct config {
   matrix WQ, WK, WV, WO;
   std::size_t heads = 1;                  ///< --heads: h, PyTorch's layout
   bool dot_vs_scaled = false;             ///< --dot-vs-scaled: the dot map and the scaled-dot map
+  /// The lessons of the unit's §8–§9 (lessons.hpp); with one of them the map's inputs are unused.
+  lesson_kind lesson = lesson_kind::none;
+  std::size_t positions = 50;             ///< --pe: positions 0 … positions − 1 (W8: 50)
+  std::size_t dim = 32;                   ///< --pe: d (W8: 32); --rope: d_k (default 8)
+  bool split_layout = false;              ///< --layout: --pe concatenated, --rope half-split
+  double rope_pair[2] = {1, 0};           ///< --rope: the pair (a, b)
+  std::size_t position = 1;               ///< --rope: p
+  std::size_t pair = 0;                   ///< --rope: i, from 0
+  bool rms = false;                       ///< --rms-norm (else --layer-norm)
+  matrix norm_input;                      ///< --layer-norm, --rms-norm: the rows x
+  std::vector<double> gamma, ln_beta;     ///< --ln-gamma, --ln-beta: d each, or empty (1, 0)
+  double eps = 1e-5;                      ///< --eps: the norms' ε (PyTorch's default)
+  std::vector<double> activation_inputs;  ///< --activations: the x values
+  bool pre_ln = false;                    ///< --block --pre-ln
+  matrix ffn_w1, ffn_w2;                  ///< --block --self: the feed-forward layer's W_1, W_2
   /// Whether query t may attend to note j: the key mask, the row mask and causal all allow it.
   [[nodiscard]] bool allowed(std::size_t t, std::size_t j) const noexcept {
     const std::size_t T = queries.rows, n = notes.rows;
@@ -612,6 +630,119 @@ inline std::string format_list(unsigned bits) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// An option's text and whether it was given.
+struct given_text {
+  std::string_view value;
+  bool given = false;
+};
+
+/// The numbers of an option that is one row or one column (--ln-gamma, --activations).
+inline std::vector<double> numbers_argument(std::string_view text, std::string_view option) {
+  const matrix m = matrix_argument(text, option);
+  need(m.rows == 1 || m.cols == 1, std::string(option) + " must be one row or one column of numbers, not " +
+                                       std::to_string(m.rows) + "x" + std::to_string(m.cols));
+  return m.data;
+}
+
+/// The most numbers a lesson prints (--pe's positions × d, a norm's rows): W8's PE is 1600; a
+/// lesson's table of 100000 numbers is already past reading.
+inline constexpr std::size_t most_lesson_numbers = 100000;
+
+/// Reads the options of c.lesson (its kind already set, its options checked to be its own).
+inline void read_lesson(config& c, given_text positions, given_text dim, given_text layout, given_text rope,
+                        given_text position, given_text pair, given_text norm, given_text gamma, given_text beta,
+                        given_text eps, given_text activations, given_text ffn_w1, given_text ffn_w2) {
+  const auto whole = [](given_text t, std::string_view option, int lo, int hi) {
+    return static_cast<std::size_t>(parse_int(t.value, option, lo, hi));
+  };
+  if (layout.given) {
+    const std::string_view l = trim(layout.value);
+    const bool pe = c.lesson == lesson_kind::pe;
+    if (l == "interleaved") c.split_layout = false;
+    else if (pe && l == "concatenated") c.split_layout = true;
+    else if (!pe && (l == "half-split" || l == "half_split")) c.split_layout = true;
+    else
+      throw usage_error("--layout: " + shown(l) + (pe ? " is not a layout of --pe (interleaved or concatenated)"
+                                                     : " is not a form of --rope (interleaved or half-split)"));
+  }
+  if (eps.given) {
+    c.eps = parse_number(eps.value, "--eps");
+    need(c.eps >= 0, "--eps: " + attn::report::shortest(c.eps) + " is below 0 (ε is added to a variance)");
+  }
+  switch (c.lesson) {
+    case lesson_kind::pe: {
+      if (positions.given) c.positions = whole(positions, "--positions", 1, 100000);
+      if (dim.given) c.dim = whole(dim, "--dim", 2, 100000);
+      need(c.dim % 2 == 0, "--dim: " + std::to_string(c.dim) + " is odd (sines and cosines come in pairs)");
+      need(c.positions * c.dim <= most_lesson_numbers,
+           "--pe: " + std::to_string(c.positions) + " positions x " + std::to_string(c.dim) + " dimensions are " +
+               std::to_string(c.positions * c.dim) + " numbers; attn-calc prints at most 100000");
+      break;
+    }
+    case lesson_kind::rope: {
+      const matrix m = matrix_argument(rope.value, "--rope");
+      need(m.data.size() == 2, "--rope needs a pair of numbers, a,b, not " + count(m.data.size(), "number"));
+      c.rope_pair[0] = m.data[0];
+      c.rope_pair[1] = m.data[1];
+      c.dim = dim.given ? whole(dim, "--dim", 2, 100000) : 8;
+      need(c.dim % 2 == 0, "--dim: " + std::to_string(c.dim) + " is odd (RoPE turns pairs of numbers)");
+      if (position.given) c.position = whole(position, "--position", 0, 1000000000);
+      if (pair.given) c.pair = whole(pair, "--pair", 0, 100000);
+      need(c.pair < c.dim / 2, "--pair: " + std::to_string(c.pair) + " is not a pair of d_k = " + std::to_string(c.dim) +
+                                   " numbers (pairs 0 to " + std::to_string(c.dim / 2 - 1) + ")");
+      break;
+    }
+    case lesson_kind::norm: {
+      const std::string which = c.rms ? "--rms-norm" : "--layer-norm";
+      c.norm_input = matrix_argument(norm.value, which);
+      need(c.norm_input.data.size() <= most_lesson_numbers, which + ": attn-calc prints at most 100000 numbers");
+      const std::size_t d = c.norm_input.cols;
+      for (const auto& [text, option, target] :
+           {std::tuple<given_text, std::string_view, std::vector<double>&>{gamma, "--ln-gamma", c.gamma},
+            {beta, "--ln-beta", c.ln_beta}}) {
+        if (!text.given) continue;
+        target = numbers_argument(text.value, option);
+        need(target.size() == d, std::string(option) + " has " + count(target.size(), "number") + " but each row has " +
+                                     std::to_string(d) + " (one per column)");
+      }
+      break;
+    }
+    case lesson_kind::activations:
+      c.activation_inputs = numbers_argument(activations.value, "--activations");
+      need(c.activation_inputs.size() <= 10000, "--activations: attn-calc takes at most 10000 values");
+      break;
+    case lesson_kind::block: {
+      if (!c.self_attention) break;  // W9's block
+      need(c.query_labels.size() == c.queries.rows, "--words gives " + count(c.query_labels.size(), "label") + " but " +
+                                                        there_are(c.queries.rows, "word"));
+      // --self's sentence and projections are read and checked (check_projections); the block
+      // needs the attention to map back to d_model, and W_1 (d_model × d_ff), W_2 (d_ff × d_model)
+      const std::size_t d = c.queries.cols, dv = c.WV.empty() ? d : c.WV.cols;
+      need(c.WO.empty() ? dv == d : c.WO.cols == d,
+           (c.WO.empty() ? std::string("the heads' outputs side by side have ") + count(dv, "column") + " (no --wo)"
+                         : "--wo has " + count(c.WO.cols, "column")) +
+               " but each word has " + count(d, "number") + ": the block adds attention's output back to X");
+      c.ffn_w1 = matrix_argument(ffn_w1.value, "--ffn-w1");
+      c.ffn_w2 = matrix_argument(ffn_w2.value, "--ffn-w2");
+      need(c.ffn_w1.rows == d, "--ffn-w1 has " + count(c.ffn_w1.rows, "row") + " but each word has " + count(d, "number") +
+                                   " (the hidden layer is X W_1)");
+      need(c.ffn_w2.rows == c.ffn_w1.cols, "--ffn-w2 has " + count(c.ffn_w2.rows, "row") + " but --ffn-w1 has " +
+                                               count(c.ffn_w1.cols, "column") + " (one per hidden unit)");
+      need(c.ffn_w2.cols == d, "--ffn-w2 has " + count(c.ffn_w2.cols, "column") + " but each word has " +
+                                   count(d, "number") + ": the block adds the feed-forward output back");
+      const std::size_t numbers = c.queries.rows * std::max({d, c.ffn_w1.cols, c.queries.rows * c.heads});
+      need(numbers <= most_lesson_numbers, "--block: a table of " + std::to_string(numbers) +
+                                               " numbers; attn-calc prints at most 100000");
+      break;
+    }
+    case lesson_kind::none: break;
+  }
+}
+
+}  // namespace detail
+
 /// The work of --jacobian, in multiply-adds: every Jacobian is checked by central finite
 /// differences, 2·d attends of n notes for each of n notes, so it grows as T·n²·d² (d: the
 /// numbers of a note, keys and values together).
@@ -635,7 +766,8 @@ inline constexpr double max_jacobian_work = 5e8;
     bool given = false;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
-      row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads;
+      row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -646,12 +778,19 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--title", &title},       {"--row-axis", &row_axis},       {"--col-axis", &col_axis},
       {"--scale", &scale},       {"--label", &label},             {"--self", &self},
       {"--words", &words},       {"--wq", &wq},                   {"--wk", &wk},
-      {"--wv", &wv},             {"--wo", &wo},                   {"--heads", &heads}};
+      {"--wv", &wv},             {"--wo", &wo},                   {"--heads", &heads},
+      {"--positions", &positions}, {"--dim", &dim},               {"--layout", &layout},
+      {"--rope", &rope},         {"--position", &position},       {"--pair", &pair},
+      {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
+      {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
+      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
-       dot_vs_scaled = false;
+       dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
                                                       {"--no-attention", &no_attention}, {"--map-only", &map_only},
-                                                      {"--no-values", &no_values},   {"--dot-vs-scaled", &dot_vs_scaled}};
+                                                      {"--no-values", &no_values},   {"--dot-vs-scaled", &dot_vs_scaled},
+                                                      {"--pe", &pe},                 {"--block", &block},
+                                                      {"--pre-ln", &pre_ln}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -743,6 +882,75 @@ inline constexpr double max_jacobian_work = 5e8;
   for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
                                       {"--steps", steps}, {"--no-attention", no_attention}})
     detail::need(!map_only || !given, "--map-only prints the map alone: leave out " + std::string(option));
+
+  // The lessons of §8–§9 (lessons.hpp): one at a time, with their own options and none of the map's
+  using L = lesson_kind;
+  const std::tuple<std::string_view, bool, L> lessons[] = {
+      {"--pe", pe, L::pe}, {"--rope", rope.given, L::rope}, {"--layer-norm", layer_norm.given, L::norm},
+      {"--rms-norm", rms_norm.given, L::norm}, {"--activations", activations.given, L::activations},
+      {"--block", block, L::block}};
+  std::string_view lesson_option;
+  for (const auto& [option, given, kind] : lessons) {
+    if (!given) continue;
+    detail::need(lesson_option.empty(), std::string(lesson_option) + " and " + std::string(option) +
+                                            " are two lessons: give one at a time");
+    lesson_option = option;
+    c.lesson = kind;
+  }
+  {
+    // an option of a lesson, and the lessons that take it (" or " between them)
+    const std::tuple<std::string_view, bool, std::string_view> lesson_options[] = {
+        {"--positions", positions.given, "--pe"},
+        {"--dim", dim.given, "--pe or --rope"},
+        {"--layout", layout.given, "--pe or --rope"},
+        {"--position", position.given, "--rope"},
+        {"--pair", pair.given, "--rope"},
+        {"--ln-gamma", ln_gamma.given, "--layer-norm or --rms-norm"},
+        {"--ln-beta", ln_beta.given, "--layer-norm"},
+        {"--eps", eps.given, "--layer-norm, --rms-norm or --block"},
+        {"--pre-ln", pre_ln, "--block"},
+        {"--ffn-w1", ffn_w1.given, "--block"},
+        {"--ffn-w2", ffn_w2.given, "--block"}};
+    for (const auto& [option, given, takers] : lesson_options) {
+      if (!given) continue;
+      bool ok = false;
+      for (std::string_view rest = takers; !rest.empty();) {  // the names in `takers`
+        const std::size_t end = std::min(rest.find(','), rest.find(' '));
+        ok = ok || (rest.substr(0, end) == lesson_option && !lesson_option.empty());
+        rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+      }
+      detail::need(ok, std::string(option) + " is for " + std::string(takers) +
+                           (option == "--ln-beta" && lesson_option == "--rms-norm" ? " (RMSNorm has no β)" : ""));
+    }
+  }
+  if (c.lesson != L::none) {
+    const std::string lo(lesson_option);
+    const std::pair<std::string_view, bool> map_options[] = {
+        {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
+        {"--score", score.given}, {"--W", W.given}, {"--W1", W1.given}, {"--W2", W2.given}, {"--v", v.given},
+        {"--beta", beta.given}, {"--mask", !masks.empty()}, {"--note-labels", note_labels.given},
+        {"--query-labels", query_labels.given}, {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
+        {"--dot-vs-scaled", dot_vs_scaled}};
+    for (const auto& [option, given] : map_options)
+      detail::need(!given, lo + " prints its own numbers, not a map: leave out " + std::string(option));
+    // --block takes its sentence and attention from --self and its projections (W9's when not given)
+    const std::pair<std::string_view, bool> block_options[] = {
+        {"--self", self.given}, {"--words", words.given}, {"--wq", wq.given}, {"--wk", wk.given},
+        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}};
+    for (const auto& [option, given] : block_options)
+      detail::need(!given || c.lesson == L::block, lo + " prints its own numbers, not a map: leave out " + std::string(option));
+    detail::need(self.given == ffn_w1.given && self.given == ffn_w2.given,
+                 self.given ? "--block --self needs --ffn-w1 and --ffn-w2 (the feed-forward layer's W_1 and W_2)"
+                            : "--ffn-w1 and --ffn-w2 need --block --self (W9's block has its own)");
+    const bool draws = c.lesson == L::pe || c.lesson == L::rope;
+    detail::need(c.format != output_format::svg || draws,
+                 "--format svg draws --pe and --rope; " + lo + " prints tables: use text, md, latex, json, csv or csv-long");
+    for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--row-axis", row_axis.given},
+                                        {"--col-axis", col_axis.given}, {"--no-values", no_values},
+                                        {"--scale", scale.given}})
+      detail::need(!given || c.lesson == L::pe, std::string(option) + " is for the heatmap of --pe, not " + lo);
+    detail::need(!steps || c.lesson != L::block, "--block prints every intermediate value already: leave out --steps");
+  }
 
   // --self computes the queries, keys and values itself; its options mean nothing without it
   const std::pair<std::string_view, const raw&> self_only[] = {
@@ -868,6 +1076,18 @@ inline constexpr double max_jacobian_work = 5e8;
   c.map_only = map_only;
   c.dot_vs_scaled = dot_vs_scaled;
   c.values_shown = !no_values;
+  if (c.lesson != lesson_kind::none) {
+    c.pre_ln = pre_ln;
+    c.rms = rms_norm.given;
+    detail::read_lesson(c, {positions.value, positions.given}, {dim.value, dim.given}, {layout.value, layout.given},
+                        {rope.value, rope.given}, {position.value, position.given}, {pair.value, pair.given},
+                        {layer_norm.given ? layer_norm.value : rms_norm.value, layer_norm.given || rms_norm.given},
+                        {ln_gamma.value, ln_gamma.given}, {ln_beta.value, ln_beta.given}, {eps.value, eps.given},
+                        {activations.value, activations.given}, {ffn_w1.value, ffn_w1.given},
+                        {ffn_w2.value, ffn_w2.given});
+    if (c.lesson == lesson_kind::pe && !scale.given) c.scale_lo = -1;  // PE's sines and cosines: −1 … 1
+    return c;
+  }
   detail::check_sizes(c);
   if (c.jacobian) {
     const double work = jacobian_work(c);
@@ -965,7 +1185,7 @@ Output (on stdout)
                         e.g. --decimals 4
   --steps             text, md, latex: also the hand steps: e^(beta s) and their sum
                       before the weights (E1), W1 h + W2 q and its tanh before the
-                      scores (additive, E5)
+                      scores (additive, E5); with a lesson below, its steps by hand
                         e.g. --q 0,0.5,2 --steps    --score additive --steps
   --no-attention      text, md, latex, json: also Unit 17's baseline without attention:
                       every query gets the last note, and there is no map
@@ -977,6 +1197,7 @@ Output (on stdout)
                       they grow as queries x notes^2 x length^2)
                         e.g. --q 0,0.5,2 --jacobian
   --title T           the map's title: the SVG's, or the caption of the map's table
+                      (with a lesson below: its heading, or its SVG's title)
                         e.g. --format svg --title "E3: I drink tea"
   --row-axis T        svg: the title of the rows (default: queries (words written))
                         e.g. --format svg --row-axis Hindi
@@ -988,6 +1209,56 @@ Output (on stdout)
                         e.g. --format svg --scale 0,0.5
   --label L           latex: the prefix of the tables' \label (default attn: attn:map, ...)
                         e.g. --format latex --label lesson3
+
+Lessons of positions and the block (each alone, with none of the map's inputs; text, md,
+latex, json, csv (the main table) and csv-long (every table, a row per number); svg for
+--pe and --rope)
+  --pe                sinusoidal positions PE (W8): a table of positions x dimensions; svg
+                      draws it as a heatmap on a diverging scale, -1 blue to 1 red
+                        e.g. --pe --format svg > pe.svg    --pe --positions 8 --dim 6 --steps
+  --positions N       with --pe: positions 0..N-1 (default 50)
+                        e.g. --pe --positions 100
+  --dim D             with --pe: the width d (default 32); with --rope: d_k (default 8);
+                      even
+                        e.g. --pe --dim 16    --rope 1,0 --dim 64
+  --layout L          with --pe: interleaved (default; the paper's sin, cos pairs) or
+                      concatenated (the d/2 sines, then the d/2 cosines); with --rope:
+                      interleaved (pairs (2i, 2i+1)) or half-split (pairs (i, i+d_k/2))
+                        e.g. --pe --layout concatenated    --rope 1,0 --layout half-split
+  --rope A,B          RoPE turns the pair (a, b): theta_i, phi = p theta_i, cos, sin and
+                      the turned pair; svg draws the pair before and after as arrows
+                        e.g. --rope 1,0 --position 3 --pair 1 --steps
+  --position P        with --rope: the position p (default 1)
+                        e.g. --rope 1,0 --position 10
+  --pair I            with --rope: the pair i, 0..d_k/2-1 (default 0)
+                        e.g. --rope 1,0 --pair 2 --dim 8
+  --layer-norm X      LayerNorm of each row of X: mean, variance, 1/sqrt(var + eps),
+                      x-hat and y (--steps: the sums with the numbers)
+                        e.g. --layer-norm 1,2,3,4 --eps 0 --steps
+  --rms-norm X        RMSNorm of each row of X: mean(x^2), its scale, x-hat and y
+                        e.g. --rms-norm "1,2,3,4;-1,0,1,2" --steps
+  --ln-gamma G        with --layer-norm or --rms-norm: gamma, one per column (default 1)
+                        e.g. --layer-norm 1,2,3,4 --ln-gamma 1,1,2,2
+  --ln-beta B         with --layer-norm: beta, one per column (default 0)
+                        e.g. --layer-norm 1,2,3,4 --ln-beta 0,0,1,1
+  --eps E             with --layer-norm, --rms-norm or --block: the norms' epsilon
+                      (default 1e-5, PyTorch's)
+                        e.g. --eps 0
+  --activations X     ReLU, GELU (exact, x Phi(x) with erfc) and GELU's tanh form, with
+                      their slopes, at each x (--steps: each worked out)
+                        e.g. --activations -2,-1,0,1,2 --steps
+  --block             one transformer block on "I drink tea" (W9: W3's head, W_O, 4
+                      GELU units): every intermediate value, each norm's mean and variance;
+                      or on --self X with --wq, --wk, --wv, --wo, --heads as --self takes
+                      them and --ffn-w1, --ffn-w2
+                        e.g. --block    --block --format json
+  --pre-ln            with --block: pre-LN (default post-LN, the paper's)
+                        e.g. --block --pre-ln --format md
+  --ffn-w1 W          with --block --self: the feed-forward layer's W_1, d_model x d_ff
+                        e.g. --block --self @x.csv --wo @wo.csv --ffn-w1 @w1.csv --ffn-w2 @w2.csv
+  --ffn-w2 W          with --block --self: its W_2, d_ff x d_model
+                        e.g. --ffn-w2 @w2.csv
+
   --help              print this help
                         e.g. attn-calc --help
 

@@ -11,13 +11,19 @@
 /// also X, Q, K, V, Z and Y), a map per entry of JSON's `maps` and a first column `map` in CSV,
 /// and one SVG grid of the maps on one colour scale. With masks per query (causal, a mask
 /// matrix) the tables show a masked weight as — and the SVG hatches it.
-/// Every number printed is rounded from the unrounded result (row sums too).
+/// Every number printed is rounded from the unrounded result (row sums too). A lesson
+/// (lessons.hpp) is its heading, paragraphs and tables in text, md and latex; every table in
+/// JSON; its main table in csv and every table a row per number in csv-long; --pe's heatmap on
+/// the diverging scale and --rope's arrows in svg (render_lesson).
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <numbers>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "attn/report.hpp"
@@ -1115,8 +1121,212 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   return report::heatmap_svg(r.weights, c.query_labels, c.note_labels, opt);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The lessons (lessons.hpp): the same tables in every format.
+
+namespace detail {
+
+inline std::vector<std::string> texts_of(const std::vector<report::cell>& cells) {
+  std::vector<std::string> out;
+  for (const auto& c : cells) out.push_back(c.text);
+  return out;
+}
+
+/// A lesson's table for text, Markdown and LaTeX: inputs as given, results to --decimals.
+inline report::table lesson_report_table(const config& c, const lesson_table& t) {
+  auto out = report::matrix_table(t.values, t.rows, t.cols, t.input ? -1 : c.decimals, t.corner, t.title);
+  return labelled(std::move(out), c, t.id);
+}
+
+}  // namespace detail
+
+/// The document of a lesson: its heading (--title's when given), paragraphs and tables in order.
+[[nodiscard]] inline std::vector<block> lesson_document(const config& c, const lesson_results& L) {
+  std::vector<block> doc;
+  doc.push_back(detail::heading(c.title ? report::cell(*c.title) : L.heading));
+  for (const auto& piece : L.pieces)
+    doc.push_back(piece.table < 0
+                      ? detail::paragraph(piece.text)
+                      : detail::table_block(detail::lesson_report_table(c, L.tables[static_cast<std::size_t>(piece.table)])));
+  return doc;
+}
+
+/// A lesson as JSON: "mode", its options, and every table (its rows' and columns' labels, the
+/// numbers at full precision, and a result's numbers as printed).
+[[nodiscard]] inline std::string render_lesson_json(const config& c, const lesson_results& L) {
+  static constexpr const char* modes[] = {"map", "pe", "rope", "norm", "activations", "block"};
+  report::json_writer j;
+  j.begin_object();
+  j.key("tool").string("attn-calc");
+  j.key("mode").string(c.lesson == lesson_kind::norm ? (c.rms ? "rms-norm" : "layer-norm")
+                                                     : modes[static_cast<std::size_t>(c.lesson)]);
+  j.key("options").begin_object();
+  for (const auto& [k, v] : L.texts) j.key(k).string(v);
+  for (const auto& [k, v] : L.numbers) j.key(k).number(v);
+  j.key("decimals").integer(c.decimals);
+  j.end_object();
+  j.key("tables").begin_array();
+  for (const auto& t : L.tables) {
+    j.begin_object();
+    j.key("name").string(t.id);
+    j.key("title").string(t.title.text);
+    j.key("input").boolean(t.input);
+    j.key("rows").strings(detail::texts_of(t.rows));
+    j.key("columns").strings(detail::texts_of(t.cols));
+    j.key("values").matrix(t.values);
+    if (!t.input) {
+      j.key("rounded");
+      detail::json_rounded_matrix(j, t.values, c.decimals);
+    }
+    j.end_object();
+  }
+  j.end_array();
+  j.end_object();
+  return j.str();
+}
+
+/// A lesson as CSV: the main table, a row per row (csv); or every table, a row per number
+/// (csv-long: table,i,j,row,column,value; i and j from 1).
+[[nodiscard]] inline std::string render_lesson_csv(const config& c, const lesson_results& L, bool long_form) {
+  const auto number = [&](const lesson_table& t, std::size_t i, std::size_t k) {
+    return t.input ? report::shortest(t.values(i, k)) : report::fixed(t.values(i, k), c.decimals);
+  };
+  if (!long_form) {
+    const lesson_table& t = L.tables[L.main];
+    report::table out;
+    out.header.emplace_back(t.corner.text.empty() ? std::string("row") : t.corner.text);
+    for (const auto& col : t.cols) out.header.emplace_back(col.text);
+    for (std::size_t i = 0; i < t.values.rows(); ++i) {
+      std::vector<report::cell> row{report::cell(t.rows[i].text)};
+      for (std::size_t k = 0; k < t.values.cols(); ++k) row.emplace_back(number(t, i, k));
+      out.rows.push_back(std::move(row));
+    }
+    return report::to_csv(out);
+  }
+  std::string out = "table,i,j,row,column,value\n";
+  for (const auto& t : L.tables)
+    for (std::size_t i = 0; i < t.values.rows(); ++i)
+      for (std::size_t k = 0; k < t.values.cols(); ++k)
+        out += report::csv_field(t.id) + "," + std::to_string(i + 1) + "," + std::to_string(k + 1) + "," +
+               report::csv_field(t.rows[i].text) + "," + report::csv_field(t.cols[k].text) + "," + number(t, i, k) + "\n";
+  return out;
+}
+
+namespace detail {
+
+/// --rope's SVG: the pair before (blue) and after (red) as arrows from the origin, on a circle
+/// of their length, the angle φ between them marked (φ modulo a turn), a key, a title.
+inline std::string rope_svg(const config& c, const lesson_results& L) {
+  using report::shortest;
+  const auto num = [](double x) { return report::fixed(x, 1); };
+  const int W = 420, H = 460, cx = 210, cy = 250, R = 140;
+  const double len = std::hypot(L.a, L.b), unit = len > 0 ? R / len : R;
+  const auto X = [&](double a) { return cx + a * unit; };
+  const auto Y = [&](double b) { return cy - b * unit; };
+  const std::string title = c.title ? *c.title
+                                    : "RoPE: pair " + std::to_string(c.pair) + " at position " + std::to_string(c.position) +
+                                          " turns by \u03c6 = " + report::fixed(L.phi, c.decimals) + " rad";
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(W) + "\" height=\"" +
+                  std::to_string(H) + "\" viewBox=\"0 0 " + std::to_string(W) + " " + std::to_string(H) +
+                  "\" role=\"img\" aria-labelledby=\"rope-title\" font-family=\"'Noto Sans', 'DejaVu Sans', sans-serif\">\n";
+  s += "  <title id=\"rope-title\">" + report::detail::xml_escape(title) + "</title>\n  <defs>\n";
+  for (const auto& [id, colour] : {std::pair<const char*, const char*>{"rope-before", "#2166ac"}, {"rope-after", "#b2182b"}})
+    s += std::string("    <marker id=\"") + id + "\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"8\" "
+         "markerHeight=\"8\" orient=\"auto-start-reverse\"><path d=\"M0 0L10 5L0 10z\" fill=\"" + colour + "\"/></marker>\n";
+  s += "  </defs>\n  <rect width=\"" + std::to_string(W) + "\" height=\"" + std::to_string(H) + "\" fill=\"#ffffff\"/>\n";
+  s += "  <text x=\"16\" y=\"32\" font-size=\"16\" font-weight=\"bold\" fill=\"#1b1b1b\">" +
+       report::detail::xml_escape(title) + "</text>\n";
+  // axes and the circle of the pair's length
+  s += "  <g stroke=\"#bbbbbb\" stroke-width=\"1\" fill=\"none\">\n";
+  s += "    <line x1=\"" + std::to_string(cx - R - 20) + "\" y1=\"" + std::to_string(cy) + "\" x2=\"" +
+       std::to_string(cx + R + 20) + "\" y2=\"" + std::to_string(cy) + "\"/>\n";
+  s += "    <line x1=\"" + std::to_string(cx) + "\" y1=\"" + std::to_string(cy - R - 20) + "\" x2=\"" + std::to_string(cx) +
+       "\" y2=\"" + std::to_string(cy + R + 20) + "\"/>\n";
+  s += "    <circle cx=\"" + std::to_string(cx) + "\" cy=\"" + std::to_string(cy) + "\" r=\"" + std::to_string(R) +
+       "\" stroke-dasharray=\"4 4\"/>\n  </g>\n";
+  s += "  <g font-size=\"12\" font-style=\"italic\" fill=\"#555555\">\n";
+  s += "    <text x=\"" + std::to_string(cx + R + 8) + "\" y=\"" + std::to_string(cy - 6) + "\" text-anchor=\"end\">x_" +
+       std::to_string(L.first) + "</text>\n";
+  s += "    <text x=\"" + std::to_string(cx + 6) + "\" y=\"" + std::to_string(cy - R - 8) + "\">x_" +
+       std::to_string(L.second) + "</text>\n  </g>\n";
+  if (len > 0) {
+    // the angle turned, modulo a full turn, as an arc of a third of the radius, counter-clockwise
+    const double turn = 2 * std::numbers::pi, from = std::atan2(L.b, L.a);
+    const double phi = std::fmod(std::fmod(L.phi, turn) + turn, turn);
+    const double r = R / 3.0, to = from + phi;
+    s += "  <path d=\"M" + num(cx + r * std::cos(from)) + " " + num(cy - r * std::sin(from)) + "A" + num(r) + " " + num(r) +
+         " 0 " + (phi > std::numbers::pi ? "1" : "0") + " 0 " + num(cx + r * std::cos(to)) + " " + num(cy - r * std::sin(to)) +
+         "\" fill=\"none\" stroke=\"#555555\" stroke-width=\"1.5\"/>\n";
+    const double mid = from + phi / 2;
+    s += "  <text x=\"" + num(cx + (r + 14) * std::cos(mid)) + "\" y=\"" + num(cy - (r + 14) * std::sin(mid)) +
+         "\" dy=\"0.35em\" font-size=\"13\" text-anchor=\"middle\" fill=\"#555555\">\u03c6</text>\n";
+    for (const auto& [id, colour, a, b] :
+         {std::tuple<const char*, const char*, double, double>{"rope-before", "#2166ac", L.a, L.b},
+          {"rope-after", "#b2182b", L.a_turned, L.b_turned}})
+      s += std::string("  <line x1=\"") + std::to_string(cx) + "\" y1=\"" + std::to_string(cy) + "\" x2=\"" + num(X(a)) +
+           "\" y2=\"" + num(Y(b)) + "\" stroke=\"" + colour + "\" stroke-width=\"3\" marker-end=\"url(#" + id + ")\"/>\n";
+  }
+  // the key: before and after with their numbers
+  const int ky = H - 44;
+  const std::string before = "before (a, b) = (" + shortest(L.a) + ", " + shortest(L.b) + ")";
+  const std::string after = "after (a\u2032, b\u2032) = (" + report::fixed(L.a_turned, c.decimals) + ", " +
+                            report::fixed(L.b_turned, c.decimals) + ")";
+  s += "  <g font-size=\"13\" fill=\"#1b1b1b\">\n";
+  s += "    <rect x=\"16\" y=\"" + std::to_string(ky) + "\" width=\"14\" height=\"4\" fill=\"#2166ac\"/>\n";
+  s += "    <text x=\"38\" y=\"" + std::to_string(ky + 2) + "\" dy=\"0.35em\">" + report::detail::xml_escape(before) +
+       "</text>\n";
+  s += "    <rect x=\"16\" y=\"" + std::to_string(ky + 20) + "\" width=\"14\" height=\"4\" fill=\"#b2182b\"/>\n";
+  s += "    <text x=\"38\" y=\"" + std::to_string(ky + 22) + "\" dy=\"0.35em\">" + report::detail::xml_escape(after) +
+       "</text>\n  </g>\n";
+  return s + "</svg>\n";
+}
+
+}  // namespace detail
+
+/// A lesson as SVG: --pe's table as a heatmap on a diverging scale (−1 blue, 0 white, 1 red,
+/// by default; --scale), its axes and legend titled; --rope's pair before and after.
+[[nodiscard]] inline std::string render_lesson_svg(const config& c, const lesson_results& L) {
+  if (c.lesson == lesson_kind::rope) return detail::rope_svg(c, L);
+  const lesson_table& t = L.tables[L.main];
+  if (c.lesson != lesson_kind::pe) {  // the parser refuses svg for the other lessons; their main table, plainly
+    report::heatmap_options plain;
+    plain.title = t.title.text;
+    plain.decimals = c.decimals;
+    plain.lo = -1;
+    plain.scale = report::colour_scale::diverging;
+    return report::heatmap_svg(t.values, detail::texts_of(t.rows), detail::texts_of(t.cols), plain);
+  }
+  report::heatmap_options opt;
+  opt.scale = report::colour_scale::diverging;
+  opt.legend_title = "PE value";
+  opt.title = "Sinusoidal positions PE: " + std::to_string(c.positions) + " positions \u00d7 " + std::to_string(c.dim) +
+              " dimensions (" + (c.split_layout ? "concatenated" : "interleaved") + ")";
+  opt.row_axis = "position p";
+  opt.col_axis = c.split_layout ? "dimension (the sines, then the cosines; slower to the right in each half)"
+                                : "dimension (sin, cos pairs; slower to the right)";
+  opt.decimals = c.values_shown ? c.decimals : -1;
+  opt.id = "pe";
+  detail::svg_options(c, opt);
+  return report::heatmap_svg(t.values, detail::texts_of(t.rows), detail::texts_of(t.cols), opt);
+}
+
+/// A lesson in the format c asks for.
+[[nodiscard]] inline std::string render_lesson(const config& c, const lesson_results& L) {
+  switch (c.format) {
+    case output_format::md: return render_markdown(lesson_document(c, L));
+    case output_format::latex: return render_latex(lesson_document(c, L));
+    case output_format::json: return render_lesson_json(c, L);
+    case output_format::csv: return render_lesson_csv(c, L, false);
+    case output_format::csv_long: return render_lesson_csv(c, L, true);
+    case output_format::svg: return render_lesson_svg(c, L);
+    case output_format::text: break;
+  }
+  return render_text(lesson_document(c, L));
+}
+
 /// The output c.format asks for.
 [[nodiscard]] inline std::string render(const config& c, const results& r) {
+  if (c.lesson != lesson_kind::none) return render_lesson(c, r.lesson);
   switch (c.format) {
     case output_format::md: return render_markdown(document(c, r));
     case output_format::latex: return render_latex(document(c, r));

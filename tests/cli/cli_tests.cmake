@@ -4,6 +4,8 @@
 #   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG, no
 #                              arguments (README line 1), --self (W3, W7's two heads), per-row and
 #                              causal masks, --dot-vs-scaled (W4)
+#   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
+#                              every format each has
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
@@ -68,6 +70,36 @@ attn_calc_golden(w4_dot_vs_scaled_svg w4_dot_vs_scaled.svg ${w4} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_json w4_dot_vs_scaled.json ${w4} --format json)
 attn_calc_golden(cache_causal_text cache_causal.txt --q @${attn_cli_dir}/cache_queries.csv
                  --notes @${attn_cli_dir}/cache_notes.csv --mask causal --steps)
+# The lessons of §8–§9 (--pe, --rope, --layer-norm, --rms-norm, --activations, --block), each in
+# every format it has (svg for --pe and --rope); --steps in the documents. Their numbers are held
+# to long-double formulas in test_attn_calc.cpp; these hold the layout.
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  set(steps "")
+  if(format MATCHES "text|md|latex")
+    set(steps --steps)
+  endif()
+  attn_calc_golden(lesson_pe_${format} lesson_pe.${ext} --pe --positions 8 --dim 6 ${steps} --format ${format})
+  attn_calc_golden(lesson_rope_${format} lesson_rope.${ext} --rope 1,0.5 --position 3 --pair 1 ${steps} --format ${format})
+  if(NOT format STREQUAL "svg")
+    attn_calc_golden(lesson_layer_norm_${format} lesson_layer_norm.${ext} --layer-norm @${attn_cli_dir}/layer_norm_rows.csv
+                     --ln-gamma 1,1,2,2 --ln-beta 0,0,1,-1 --eps 0 ${steps} --format ${format})
+    attn_calc_golden(lesson_activations_${format} lesson_activations.${ext} --activations -3,-1,0,1,3 ${steps}
+                     --decimals 4 --format ${format})
+    attn_calc_golden(lesson_block_${format} lesson_block.${ext} --block --format ${format})
+  endif()
+endforeach()
+attn_calc_golden(lesson_pe_concatenated_svg lesson_pe_concatenated.svg --pe --layout concatenated --positions 8 --dim 6
+                 --format svg)
+attn_calc_golden(lesson_rope_half_split_text lesson_rope_half_split.txt --rope 1,0.5 --position 3 --pair 1
+                 --layout half-split --steps)
+attn_calc_golden(lesson_rms_norm_text lesson_rms_norm.txt --rms-norm 1,2,3,4 --steps)
+attn_calc_golden(lesson_block_pre_ln_md lesson_block_pre_ln.md --block --pre-ln --format md)
+# a block of one's own: W7's two heads and W_O on "I drink tea", W9's feed-forward layer from files
+attn_calc_golden(lesson_block_w7_md lesson_block_w7.md ${w7} --block --ffn-w1 @${attn_cli_dir}/w9_w1.csv
+                 --ffn-w2 @${attn_cli_dir}/w9_w2.csv --format md)
 add_test(NAME attn_calc_from_files
   COMMAND "${CMAKE_COMMAND}"
           "-DRUN=$<TARGET_FILE:attn-calc>|--q|@${attn_cli_dir}/queries.csv|--notes|@${attn_cli_dir}/notes.csv|--query-labels|@${attn_cli_dir}/words.txt|--note-labels|I,drink,tea|--format|csv"
@@ -123,6 +155,11 @@ attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" -
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
 attn_calc_bad(decimals_not_int "--decimals: \"2.5\" is not a whole number" --decimals 2.5)
+attn_calc_bad(lesson_and_map "--pe prints its own numbers, not a map: leave out --q" --pe --q 1,0)
+attn_calc_bad(two_lessons "--pe and --block are two lessons: give one at a time" --pe --block)
+attn_calc_bad(lesson_option "--pair is for --rope" --pe --pair 1)
+attn_calc_bad(block_ffn_sizes "--ffn-w2 has 3 rows but --ffn-w1 has 4 columns (one per hidden unit)" ${w7} --block
+              --ffn-w1 @${attn_cli_dir}/w9_w1.csv --ffn-w2 @${attn_cli_dir}/i_drink_tea.csv)
 # per-row masks, --self, --heads, --dot-vs-scaled
 attn_calc_bad(mask_matrix_shape "--mask is 2x4: give one row of 3 entries (every query the same), 4 rows of 3 (one per query) or causal"
               --mask @${attn_cli_dir}/cache_queries.csv)

@@ -1,5 +1,6 @@
 # attn-calc's LaTeX through pdfLaTeX, with the preamble docs/course-authors.md documents
-# (booktabs, amsmath), for the map, --self with two heads and a causal mask, and --dot-vs-scaled:
+# (booktabs, amsmath), for the map, --self with two heads and a causal mask, --dot-vs-scaled and
+# the lessons (--pe, --rope, --layer-norm, --rms-norm, --activations, --block, with --steps):
 # labels with < > | " [ % & $ # ~ ^ _ { } \ -- and a comma must compile,
 # and, when pdftotext is installed, print as typed. Skipped (not failed) without pdflatex.
 #   cmake -DCALC=<attn-calc> -DCLI=<tests/cli> -DWORK=<scratch dir> [-DPDFLATEX=<path>]
@@ -15,9 +16,30 @@ file(WRITE "${WORK}/queries.csv" "0,1\n1,0\n1,1\n")
 file(WRITE "${WORK}/notes.csv" "1,0\n0,1\n1,1\n-1,0\n0,-1\n2,0\n")
 file(WRITE "${WORK}/mask.txt" "1,1,1,1,1,0\n1,1,1,1,0,0\n1,1,1,1,1,1\n")
 set(inputs --q "@${WORK}/queries.csv" --notes "@${WORK}/notes.csv")
-foreach(run full map self compare)
+foreach(run full map self compare pe rope norm rms activations block)
   set(ref attn:map)
-  if(run STREQUAL "full")
+  if(run STREQUAL "pe")  # the lessons of §8–§9, with their steps
+    set(args --pe --positions 4 --dim 4 --steps --format latex)
+    set(ref attn:pe)
+  elseif(run STREQUAL "rope")
+    set(args --rope 1,-0.5 --position 3 --pair 1 --layout half-split --steps --format latex)
+    set(ref attn:rotation)
+  elseif(run STREQUAL "norm")
+    set(args --layer-norm "@${WORK}/notes.csv" --ln-gamma 1,2 --ln-beta 0,-1 --steps --format latex)
+    set(ref attn:y)
+  elseif(run STREQUAL "rms")
+    set(args --rms-norm "@${WORK}/queries.csv" --steps --format latex)
+    set(ref attn:y)
+  elseif(run STREQUAL "activations")
+    set(args --activations -1,0,2 --steps --format latex)
+    set(ref attn:activations)
+  elseif(run STREQUAL "block")  # a block of its own on the tricky labels as words
+    file(WRITE "${WORK}/w1.csv" "1,-1,0.5\n0,1,1\n")
+    file(WRITE "${WORK}/w2.csv" "1,0\n0,1\n0.5,0.5\n")
+    set(args --block --pre-ln --self "@${WORK}/notes.csv" --words "@${CLI}/tricky_labels.txt" --ffn-w1 "@${WORK}/w1.csv"
+             --ffn-w2 "@${WORK}/w2.csv" --format latex)
+    set(ref attn:Y)
+  elseif(run STREQUAL "full")
     set(args ${inputs} ${labels} --mask 1,1,1,1,1,0 --steps --no-attention --jacobian --format latex)
   elseif(run STREQUAL "map")
     set(args ${inputs} ${labels} --format latex --map-only --title "The map of <s> [and] \"q\"")
@@ -49,7 +71,7 @@ foreach(run full map self compare)
       message(FATAL_ERROR "pdflatex on attn-calc ${args} reports \"${problem}\" (see ${WORK}/doc_${run}.log)")
     endif()
   endforeach()
-  if(PDFTOTEXT)
+  if(PDFTOTEXT AND run MATCHES "^(full|map|self|compare)$")  # the runs with the tricky labels
     execute_process(COMMAND "${PDFTOTEXT}" "doc_${run}.pdf" - WORKING_DIRECTORY "${WORK}" OUTPUT_VARIABLE text)
     # OT1 used to print < > | " as ¡ ¿ — ” and -- as an en dash
     set(typed_labels "<eos>" "[x]" "a|b \"q\"" "50% & $5 #1" "a--b" "Table 1")

@@ -8,7 +8,8 @@ format, and checks that each output is well-formed and gives the labels back as 
 xml.etree, JSON with json, CSV with csv (formula starts prefixed with ' as documented), the
 Markdown tables by GFM's rules (cells split at unescaped '|', backslash escapes undone); the same
 for --self with two heads and a causal mask, and --dot-vs-scaled with a mask matrix. Also parses
-the 35x30 and 512x512 maps as SVG. Exits non-zero with a message on the first problem.
+the 35x30 and 512x512 maps as SVG, and the lessons (--pe, --rope, the norms, --activations, --block)
+as SVG, JSON and csv-long. Exits non-zero with a message on the first problem.
 """
 
 import csv
@@ -173,4 +174,17 @@ big = run("--q", q512, "--notes", q512, "--format", "svg", "--no-values")
 svg_texts(big, "the 512x512 SVG")
 if len(big.encode("utf-8")) > 4_000_000:
     fail("the 512x512 SVG is " + str(len(big)) + " bytes")
-print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed, with --self and --dot-vs-scaled")
+
+# The lessons: W8's default PE (50 x 32) and a RoPE pair as SVG; every lesson's JSON and
+# csv-long, every table's every number once
+svg_texts(run("--pe", "--format", "svg"), "the SVG of --pe")
+svg_texts(run("--rope", "1,0.5", "--position", "3", "--format", "svg"), "the SVG of --rope")
+for lesson in (["--pe", "--positions", "5", "--dim", "4"], ["--rope", "1,2"], ["--layer-norm", "1,2,3,4;0,1,0,1"],
+               ["--rms-norm", "1,2"], ["--activations", "-1,0,1"], ["--block"], ["--block", "--pre-ln"]):
+    doc = json.loads(run(*lesson, "--format", "json"))
+    rows = list(csv.reader(io.StringIO(run(*lesson, "--format", "csv-long"), newline="")))
+    if rows[0] != ["table", "i", "j", "row", "column", "value"] or \
+            len(rows) - 1 != sum(len(t["values"]) * len(t["values"][0]) for t in doc["tables"]):
+        fail("csv-long of " + " ".join(lesson) + " does not hold every table's numbers once")
+print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed, with --self, --dot-vs-scaled "
+      "and the lessons")

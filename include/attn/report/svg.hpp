@@ -32,6 +32,10 @@
 
 namespace attn::report {
 
+/// A heatmap's colours: light to dark blue for values of one sign (weights), or blue through
+/// white to red for values either side of a middle (PE's −1..1), the middle of [lo, hi] white.
+enum class colour_scale { sequential, diverging };
+
 /// How a heatmap looks.
 struct heatmap_options {
   std::string title;          ///< first line, bold (empty: none)
@@ -47,6 +51,8 @@ struct heatmap_options {
                               ///< upright, every k-th label where they would crowd; 0: no limit
   std::string id = "attn";    ///< prefix of the ids inside the SVG, for pages that inline several
                               ///< (ASCII letters, digits, '_', '-', '.'; a letter or '_' first)
+  colour_scale scale = colour_scale::sequential;  ///< the colours (diverging: blue, white, red)
+  std::string legend_title;   ///< written above the legend's bar (empty: none)
 };
 
 namespace detail {
@@ -60,14 +66,25 @@ struct rgb {
 inline constexpr std::array<rgb, 5> scale_stops{{
     {247, 250, 253}, {200, 220, 238}, {128, 176, 216}, {58, 118, 182}, {12, 52, 110}}};
 
+/// The diverging scale: ColorBrewer's RdBu (5 classes, marked colour-blind safe), dark blue at
+/// lo, near-white in the middle, dark red at hi; lightness falls evenly away from the middle,
+/// so |value| reads as darkness in grey-scale print too.
+inline constexpr std::array<rgb, 5> diverging_stops{{
+    {33, 102, 172}, {146, 197, 222}, {247, 247, 247}, {244, 165, 130}, {178, 24, 43}}};
+
+[[nodiscard]] inline const std::array<rgb, 5>& stops_of(colour_scale s) noexcept {
+  return s == colour_scale::diverging ? diverging_stops : scale_stops;
+}
+
 /// The colour at t in [0, 1], interpolated between the stops the way an SVG gradient does.
-[[nodiscard]] inline rgb scale_colour(double t) {
+[[nodiscard]] inline rgb scale_colour(double t, colour_scale scale = colour_scale::sequential) {
+  const auto& stops = stops_of(scale);
   t = std::clamp(t, 0.0, 1.0);
-  const double x = t * static_cast<double>(scale_stops.size() - 1);
-  const auto k = std::min(static_cast<std::size_t>(x), scale_stops.size() - 2);
+  const double x = t * static_cast<double>(stops.size() - 1);
+  const auto k = std::min(static_cast<std::size_t>(x), stops.size() - 2);
   const double f = x - static_cast<double>(k);
-  const rgb& a = scale_stops[k];
-  const rgb& b = scale_stops[k + 1];
+  const rgb& a = stops[k];
+  const rgb& b = stops[k + 1];
   return {a.r + f * (b.r - a.r), a.g + f * (b.g - a.g), a.b + f * (b.b - a.b)};
 }
 
@@ -260,6 +277,7 @@ struct legend {
   for (const auto& sw : g.swatches)
     text_w = std::max(text_w, text_width(sw.second, svg_axis_size) + 20 - svg_tick_len - 4);
   g.width = 28 + svg_bar_w + svg_tick_len + 4 + text_w + svg_pad;
+  if (!opt.legend_title.empty()) g.width = std::max(g.width, 28 + text_width(opt.legend_title, svg_axis_size) + svg_pad);
   return g;
 }
 
@@ -322,9 +340,10 @@ struct legend {
   s += "  <title id=\"" + id_title + "\">" + xml_escape(opt.title.empty() ? std::string("Heatmap") : opt.title) +
        "</title>\n";
   s += "  <defs>\n    <linearGradient id=\"" + opt.id + "-scale\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">\n";
-  for (std::size_t k = 0; k < scale_stops.size(); ++k)
-    s += "      <stop offset=\"" + shortest(static_cast<double>(k) / static_cast<double>(scale_stops.size() - 1)) +
-         "\" stop-color=\"" + hex_colour(scale_stops[k]) + "\"/>\n";
+  const auto& stops = stops_of(opt.scale);
+  for (std::size_t k = 0; k < stops.size(); ++k)
+    s += "      <stop offset=\"" + shortest(static_cast<double>(k) / static_cast<double>(stops.size() - 1)) +
+         "\" stop-color=\"" + hex_colour(stops[k]) + "\"/>\n";
   s += "    </linearGradient>\n";
   if (any_masked) s += hatch_pattern(opt.id + "-masked", 1, 1);
   if (any_masked && stroked_cells) s += hatch_pattern(opt.id + "-masked-cells", 1.0 / L.cell_w, 1.0 / L.cell_h);
@@ -386,7 +405,7 @@ void draw_cells(std::string& s, const View& v, const std::vector<std::string>& t
                 const std::vector<std::string>& col_labels, const std::string& tooltip_prefix) {
   const std::size_t C = v.cols();
   auto colour_of = [&](double x) {
-    return std::isnan(x) ? rgb{217, 217, 217} : scale_colour((x - opt.lo) / (opt.hi - opt.lo));
+    return std::isnan(x) ? rgb{217, 217, 217} : scale_colour((x - opt.lo) / (opt.hi - opt.lo), opt.scale);
   };
   if (tooltips) {
     s += "  <g font-size=\"" + num(L.value_size > 0 ? L.value_size : 13) + "\" text-anchor=\"middle\">\n";
@@ -441,7 +460,7 @@ void draw_cells(std::string& s, const View& v, const std::vector<std::string>& t
     if (d.empty()) continue;
     const std::string paint = key == masked_key ? "url(#" + opt.id + "-masked-cells)"
                               : key == nan_key  ? std::string("#d9d9d9")
-                                                : hex_colour(scale_colour((key + 0.5) / steps));
+                                                : hex_colour(scale_colour((key + 0.5) / steps, opt.scale));
     s += "    <path stroke=\"" + paint + "\" d=\"" + d + "\"/>\n";
   }
   s += "  </g>\n";
@@ -450,6 +469,9 @@ void draw_cells(std::string& s, const View& v, const std::vector<std::string>& t
 /// The legend with its bar's top left at (bar_x, top), bar_h high.
 inline void draw_legend(std::string& s, const legend& g, const heatmap_options& opt, int bar_x, int top, int bar_h) {
   s += "  <g font-size=\"" + num(svg_axis_size) + "\" fill=\"#555555\">\n";
+  if (!opt.legend_title.empty())  // above the bar, in the column labels' band
+    s += "    <text x=\"" + num(bar_x) + "\" y=\"" + num(top - 8) + "\" font-style=\"italic\">" +
+         xml_escape(opt.legend_title) + "</text>\n";
   s += "    <rect x=\"" + num(bar_x) + "\" y=\"" + num(top) + "\" width=\"" + num(svg_bar_w) + "\" height=\"" +
        num(bar_h) + "\" fill=\"url(#" + opt.id + "-scale)\" stroke=\"#999999\" stroke-width=\"1\"/>\n";
   for (int k = 0; k <= 4; ++k) {
