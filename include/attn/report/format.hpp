@@ -12,6 +12,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>   // snprintf, where to_chars has no floating-point form
+#include <cstdlib>  // strtod, likewise
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -41,6 +43,26 @@ namespace detail {
 /// max_exponent10 + 1 digits before the point, a sign, the point and the decimals.
 template <class T>
 [[nodiscard]] std::string to_chars_string(T x, int precision = -1) {
+#if !defined(__cpp_lib_to_chars)
+  // A standard library without floating-point to_chars (the libc++ of Debian's emscripten 3.1.6,
+  // which compiles the lesson page): the C library's printf, which is exact in musl and glibc
+  // ("%.*f" is x correctly rounded, ties to even, as to_chars's fixed form); the shortest form is
+  // the fewest significant digits ("%.*g") that read back as x.
+  const auto print = [&](const char* format, int digits) {
+    const int length = std::snprintf(nullptr, 0, format, digits, static_cast<double>(x));
+    if (length < 0) attn::detail::raise<std::length_error>("attn::report: a number cannot be written");
+    std::string out(static_cast<std::size_t>(length) + 1, '\0');
+    std::snprintf(out.data(), out.size(), format, digits, static_cast<double>(x));
+    out.pop_back();
+    return out;
+  };
+  if (precision >= 0) return print("%.*f", precision);
+  for (int digits = 1;; ++digits) {
+    std::string s = print("%.*g", digits);
+    if (digits >= std::numeric_limits<T>::max_digits10 || static_cast<T>(std::strtod(s.c_str(), nullptr)) == x)
+      return s;
+  }
+#else
   std::array<char, 128> small{};
   auto write = [&](char* first, char* last) {
     return precision < 0 ? std::to_chars(first, last, x)
@@ -56,6 +78,7 @@ template <class T>
     attn::detail::raise<std::length_error>("attn::report: a number does not fit its buffer");
   big.resize(static_cast<std::size_t>(r.ptr - big.data()));
   return big;
+#endif
 }
 
 /// The most digits after the point that any T's exact value has: T's smallest subnormal is
