@@ -16,7 +16,6 @@
 #include <array>
 #include <charconv>
 #include <cmath>
-#include <cstdio>  // snprintf, where to_chars has no floating-point form
 #include <cstddef>
 #include <iterator>
 #include <limits>
@@ -159,13 +158,12 @@ namespace detail {
 /// scale to 0.3 reads 0.225 and not 0.22499999999999998.
 [[nodiscard]] inline std::string tick_text(double x) {
   if (x == 0) return "0";
-  std::array<char, 64> buf{};
 #if defined(__cpp_lib_to_chars)
+  std::array<char, 64> buf{};
   const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), x, std::chars_format::general, 10);
   return std::string(buf.data(), r.ptr);
-#else  // no floating-point to_chars (format.hpp's to_chars_string): printf's %g is the same form
-  const int n = std::snprintf(buf.data(), buf.size(), "%.10g", x);
-  return std::string(buf.data(), static_cast<std::size_t>(n > 0 ? n : 0));
+#else  // no floating-point to_chars (format.hpp's printf_chars_string): the same text
+  return printf_string("%.*g", 10, x);
 #endif
 }
 
