@@ -36,9 +36,19 @@ target_link_libraries(example_lesson_module PRIVATE attn::attn attn_warnings)
 add_test(NAME example_lesson_module COMMAND example_lesson_module)
 set_tests_properties(example_lesson_module PROPERTIES LABELS "example;lesson")
 
+# Bad input: one line naming the problem (and exit code 2; the page is never written).
 add_test(NAME attn_lesson_bad_widget COMMAND attn-lesson --widgets translate,chart --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_widget PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: --widgets: \"chart\" is not a widget")
+add_test(NAME attn_lesson_bad_mask COMMAND attn-lesson --mask causal --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_mask PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --mask is not shown by the lesson page")
+add_test(NAME attn_lesson_bad_module COMMAND attn-lesson --module "${attn_lesson_work}/none.js" --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_module PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: cannot read the WebAssembly module")
+add_test(NAME attn_lesson_bad_number COMMAND attn-lesson --q 0,abc,2 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_number PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --q: \"abc\" is not a number")
 
 # Debian's emcc runs its JS optimizer with Debian's node-acorn, found through NODE_PATH.
 set(ATTN_NODE_PATH "/usr/share/nodejs" CACHE PATH "Where Debian's node-acorn is, for emcc's JS optimizer")

@@ -198,7 +198,7 @@ int run(int argc, char** argv) {
 
   const attn_calc::config s1 = attn_calc::parse_args(map_args);
   if (s1.self_attention || s1.dot_vs_scaled || s1.format != attn_calc::output_format::text)
-    throw usage_error("attn-lesson: --format and --dot-vs-scaled are attn-calc's; the page shows every view");
+    throw usage_error("--format and --dot-vs-scaled are attn-calc's: the page shows its own views");
   if (!s1.mask.empty() || !s1.row_mask.empty() || s1.causal)
     throw usage_error("--mask is not shown by the lesson page (its causal widget masks the lab)");
 
