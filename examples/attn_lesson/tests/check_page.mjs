@@ -238,6 +238,19 @@ same("author's page: lab map", await tableRows("#lab-map0"), author_lab_json.res
 same("author's page: lab Y", rows(await text("#lab-Y")), author_lab_json.results.rounded.out);
 ok("author's page: the lab names its vectors' source", (await text("#lab")).includes("the author's --self"));
 
+// ---- the WebAssembly build at six digits: E1's share of tea, 0.736125 at β = 1 and 0.936240 at β = 2 ----
+const page_six = `${work}/lesson_six_digits.html`;
+lesson(page_six, "--decimals", "6", "--widgets", "translate");
+await page.goto(pathToFileURL(page_six).href);
+await page.waitForSelector("body[data-ready='1']");
+for (const [beta, want] of [[1, "0.736125"], [2, "0.936240"]]) {
+  await setRange("#s1-beta", beta);
+  await page.click("button[data-word='1']");
+  const shown = numbers(await text("#s1-weights"));
+  same(`six digits, β = ${beta}: चाय's weights`, shown, calc("--beta", String(beta), "--decimals", "6").results[1].rounded.weights);
+  same(`six digits, β = ${beta}: the share of tea (the issue's number)`, shown[2], want);
+}
+
 same("no page errors, no network", errors, []);
 await browser.close();
 console.log(`${checks - failures} of ${checks} checks passed`);
