@@ -56,7 +56,8 @@ ATTN_ALWAYS_INLINE constexpr void biased_logits(const tile_bias<T>& bias, std::s
   if constexpr (simd_type<T>) {
     constexpr std::size_t L = simd_lanes<T>;
     using VT = vec<T, L>;
-    constexpr std::size_t exact = std::size_t{1} << std::numeric_limits<T>::digits;
+    // (unsigned long long: 2^53 does not fit a 32-bit size_t, as on wasm32)
+    constexpr unsigned long long exact = 1ULL << std::numeric_limits<T>::digits;
     if (!std::is_constant_evaluated() && (bias.slope == T(0) || (p < exact && j0 + nb <= exact))) {
       VT lane{};  // 0, 1, …, L − 1
       for (std::size_t k = 0; k < L; ++k) lane[k] = static_cast<T>(k);

@@ -59,7 +59,28 @@
 #define ATTN_STACK_ALLOCATION_LIMIT 131072
 #endif
 
+#include <version>  // __cpp_lib_bit_cast
+#if defined(__cpp_lib_bit_cast)
+#include <bit>
+#else
+#include <type_traits>
+#endif
+
 namespace attn::detail {
+#if defined(__cpp_lib_bit_cast)
+using std::bit_cast;
+#else
+/// std::bit_cast where the standard library lacks it (the libc++ of Debian's emscripten 3.1.6,
+/// which the lesson page is compiled with): the compiler's builtin, which std::bit_cast itself
+/// is in libstdc++ and libc++, with the same constraints.
+template <class To, class From>
+  requires(sizeof(To) == sizeof(From) && std::is_trivially_copyable_v<To> &&
+           std::is_trivially_copyable_v<From>)
+[[nodiscard]] constexpr To bit_cast(const From& from) noexcept {
+  return __builtin_bit_cast(To, from);
+}
+#endif
+
 /// Whether n numbers of `bytes` bytes each fit ATTN_STACK_ALLOCATION_LIMIT (n counts: 2^20 does
 /// not wrap when multiplied).
 inline constexpr bool fits_stack(unsigned long long n, unsigned long long bytes) {

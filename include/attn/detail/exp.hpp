@@ -149,7 +149,7 @@ template <class T>
   using S = typename C::sint;
 
   constexpr int top = static_cast<int>(sizeof(U) * 8 - 1);
-  const U ix = std::bit_cast<U>(x);
+  const U ix = detail::bit_cast<U>(x);
   const U ax = ix & C::abs_mask;
   // x clamped, on its bits, into [min_nonzero_x, max_finite_x] by one signed integer min
   // against a bound that depends on the sign: above max_finite_x (incl. +inf, +NaN) to it,
@@ -168,41 +168,41 @@ template <class T>
   // FMA every product of the polynomial is fused, and 1 + r*(...) rounds to 1 on its own.)
   cb &= static_cast<U>(static_cast<S>(C::tiny_x - 1 - ax) >> top);
 #endif
-  const T xc = std::bit_cast<T>(cb);
+  const T xc = detail::bit_cast<T>(cb);
 
-  const U zb = std::bit_cast<U>(xc * C::log2e + C::shifter);
-  const auto k = static_cast<S>(zb - std::bit_cast<U>(C::shifter));
+  const U zb = detail::bit_cast<U>(xc * C::log2e + C::shifter);
+  const auto k = static_cast<S>(zb - detail::bit_cast<U>(C::shifter));
   T kf;
   if constexpr (sizeof(T) == 4) {
     kf = static_cast<T>(k);
   } else {
     // int64 -> double needs AVX-512DQ and int64 -> int32 a lane shuffle: instead, the low 32
     // bits of zb are 5119 + k >= 0, and 2^52 + (5119 + k) - (2^52 + 5119) is exact.
-    kf = std::bit_cast<T>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+    kf = detail::bit_cast<T>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
   }
   // hi = x - k*ln2_hi is exact, and must stay so: xor-ed with zb's sign bit (always 0: z > 0),
   // it is opaque to -fassociative-math, which would otherwise compute (x - lo) - k*ln2_hi or
   // factor k*ln2_hi + k*ln2_lo into k*ln2 (up to ~70 ulp off).
-  const T hi = std::bit_cast<T>(std::bit_cast<U>(xc - kf * C::ln2_hi) ^ (zb >> top << top));
+  const T hi = detail::bit_cast<T>(detail::bit_cast<U>(xc - kf * C::ln2_hi) ^ (zb >> top << top));
   const T lo = kf * C::ln2_lo;
   const T y = exp_poly(hi - lo, hi, lo);
 
   // (zb - k1) << mant_bits is 2^k2: the shifter's high bits shift out, leaving bias + k - k1.
   const S k1 = k >> 1;
-  const T y1 = std::bit_cast<T>(std::bit_cast<U>(y) + (static_cast<U>(k1) << C::mant_bits));
+  const T y1 = detail::bit_cast<T>(detail::bit_cast<U>(y) + (static_cast<U>(k1) << C::mant_bits));
   // The special results. These masks come from float compares: integer compares on ix would let
   // GCC correlate them with the clamp and take the loop out of vectorization. Below
   // min_nonzero_x, 2^k2 := +0 (x was clamped to min_nonzero_x, whose result is subnormal: this
   // way masked-out scores cost no subnormal-arithmetic assist); above max_finite_x +inf; for a
   // NaN (found from the bits: -ffinite-math-only folds x != x) a NaN, |x|'s bits.
-  const bool under = x < std::bit_cast<T>(C::min_nonzero_x);
-  const T s2 = std::bit_cast<T>(exp_zero_if(under, (zb - static_cast<U>(k1)) << C::mant_bits));
-  U res = std::bit_cast<U>(y1 * s2);
-  const bool over = x > std::bit_cast<T>(C::max_finite_x);
+  const bool under = x < detail::bit_cast<T>(C::min_nonzero_x);
+  const T s2 = detail::bit_cast<T>(exp_zero_if(under, (zb - static_cast<U>(k1)) << C::mant_bits));
+  U res = detail::bit_cast<U>(y1 * s2);
+  const bool over = x > detail::bit_cast<T>(C::max_finite_x);
   const bool is_nan = static_cast<S>(ax) > static_cast<S>(C::inf_bits);
   res = exp_select(static_cast<bool>(static_cast<unsigned>(over) | static_cast<unsigned>(is_nan)),
                    is_nan ? ax : C::inf_bits, res);
-  return std::bit_cast<T>(res);
+  return detail::bit_cast<T>(res);
 }
 
 #if ATTN_VECTOR_EXTENSIONS
@@ -212,7 +212,7 @@ template <class T, std::size_t W>
 [[gnu::always_inline]] inline void
 exp_range_check(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
   using C = exp_consts<T>;
-  bad |= C::in_range_x - (std::bit_cast<vec<typename C::uint, W>>(t) & C::abs_mask);
+  bad |= C::in_range_x - (detail::bit_cast<vec<typename C::uint, W>>(t) & C::abs_mask);
 }
 
 /// e^t lane by lane, the arithmetic of `exp_ieee` without its clamp and its special cases:
@@ -237,16 +237,16 @@ exp_in_range(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
   using VU = vec<U, W>;
   if constexpr (Check) exp_range_check<T, W>(t, bad);
   const VT z = t * C::log2e + C::shifter;
-  const VU zb = std::bit_cast<VU>(z);
-  const VU k = zb - std::bit_cast<U>(C::shifter);
+  const VU zb = detail::bit_cast<VU>(z);
+  const VU k = zb - detail::bit_cast<U>(C::shifter);
   VT kf;
 #if defined(__ASSOCIATIVE_MATH__)
   // GCC under -fassociative-math would fold z − shifter into t·log2e: k from the bits, as in
   // exp_ieee.
   if constexpr (sizeof(T) == 4) {
-    kf = __builtin_convertvector(std::bit_cast<vec<typename C::sint, W>>(k), VT);
+    kf = __builtin_convertvector(detail::bit_cast<vec<typename C::sint, W>>(k), VT);
   } else {
-    kf = std::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+    kf = detail::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
   }
 #else
   // z and the shifter lie in [2^23, 2^24) ([2^52, 2^53)), where the spacing is 1: z − shifter
@@ -256,7 +256,7 @@ exp_in_range(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
   VT hi = t - kf * C::ln2_hi;
 #if defined(__ASSOCIATIVE_MATH__)
   // GCC under -fassociative-math: hi made opaque as in exp_ieee (zb's sign bit is 0).
-  hi = std::bit_cast<VT>(std::bit_cast<VU>(hi) ^ (zb & (U{1} << (sizeof(U) * 8 - 1))));
+  hi = detail::bit_cast<VT>(detail::bit_cast<VU>(hi) ^ (zb & (U{1} << (sizeof(U) * 8 - 1))));
 #endif
   const VT lo = kf * C::ln2_lo;
   VT y;
@@ -265,7 +265,7 @@ exp_in_range(vec<T, W> t, vec<typename exp_consts<T>::uint, W>& bad) noexcept {
   } else {
     y = exp_poly_double(hi - lo, hi, lo);
   }
-  return std::bit_cast<VT>(std::bit_cast<VU>(y) + (k << C::mant_bits));
+  return detail::bit_cast<VT>(detail::bit_cast<VU>(y) + (k << C::mant_bits));
 }
 
 template <class U, std::size_t W, std::size_t... I>

@@ -43,13 +43,13 @@ struct fingerprint_state {
 template <class T>
 [[nodiscard]] constexpr std::uint64_t number_bits(T x) noexcept {
   if constexpr (std::is_same_v<T, float>) {
-    return std::bit_cast<std::uint32_t>(x);
+    return detail::bit_cast<std::uint32_t>(x);
   } else if constexpr (std::is_same_v<T, double>) {
-    return std::bit_cast<std::uint64_t>(x);
+    return detail::bit_cast<std::uint64_t>(x);
   } else {
     const double hi = static_cast<double>(x);
     const double lo = static_cast<double>(x - static_cast<T>(hi));
-    return std::bit_cast<std::uint64_t>(hi) ^ (std::bit_cast<std::uint64_t>(lo) * 0x9e3779b97f4a7c15ULL);
+    return detail::bit_cast<std::uint64_t>(hi) ^ (detail::bit_cast<std::uint64_t>(lo) * 0x9e3779b97f4a7c15ULL);
   }
 }
 

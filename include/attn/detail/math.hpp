@@ -37,8 +37,8 @@ template <class T>
 [[nodiscard]] constexpr bool finite_as(double x) noexcept {
   static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8);
   constexpr std::uint64_t magnitude = 0x7fff'ffff'ffff'ffffULL;
-  return (std::bit_cast<std::uint64_t>(x) & magnitude) <=
-         std::bit_cast<std::uint64_t>(finite_limit<T>);
+  return (detail::bit_cast<std::uint64_t>(x) & magnitude) <=
+         detail::bit_cast<std::uint64_t>(finite_limit<T>);
 }
 
 /// Whether finite_as<T> is narrower than a double's range (float): the messages then say

@@ -31,7 +31,7 @@ template <class T>
 [[nodiscard]] constexpr ordered_int_t<T> ordered_bits(T x) noexcept {
   using S = ordered_int_t<T>;
   using U = std::make_unsigned_t<S>;
-  const U b = std::bit_cast<U>(x);
+  const U b = detail::bit_cast<U>(x);
   return static_cast<S>(b ^ ((U{0} - (b >> (8 * sizeof(T) - 1))) >> 1));
 }
 
@@ -40,7 +40,7 @@ template <class T>
 [[nodiscard]] constexpr T from_ordered_bits(ordered_int_t<T> k) noexcept {
   using U = std::make_unsigned_t<ordered_int_t<T>>;
   const U b = static_cast<U>(k);
-  return std::bit_cast<T>(b ^ ((U{0} - (b >> (8 * sizeof(T) - 1))) >> 1));
+  return detail::bit_cast<T>(b ^ ((U{0} - (b >> (8 * sizeof(T) - 1))) >> 1));
 }
 
 /// max_i β·x_i (β = 1: max_i x_i); −inf for n == 0. Without NaN it is the max; with a NaN it

@@ -50,10 +50,10 @@ template <class T>
 template <class T>
 [[nodiscard]] constexpr T keep_or_zero(bool keep, T v) noexcept {
   if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 4) {
-    return std::bit_cast<T>(std::bit_cast<std::uint32_t>(v) &
+    return detail::bit_cast<T>(detail::bit_cast<std::uint32_t>(v) &
                             (0u - static_cast<std::uint32_t>(keep)));
   } else if constexpr (std::numeric_limits<T>::is_iec559 && sizeof(T) == 8) {
-    return std::bit_cast<T>(std::bit_cast<std::uint64_t>(v) &
+    return detail::bit_cast<T>(detail::bit_cast<std::uint64_t>(v) &
                             (std::uint64_t{0} - static_cast<std::uint64_t>(keep)));
   } else {
     return keep ? v : T(0);
@@ -67,7 +67,7 @@ template <class T>
 template <class T>
 [[nodiscard]] constexpr bool exps_in_range(T lo, T m) noexcept {
   if constexpr (simd_type<T>) {
-    constexpr T limit = std::bit_cast<T>(exp_consts<T>::in_range_x);
+    constexpr T limit = detail::bit_cast<T>(exp_consts<T>::in_range_x);
     return m - m == T(0) && lo - m >= -limit;
   } else {
     return false;

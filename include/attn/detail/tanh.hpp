@@ -111,24 +111,24 @@ template <class T>
   using K = tanh_consts<T>;
   using U = typename C::uint;
   using S = typename C::sint;
-  const U ix = std::bit_cast<U>(x);
+  const U ix = detail::bit_cast<U>(x);
   const U ax = ix & C::abs_mask;
 
   // The polynomial on min(a, 0.75), which is a wherever its result is taken (and finite
   // arithmetic elsewhere, as constant evaluation requires).
   const T an =
-      std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), std::bit_cast<S>(K::small_x))));
+      detail::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), detail::bit_cast<S>(K::small_x))));
   const T near_zero = tanh_near_zero<T>(an);
 
   const T ac =
-      std::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
+      detail::bit_cast<T>(static_cast<U>(std::min(static_cast<S>(ax), static_cast<S>(K::clamp_x))));
   const T e = exp_ieee(ac + ac);
   const T far = tanh_from_exp<T>(e);
 
-  const U r = exp_select(static_cast<S>(ax) < std::bit_cast<S>(K::small_x),
-                         std::bit_cast<U>(near_zero), std::bit_cast<U>(far));
+  const U r = exp_select(static_cast<S>(ax) < detail::bit_cast<S>(K::small_x),
+                         detail::bit_cast<U>(near_zero), detail::bit_cast<U>(far));
   const bool is_nan = static_cast<S>(ax) > static_cast<S>(C::inf_bits);
-  return std::bit_cast<T>(exp_select(is_nan, ix | K::quiet_bit, r | (ix & ~C::abs_mask)));
+  return detail::bit_cast<T>(exp_select(is_nan, ix | K::quiet_bit, r | (ix & ~C::abs_mask)));
 }
 
 /// tanh(x) for finite x of a type without tanh_ieee (x87 long double, binary128) in constant
@@ -190,27 +190,27 @@ template <class T, std::size_t W>
   using U = typename C::uint;
   using VT = vec<T, W>;
   using VU = vec<U, W>;
-  const VU ix = std::bit_cast<VU>(x);
+  const VU ix = detail::bit_cast<VU>(x);
   const VU ax = ix & C::abs_mask;
-  const VT a = std::bit_cast<VT>(ax);
+  const VT a = detail::bit_cast<VT>(ax);
   // The selects from floating-point compares (a NaN compares false: the clamps take it, and it
   // is put back last): 64-bit integer compares cost a long emulation before SSE4.2 and AVX-512.
-  const VU below_small = std::bit_cast<VU>(a < K::small_x);
+  const VU below_small = detail::bit_cast<VU>(a < K::small_x);
   const VT an =
-      std::bit_cast<VT>(select_lanes<VU>(below_small, ax, VU{} + std::bit_cast<U>(K::small_x)));
+      detail::bit_cast<VT>(select_lanes<VU>(below_small, ax, VU{} + detail::bit_cast<U>(K::small_x)));
   const VT near_zero = tanh_near_zero<T>(an);
 
-  const VU below_clamp = std::bit_cast<VU>(a < std::bit_cast<T>(K::clamp_x));
-  const VT ac = std::bit_cast<VT>(select_lanes<VU>(below_clamp, ax, VU{} + K::clamp_x));
+  const VU below_clamp = detail::bit_cast<VU>(a < detail::bit_cast<T>(K::clamp_x));
+  const VT ac = detail::bit_cast<VT>(select_lanes<VU>(below_clamp, ax, VU{} + K::clamp_x));
   VU unused = {};
   const VT e = exp_in_range<T, W, false>(ac + ac, unused);
   const VT far = tanh_from_exp<T>(e);
 
-  const VU r = select_lanes(below_small, std::bit_cast<VU>(near_zero), std::bit_cast<VU>(far)) |
+  const VU r = select_lanes(below_small, detail::bit_cast<VU>(near_zero), detail::bit_cast<VU>(far)) |
                (ix & ~C::abs_mask);
   // NaN where |x|'s bits exceed inf's: the top bit of inf_bits − ax, spread over the lane.
   const VU is_nan = U{0} - ((C::inf_bits - ax) >> (sizeof(U) * 8 - 1));
-  return std::bit_cast<VT>(select_lanes(is_nan, ix | K::quiet_bit, r));
+  return detail::bit_cast<VT>(select_lanes(is_nan, ix | K::quiet_bit, r));
 }
 #endif
 

@@ -12,6 +12,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>   // snprintf, where to_chars has no floating-point form
+#include <cstdlib>  // strtod, likewise
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -36,11 +38,40 @@ namespace detail {
   return true;
 }
 
+/// printf(format, digits, x) as a string (the C library's, which is exact in musl and glibc).
+template <class T>
+[[nodiscard]] std::string printf_string(const char* format, int digits, T x) {
+  const int length = std::snprintf(nullptr, 0, format, digits, static_cast<double>(x));
+  if (length < 0) attn::detail::raise<std::length_error>("attn::report: a number cannot be written");
+  std::string out(static_cast<std::size_t>(length) + 1, '\0');
+  std::snprintf(out.data(), out.size(), format, digits, static_cast<double>(x));
+  out.pop_back();
+  return out;
+}
+
+/// to_chars_string without floating-point std::to_chars, for the standard libraries that lack it
+/// (the libc++ of Debian's emscripten 3.1.6, which compiles the lesson page): fixed notation is
+/// "%.*f", which is x correctly rounded with ties to even as to_chars' fixed form (the same
+/// text: test_report_printf.cpp); the shortest form is the fewest significant digits ("%.*g")
+/// that read back as x (the same number, not always the same text: "1e+02" for 100).
+template <class T>
+[[nodiscard]] std::string printf_chars_string(T x, int precision = -1) {
+  if (precision >= 0) return printf_string("%.*f", precision, x);
+  for (int digits = 1;; ++digits) {
+    std::string s = printf_string("%.*g", digits, x);
+    if (digits >= std::numeric_limits<T>::max_digits10 || static_cast<T>(std::strtod(s.c_str(), nullptr)) == x)
+      return s;
+  }
+}
+
 /// x in fixed notation with `precision` decimals (0 or more), or, with no precision, in its
 /// shortest form. The shortest form fits 128 bytes; fixed notation needs at most
 /// max_exponent10 + 1 digits before the point, a sign, the point and the decimals.
 template <class T>
 [[nodiscard]] std::string to_chars_string(T x, int precision = -1) {
+#if !defined(__cpp_lib_to_chars)
+  return printf_chars_string(x, precision);
+#else
   std::array<char, 128> small{};
   auto write = [&](char* first, char* last) {
     return precision < 0 ? std::to_chars(first, last, x)
@@ -56,6 +87,7 @@ template <class T>
     attn::detail::raise<std::length_error>("attn::report: a number does not fit its buffer");
   big.resize(static_cast<std::size_t>(r.ptr - big.data()));
   return big;
+#endif
 }
 
 /// The most digits after the point that any T's exact value has: T's smallest subnormal is

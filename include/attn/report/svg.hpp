@@ -175,9 +175,13 @@ namespace detail {
 /// scale to 0.3 reads 0.225 and not 0.22499999999999998.
 [[nodiscard]] inline std::string tick_text(double x) {
   if (x == 0) return "0";
+#if defined(__cpp_lib_to_chars)
   std::array<char, 64> buf{};
   const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), x, std::chars_format::general, 10);
   return std::string(buf.data(), r.ptr);
+#else  // no floating-point to_chars (format.hpp's printf_chars_string): the same text
+  return printf_string("%.*g", 10, x);
+#endif
 }
 
 /// The hatch that marks masked cells: grey lines on light grey, 6 px apart in the picture.
