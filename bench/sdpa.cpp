@@ -6,6 +6,8 @@
 //   sdpa_map/…/attn       the same asking for the map (the weights view, T × n),
 //   sdpa_backward/…/attn  attn::scaled_dot_product_attention_backward from the saved Y and
 //                         log-sum-exp (∂L/∂Q, ∂L/∂K, ∂L/∂V), beside `forward` (the forward above),
+//   sdpa_backward_causal/…/attn  the backward of the causal forward, beside `unmasked`,
+//   sdpa_bias/…, sdpa_backward_bias/…  ALiBi formed in the tiles, a T × n bias matrix, `without`,
 // against, in the same binary:
 //   naive   the loops one writes first, query by query (std::exp; h1 only),
 //   eigen   Eigen 3.4 unfused: S = Q Kᵀ·scale (a matrix product), a row softmax, Y = A V,
@@ -331,9 +333,10 @@ void sdpa_backward_attn(benchmark::State& state, std::size_t h, std::size_t thre
   bench::buffer<T> dB(Kind == variant::bias ? p.tq * p.n : 0);
   const attn::logit_bias<T> bias = bias_of(Kind, B, p.tq, p.n);
   std::vector<std::vector<T>> L(h, std::vector<T>(p.tq));
+  const attn::options opt{.causal = Kind == variant::causal};
   for (std::size_t i = 0; i < h; ++i)
     attn::scaled_dot_product_attention(p.q(i), p.k(i), p.v(i), attn::scaled_dot,
-                                       {.out = Y.head(i), .logsumexp = L[i]}, {}, bias);
+                                       {.out = Y.head(i), .logsumexp = L[i]}, opt, bias);
   for (auto _ : state) {
     bench::touch(p.K.data());
     for (std::size_t i = 0; i < h; ++i) {
@@ -341,9 +344,9 @@ void sdpa_backward_attn(benchmark::State& state, std::size_t h, std::size_t thre
       const attn::saved_attention<T> saved{y, L[i]};
       attn::attention_gradients<T> g{dQ.head(i), dK.head(i), dV.head(i)};
       if (Kind == variant::bias) g.bias = attn::MatrixView<T>(dB.data(), p.tq, p.n);
-      if (Kind == variant::alibi || Kind == variant::bias)
+      if (Kind == variant::alibi || Kind == variant::bias || Kind == variant::causal)
         attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g,
-                                                    {}, bias, threads);
+                                                    opt, bias, threads);
       else if (threads == 1)
         attn::scaled_dot_product_attention_backward(p.q(i), p.k(i), p.v(i), attn::scaled_dot, saved, p.dy(i), g);
       else
@@ -399,6 +402,8 @@ void register_all() {
   add("sdpa/" + ty + "/naive", sdpa_naive<T, variant::plain>);
   add("sdpa_causal/" + ty + "/naive", sdpa_naive<T, variant::causal>);
   add("sdpa_causal/" + ty + "/unmasked", [](benchmark::State& s) { sdpa_attn<T, variant::plain>(s, 1); });
+  add("sdpa_backward_causal/" + ty + "/attn", [](benchmark::State& s) { sdpa_backward_attn<T, variant::causal>(s, 1); });
+  add("sdpa_backward_causal/" + ty + "/unmasked", [](benchmark::State& s) { sdpa_backward_attn<T>(s, 1); });
   // eight heads at T = 1024, two threads against one: wall time (CPU time would add the threads')
   const auto threaded = [&](const std::string& name, std::size_t threads) {
     benchmark::RegisterBenchmark(name.c_str(), [threads](benchmark::State& s) {

@@ -2,7 +2,8 @@
 """PyTorch's nn.TransformerEncoderLayer on bench_block's shapes, one thread, float32, beside attn
 (docs/performance.md, "PyTorch's TransformerEncoderLayer"):
 
-  python3 bench/torch_encoder_layer.py [--attn build/b/bench/bench_block] [--repetitions 5]
+  python3 bench/torch_encoder_layer.py [--attn build/b/bench/bench_block] [--heads build/b/bench/bench_heads]
+                                       [--repetitions 5]
 
 The layer is nn.TransformerEncoderLayer(d, h, d_ff, dropout=0, activation="gelu",
 batch_first=True), post-LN (norm_first=False), as bench_block's attn block (which has no biases;
@@ -96,6 +97,56 @@ def measure_torch(torch, args):
     return results
 
 
+def measure_torch_heads(torch, args):
+    """nn.MultiheadAttention(512, 8, bias=True, batch_first=True), self-attention at T = 1024:
+    bench_heads' shape (attn's benchmark has no biases)."""
+    torch.manual_seed(91)
+    mha = torch.nn.MultiheadAttention(512, 8, dropout=0.0, bias=True, batch_first=True)
+    x = torch.rand(1, 1024, 512) - 0.5
+    g = torch.rand(1, 1024, 512) - 0.5
+    results = {}
+    mha.eval()
+
+    def inference():
+        with torch.inference_mode():
+            mha(x, x, x, need_weights=False)
+
+    results["forward/inference"] = timed(inference, args.min_time, args.repetitions)
+    mha.train()
+    xg = x.clone().requires_grad_(True)
+
+    def forward():
+        mha(xg, xg, xg, need_weights=False)
+
+    def forward_backward():
+        mha.zero_grad(set_to_none=False)
+        xg.grad = None
+        (mha(xg, xg, xg, need_weights=False)[0] * g).sum().backward()
+
+    results["forward/autograd"] = timed(forward, args.min_time, args.repetitions)
+    results["forward+backward"] = timed(forward_backward, args.min_time, args.repetitions)
+    return results
+
+
+def measure_attn_heads(path, args):
+    """{'forward'|'backward': (fastest, median) seconds} of bench_heads' h = 8, T = 1024, one thread."""
+    out = subprocess.run([path, "--benchmark_filter=^heads(_backward)?_h8/f32/(one|attn)/1024",
+                          "--benchmark_format=json", "--benchmark_min_time=%g" % args.min_time,
+                          "--benchmark_repetitions=%d" % args.repetitions],
+                         check=True, capture_output=True, text=True).stdout
+    times = {}
+    for b in json.loads(out[out.index("{"):])["benchmarks"]:
+        if b.get("run_type") != "iteration":
+            continue
+        kind, _, who = b["run_name"].split("/")[:3]
+        what = "forward" if kind == "heads_h8" and who == "one" else "backward" if kind == "heads_backward_h8" and who == "attn" else None
+        if what is None:
+            continue
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        times.setdefault(what, []).append(b["real_time"] * scale)
+    return {k: (min(v), statistics.median(v)) for k, v in times.items()}
+
+
 def measure_attn(path, args):
     """{(shape, 'forward'|'backward'): (fastest, median) seconds} from bench_block's JSON."""
     out = subprocess.run([path, "--benchmark_filter=^block(_backward)?/f32/attn/",
@@ -115,6 +166,8 @@ def measure_attn(path, args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--attn", help="bench_block, to run in the same session and print the ratios")
+    ap.add_argument("--heads", help="bench_heads: PyTorch's nn.MultiheadAttention (T = 1024, d 512, h = 8) "
+                    "beside attn's multi_head_attention, in the same session")
     ap.add_argument("--min-time", type=float, default=0.5)
     ap.add_argument("--repetitions", type=int, default=5)
     args = ap.parse_args()
@@ -145,6 +198,17 @@ def main():
         print("| %s | %s | %.3f | %.3f | %s | %s |" % (shape, what, fast * 1e3, med * 1e3,
                                                       "%.3f" % (a[0] * 1e3) if a else "—",
                                                       "%.2f" % (a[0] / fast) if a else "—"))
+    if args.heads:
+        th = measure_torch_heads(torch, args)
+        ah = measure_attn_heads(args.heads, args)
+        print("\n| self-attention, T = 1024, d 512, h = 8 | PyTorch fastest (ms) | median (ms) | attn fastest (ms) | attn / PyTorch |")
+        print("|---|---|---|---|---|")
+        rows = [("forward/inference", ah.get("forward")), ("forward/autograd", ah.get("forward")),
+                ("forward+backward", (ah["forward"][0] + ah["backward"][0], 0) if "forward" in ah and "backward" in ah else None)]
+        for what, a in rows:
+            fast, med = th[what]
+            print("| %s | %.3f | %.3f | %s | %s |" % (what, fast * 1e3, med * 1e3, "%.3f" % (a[0] * 1e3) if a else "—",
+                                                     "%.2f" % (a[0] / fast) if a else "—"))
     return 0
 
 

@@ -543,7 +543,12 @@ struct tiled_backward_kernel {
       const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
       T* p0 = b.P + i0 * NB;
       T* ds0 = b.dS + i0 * NB;
-      for (std::size_t c0 = 0; c0 < nb; c0 += NR) {
+      // the keys these MR rows see (causal: up to the last one's limit); past them P = dS = 0
+      // below (the exps' mask, and softmax_backward_entry of a weight 0), whatever the tiles
+      // left there
+      const std::size_t lim_r = masks.limit(t0 + i0 + mr - 1);
+      const std::size_t nb_r = lim_r <= j0 ? 0 : (lim_r - j0 < nb ? lim_r - j0 : nb);
+      for (std::size_t c0 = 0; c0 < nb_r; c0 += NR) {
         score_micro_tile(Q.row(t0 + i0), Q.stride, mr, b.kp, NB, c0, dk, f, p0 + c0, NB);
         score_micro_tile(dY.row(t0 + i0), dY.stride, mr, b.vp, NB, c0, dv, T(1), ds0 + c0, NB);
       }
@@ -552,15 +557,22 @@ struct tiled_backward_kernel {
         const std::size_t i = i0 + r, t = t0 + i;
         T* p = b.P + i * NB;
         T* ds = b.dS + i * NB;
-        if (!live_rows[i] || masks.limit(t) <= j0) {
+        const std::size_t lim = masks.limit(t);
+        if (!live_rows[i] || lim <= j0) {
           fill(p, nb, T(0));
           fill(ds, nb, T(0));
           continue;
         }
         any = true;
-        if (bias.any()) biased_logits(bias, t, j0, nb, beta, p, p);  // z, at β = 1 below
-        exp_shifted(p, p, nb, bias.any() ? T(1) : beta, lse[t],
-                    block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
+        const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // causal: a prefix of the block
+        if (bias.any()) biased_logits(bias, t, j0, seen, beta, p, p);  // z, at β = 1 below
+        const T beta_p = bias.any() ? T(1) : beta;
+        if (masks.any_entries()) {
+          exp_shifted(p, p, nb, beta_p, lse[t], block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
+        } else {  // causal alone: the prefix's exps a vector at a time (the same numbers), then 0s
+          exp_shifted(p, p, seen, beta_p, lse[t]);
+          fill(p + seen, nb - seen, T(0));
+        }
         T* const gs = rows_part && g.scores.data != nullptr ? g.scores.row(t) + j0 : nullptr;
         T* const gz = rows_part && g.bias.data != nullptr ? g.bias.row(t) + j0 : nullptr;
         if (g.add_scores)
@@ -569,15 +581,19 @@ struct tiled_backward_kernel {
           score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs, gz);
       }
       if (rows_part && any && g.queries.data != nullptr)  // Σ_j f·dS_tj K_j over the finite K_j
-        for_each_run(nb, b.keys_finite, b.key_finite, [&](std::size_t c, std::size_t len) {
+        for_each_run(nb_r, b.keys_finite, b.key_finite, [&](std::size_t c, std::size_t len) {
           weighted_rows_tile(tile_weights<T>{ds0 + c, NB, 1}, mr, len, K.row(j0 + c), K.stride, dk,
                              g.queries.row(t0 + i0), g.queries.stride, static_cast<const T*>(nullptr));
         });
     }
     if (!keys_part) return;
+    std::size_t first = 0;  // the first of the rows that sees key j0 + c (causal: the rows before
+                            // it have P = dS = 0 for these keys, and add nothing)
     for (std::size_t c = 0; c < nb; c += MR) {  // the block's keys MR at a time, over the rows
       const std::size_t mr = nb - c < MR ? nb - c : MR;
-      for_each_run(rows, rows_live, live_rows, [&](std::size_t a, std::size_t len) {
+      while (first < rows && masks.limit(t0 + first) <= j0 + c) ++first;
+      for_each_run(rows - first, rows_live, live_rows + first, [&](std::size_t a0, std::size_t len) {
+        const std::size_t a = first + a0;
         if (g.values.data != nullptr)
           weighted_rows_tile(tile_weights<T>{b.P + a * NB + c, 1, NB}, mr, len, dY.row(t0 + a),
                              dY.stride, dv, g.values.row(j0 + c), g.values.stride,
