@@ -14,6 +14,11 @@
 /// they are returned so: no intermediate overflows for a finite x (x³, x², e^z), so the values stay
 /// right when the caller's code is built with -ffast-math (which assumes no inf arises). NaN
 /// gives NaN (without -ffast-math); GELU(±inf) is ±inf or −0, its slope 1 or 0.
+/// For float and double (with GCC/Clang vector types) both GELUs run on detail/erfc.hpp's vector
+/// kernels, the same formulas written to vectorize (and saturating from |x| = 15 or 39, 11 or 22
+/// for the tanh form): GELU float within 8 ulp, its slope within 5 ulp of Φ + |x|φ, over every
+/// float; the scalar functions and the matrix loops give the same bits. The code below is long
+/// double's (and every type's without vector types).
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 

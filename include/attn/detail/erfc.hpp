@@ -6,14 +6,17 @@
 ///
 /// The formula (the same for float and double, coefficients per type):
 ///
-///   Φ(−s) = ½·t·e^(−s²/2 + P(w)),  t = 1/(1 + s/4),  w = α·t + β  (w in [−1, 1] for s in [0, s_max]),
+///   Φ(−s) = ½·t·e^(−s²/2 + P),  P = (1 − t)·Q(w),  t = 1/(1 + s/4),  w = α·t + β  (w in [−1, 1]
+///   for s in [0, s_max]),
 ///
-/// P a polynomial fitted to log(2Φ(−s)/t) + s²/2 (smooth in t on [0, 1], Numerical Recipes'
-/// erfcc idea with our own fit: Chebyshev fit in w with mpmath at 50 digits, degree 11 for float
-/// (fit error 1.6e−9, 0.03 ulp of a relative error), degree 24 for double (8.8e−18, 0.08 ulp),
-/// coefficients rounded to T; the monomial coefficients in w sum to 1.8 in magnitude, so Horner
-/// loses nothing to cancellation). Relative accuracy for every s: no 1 − erf, and x ≥ 0 takes
-/// Φ(x) = 1 − Φ(−x), where Φ(−x) ≤ ½ cannot cancel.
+/// log(2Φ(−s)/t) + s²/2 is smooth in t on [0, 1] and 0 at t = 1 (Numerical Recipes' erfcc idea,
+/// with our own fit): Q is a Chebyshev fit in w of it divided by 1 − t, computed with mpmath at
+/// 50 digits (bench/fit_phi.py prints them), degree 10 for float (fit error
+/// 9.4e−9 on |Q| ≈ 2), degree 24 for double (2.1e−17), coefficients rounded to T; they sum to 2.4
+/// in magnitude, so Horner loses nothing to cancellation, and the factor 1 − t = s·t/4 makes P's
+/// rounding vanish with s (fitting P itself cost 7 ulp near s = 0, where P sums terms of 0.8 to 0).
+/// Relative accuracy for every s: no 1 − erf, and x ≥ 0 takes Φ(x) = 1 − Φ(−x), where Φ(−x) ≤ ½
+/// cannot cancel.
 ///
 /// The exponent −s²/2 is carried exactly: s = s_h + s_l with s_h the top half of s's significand
 /// (a mask on the bits), so s_h² is exact and −s²/2 = −s_h²/2 − s_l(s + s_h)/2, the second
@@ -23,10 +26,14 @@
 /// GELU′ 1 or 0 in T, and the exponential is scaled by 2^bias so that it stays normal until the
 /// last product, which rounds once into the subnormals.
 ///
-/// Error (tests/test_activations.cpp, scans of every float against long double): GELU float
-/// ≤ gelu_float_ulps ulp, its slope within gelu_slope_float_ulps ulp of the magnitudes of its two
-/// terms Φ and x·φ (they cancel near x = −0.75, where the slope is 0); double likewise over 2^22
-/// random doubles of every octave (bounds beside the constants below).
+/// Error (tests/test_activations.cpp with tests/gelu_scan.hpp, every float against long double):
+/// GELU float ≤ 8 ulp (7.47 at most, with AVX-512's rcp14 path), its slope ≤ 5 ulp of the
+/// magnitude of its two terms Φ and x·φ (4.44; they cancel near x = −0.75, where the slope is 0).
+/// Double: 6.3 ulp and 3.3 ulp at most over 4M random doubles of [−40, 40] in development; the
+/// test suite holds double to the condition-based bounds of "activations: values over every
+/// octave". Where the error comes from: P's few roundings on |P| ≤ 1.7 (an absolute error of
+/// the exponent, so a relative one of the result), the exponential's 0.9 ulp, t's, and the final
+/// products.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
