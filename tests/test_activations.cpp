@@ -201,10 +201,10 @@ TEST_CASE("activations: shapes and overlaps are refused by name, nothing written
 }
 
 // GELU (erf) and its slope in float, every float (tests/gelu_scan.hpp says what must hold). The
-// bounds are the scan's maxima over all 2^32 floats (7.47 and 4.44 ulp with g++ -O1 -march=native: AVX-512, where
-// the reciprocal is rcp14 and a Newton step) and without -march (SSE2, a division), rounded up:
-// detail/erfc.hpp's formula carries −x²/2 exactly, so the error is the few roundings of P, the
-// exponential's (0.9 ulp), t's and the final products, the same at every x.
+// bounds are the scan's maxima over all 2^32 floats, rounded up: 7.47 and 4.44 ulp with g++ -O1
+// -march=native (AVX-512: the reciprocal by rcp14 and a Newton step), 7.47 and 3.62 with g++ -O2
+// for SSE2 (a division). detail/erfc.hpp carries −x²/2 exactly, so the error is that of a few
+// roundings — of P, the exponential's (0.9 ulp), t's and the final products — the same at every x.
 namespace {
 constexpr double gelu_value_ulps = 8.0, gelu_slope_ulps = 5.0;
 
