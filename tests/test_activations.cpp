@@ -18,6 +18,7 @@
 #include "attn/gradcheck.hpp"
 #include "attn/report/format.hpp"
 #include "attn_catch.hpp"
+#include "gelu_scan.hpp"
 
 using ld = long double;
 
@@ -197,4 +198,41 @@ TEST_CASE("activations: shapes and overlaps are refused by name, nothing written
   REQUIRE_THROWS_AS(attn::activate(attn::activation::relu, attn::MatrixView<const double>(Z.data(), 2, 3),
                                    attn::MatrixView<double>(Z.data() + 3, 2, 3)),
                     attn::overlap_error);
+}
+
+// GELU (erf) and its slope in float, every float (tests/gelu_scan.hpp says what must hold). The
+// bounds are the scan's maxima over all 2^32 floats, rounded up: 7.47 and 4.44 ulp with g++ -O1
+// -march=native (AVX-512: the reciprocal by rcp14 and a Newton step), 7.47 and 3.62 with g++ -O2
+// for SSE2 (a division). detail/erfc.hpp carries −x²/2 exactly, so the error is that of a few
+// roundings — of P, the exponential's (0.9 ulp), t's and the final products — the same at every x.
+namespace {
+constexpr double gelu_value_ulps = 8.0, gelu_slope_ulps = 5.0;
+
+void check_gelu_scan(const attn_test::gelu_scan& all, std::uint64_t spread) {
+  INFO(attn_test::scan_summary(all) << "; slope: max error " << all.max_err_slope << " ulp at bits 0x" << std::hex
+                                    << all.worst_slope);
+  CHECK(all.failures == 0);
+  CHECK(all.differ == 0);
+  CHECK(all.checked >= attn_test::n_scan_blocks / spread * attn_test::scan_block);
+  CHECK(all.compared > 0);
+  WARN("GELU float: max " << all.max_err << " ulp (bound " << gelu_value_ulps << "), slope " << all.max_err_slope
+                          << " ulp of Φ + |x|φ (bound " << gelu_slope_ulps << "), over " << all.compared << " floats");
+}
+}  // namespace
+
+TEST_CASE("GELU: every float, value and slope, against long double", "[.][exhaustive][activations]") {
+  constexpr std::uint64_t spread = attn_test::every_float_spread;
+  check_gelu_scan(attn_test::scan_on_two_threads<attn_test::gelu_scan>(
+                      attn_test::scan_gelu_floats, spread,
+                      attn_test::gelu_scan_args{gelu_value_ulps, gelu_slope_ulps, true}),
+                  spread);
+}
+
+TEST_CASE("GELU: every 64th block of floats, value and slope, against long double", "[activations]") {
+  // (every 512th unoptimized or under a sanitizer, where the long double reference is slow)
+  constexpr std::uint64_t spread = attn_test::sampled_spread * (ATTN_EXP_TEST_EVERY_FLOAT ? 1 : 8);
+  check_gelu_scan(attn_test::scan_on_two_threads<attn_test::gelu_scan>(
+                      attn_test::scan_gelu_floats, spread,
+                      attn_test::gelu_scan_args{gelu_value_ulps, gelu_slope_ulps, true}),
+                  spread);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attn_catch.hpp"
+#include "gelu_scan.hpp"
 
 namespace {
 /// β values that are not finite, made from their bits (a NaN of each sign, ±inf).
@@ -154,4 +155,19 @@ TEST_CASE("fast-math: the initialisation's numbers are the same bits as without 
     REQUIRE(attn::random_uniform<double>(bound, seed, 1, n[k]) == as_double[k]);
     REQUIRE(std::bit_cast<std::uint32_t>(attn::random_uniform<float>(bound, seed, 1, n[k])) == as_float[k]);
   }
+}
+
+TEST_CASE("fast-math: GELU (erf) in float, every 64th block of floats, within the bounds of the build without it",
+          "[fastmath][activations]") {
+  // tests/gelu_scan.hpp's checks without the NaNs and the sign of zero, which -ffast-math
+  // does not keep; the bounds of test_activations.cpp (8 ulp, the slope 5 ulp of Φ + |x|φ):
+  // detail/erfc.hpp's arithmetic has no operation -ffast-math may fold (the exact split of s,
+  // the exponential's reduction are opaque to reassociation: exp_split_scaled).
+  constexpr std::uint64_t spread = attn_test::sampled_spread * (ATTN_EXP_TEST_EVERY_FLOAT ? 1 : 8);
+  const auto all = attn_test::scan_on_two_threads<attn_test::gelu_scan>(attn_test::scan_gelu_floats, spread,
+                                                                        attn_test::gelu_scan_args{8.0, 5.0, false});
+  INFO(attn_test::scan_summary(all) << "; slope: max error " << all.max_err_slope << " ulp");
+  CHECK(all.failures == 0);
+  CHECK(all.differ == 0);
+  CHECK(all.compared > 0);
 }
