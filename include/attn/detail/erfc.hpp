@@ -124,8 +124,8 @@ template <class V>
 /// Lane by lane a where the mask m (all ones or 0, as a compare gives) is set, else b.
 template <class VT, class VM>
 [[nodiscard]] [[gnu::always_inline]] inline VT select_by(VM m, VT a, VT b) noexcept {
-  using VU = decltype(std::bit_cast<VM>(a));
-  return std::bit_cast<VT>((std::bit_cast<VU>(a) & m) | (std::bit_cast<VU>(b) & ~m));
+  using VU = decltype(detail::bit_cast<VM>(a));
+  return detail::bit_cast<VT>((detail::bit_cast<VU>(a) & m) | (detail::bit_cast<VU>(b) & ~m));
 }
 
 /// e^(A + B)·2^Bias lane by lane, A exact and |B| ≤ 2, A + B in [−(125 + Bias)·ln2 + 1, 0]
@@ -141,21 +141,21 @@ template <class T, std::size_t W, int Bias>
   using VT = vec<T, W>;
   using VU = vec<U, W>;
   const VT z = (A + B) * C::log2e + C::shifter;
-  const VU zb = std::bit_cast<VU>(z);
-  const VU k = zb - std::bit_cast<U>(C::shifter);
+  const VU zb = detail::bit_cast<VU>(z);
+  const VU k = zb - detail::bit_cast<U>(C::shifter);
   VT kf;
 #if defined(__ASSOCIATIVE_MATH__)
   if constexpr (sizeof(T) == 4) {
-    kf = __builtin_convertvector(std::bit_cast<vec<typename C::sint, W>>(k), VT);
+    kf = __builtin_convertvector(detail::bit_cast<vec<typename C::sint, W>>(k), VT);
   } else {
-    kf = std::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
+    kf = detail::bit_cast<VT>((zb & 0xffffffffULL) | 0x4330000000000000ULL) - (0x1p52 + 5119.0);
   }
 #else
   kf = z - C::shifter;
 #endif
   VT hi = A - kf * C::ln2_hi;
 #if defined(__ASSOCIATIVE_MATH__)
-  hi = std::bit_cast<VT>(std::bit_cast<VU>(hi) ^ (zb & (U{1} << (sizeof(U) * 8 - 1))));
+  hi = detail::bit_cast<VT>(detail::bit_cast<VU>(hi) ^ (zb & (U{1} << (sizeof(U) * 8 - 1))));
 #endif
   const VT lo = kf * C::ln2_lo - B;
   const VT r = hi - lo;
@@ -165,7 +165,7 @@ template <class T, std::size_t W, int Bias>
   } else {
     y = exp_poly_double(r, r, VT{});
   }
-  return std::bit_cast<VT>(std::bit_cast<VU>(y) + ((k + static_cast<U>(Bias)) << C::mant_bits));
+  return detail::bit_cast<VT>(detail::bit_cast<VU>(y) + ((k + static_cast<U>(Bias)) << C::mant_bits));
 }
 
 /// 1/d lane by lane for d in [1, 11]: with AVX-512, for a whole register, rcp14 (relative error
@@ -197,7 +197,7 @@ template <class VT>
   using VU = decltype(a < b);
   using U = std::remove_cvref_t<decltype(std::declval<VU>()[0])>;
   constexpr auto sign = static_cast<U>(U{1} << (sizeof(U) * 8 - 1));
-  return std::bit_cast<VT>(std::bit_cast<VU>(a * b) ^ (std::bit_cast<VU>(b) & sign));
+  return detail::bit_cast<VT>(detail::bit_cast<VU>(a * b) ^ (detail::bit_cast<VU>(b) & sign));
 }
 
 /// GELU(x) (Slope false) or GELU′(x) (Slope true) on the W lanes of x, by the file comment's
@@ -214,8 +214,8 @@ template <class T, std::size_t W, bool Slope>
   using VT = vec<T, W>;
   using VU = vec<U, W>;
   constexpr U sign_bit = ~C::abs_mask;
-  const VU ix = std::bit_cast<VU>(x);
-  const VT s = std::bit_cast<VT>(ix & C::abs_mask);
+  const VU ix = detail::bit_cast<VU>(x);
+  const VT s = detail::bit_cast<VT>(ix & C::abs_mask);
   // s clamped to s_max (a min: a NaN stays a NaN, and makes the result one)
   const VT sc = K::s_max < s ? VT{} + K::s_max : s;
   const VT t = reciprocal_near<T, W>(sc * T(0.25) + T(1));
@@ -227,15 +227,15 @@ template <class T, std::size_t W, bool Slope>
     q = phi_poly_double(w);
   }
   const VT p = ((sc * t) * T(0.25)) * q;  // P = (1 − t)·Q, 1 − t = s·t/4: no cancellation near s = 0
-  const VT sh = std::bit_cast<VT>(std::bit_cast<VU>(sc) & K::split_mask);
+  const VT sh = detail::bit_cast<VT>(detail::bit_cast<VU>(sc) & K::split_mask);
   const VT sl = sc - sh;
   const VT A = sh * (sh * T(-0.5));     // exact
   const VT Bsq = (sl * (sc + sh)) * T(-0.5);
   // all ones where x's sign bit is set
-  const VU negative = std::bit_cast<VU>(std::bit_cast<vec<S, W>>(ix) >> (sizeof(U) * 8 - 1));
+  const VU negative = detail::bit_cast<VU>(detail::bit_cast<vec<S, W>>(ix) >> (sizeof(U) * 8 - 1));
   if constexpr (!Slope) {
     const VT Y = exp_split_scaled<T, W, K::bias>(A, Bsq + p);  // 2^bias·e^(−s²/2 + P)
-    const VT xc = std::bit_cast<VT>(std::bit_cast<VU>(sc) | (ix & sign_bit));
+    const VT xc = detail::bit_cast<VT>(detail::bit_cast<VU>(sc) | (ix & sign_bit));
     // x_c·Φ(−s) = (x_c·Y)·(t·2^−bias/2), rounded once at the end. x_c·Y is made opaque (xor-ed
     // with Y's sign bit, 0) so that -ffast-math cannot reassociate the product into
     // (x_c·2^−bias)·Y, which underflows for tiny x (and flushes to 0 under FTZ).
@@ -279,16 +279,16 @@ template <class T, std::size_t W, bool Slope>
   constexpr U sign_bit = ~C::abs_mask;
   constexpr T k1 = T(0.797884560802865355879892119868763737L);  // √(2/π)
   constexpr T k3 = T(0.044715L);
-  const VU ix = std::bit_cast<VU>(x);
-  const VT s = std::bit_cast<VT>(ix & C::abs_mask);
+  const VU ix = detail::bit_cast<VU>(x);
+  const VT s = detail::bit_cast<VT>(ix & C::abs_mask);
   const VT sc = gelu_tanh_x_max<T> < s ? VT{} + gelu_tanh_x_max<T> : s;  // a NaN stays one
   const VT s2 = sc * sc;
   const VT a = (T(2) * k1) * (sc + k3 * (s2 * sc));  // |z|
   const VT E = exp_split_scaled<T, W, K::bias>(VT{} - a, VT{});  // 2^bias·e^(−|z|)
   const VT e = E * K::scale_down;
   const VT r = reciprocal_near<T, W>(T(1) + e);  // σ(|z|)
-  const VU negative = std::bit_cast<VU>(std::bit_cast<vec<S, W>>(ix) >> (sizeof(U) * 8 - 1));
-  const VT xc = std::bit_cast<VT>(std::bit_cast<VU>(sc) | (ix & sign_bit));
+  const VU negative = detail::bit_cast<VU>(detail::bit_cast<vec<S, W>>(ix) >> (sizeof(U) * 8 - 1));
+  const VT xc = detail::bit_cast<VT>(detail::bit_cast<VU>(sc) | (ix & sign_bit));
   if constexpr (!Slope) {
     const VT below = (opaque_product(xc, E) * r) * K::scale_down;  // x·σ(−|z|), rounded once at the end
     return select_by(negative, below, x * r);
