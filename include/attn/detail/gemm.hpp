@@ -162,6 +162,7 @@ template <class T, std::size_t MR, std::size_t NV, std::size_t W>
                                                 const T* __restrict pb, T* __restrict c, std::size_t crs,
                                                 std::size_t rows, std::size_t cols, bool first) noexcept {
   constexpr std::size_t NR = NV * W;
+#if ATTN_VECTOR_EXTENSIONS
   if constexpr (W > 1) {
     using V = vec<T, W>;
     V acc[MR][NV];
@@ -196,14 +197,16 @@ template <class T, std::size_t MR, std::size_t NV, std::size_t W>
     std::memcpy(tile, acc, sizeof tile);
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t j = 0; j < cols; ++j) c[r * crs + j] = first ? tile[r][j] : c[r * crs + j] + tile[r][j];
-  } else {
-    T acc[MR][NR] = {};
-    for (std::size_t k = 0; k < kc; ++k)
-      for (std::size_t r = 0; r < MR; ++r)
-        for (std::size_t j = 0; j < NR; ++j) acc[r][j] += pa[k * MR + r] * pb[k * NR + j];
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t j = 0; j < cols; ++j) c[r * crs + j] = first ? acc[r][j] : c[r * crs + j] + acc[r][j];
+    return;
   }
+#endif
+  // one number at a time (no vector types: long double, or ATTN_NO_VECTOR_EXTENSIONS)
+  T acc[MR][NR] = {};
+  for (std::size_t k = 0; k < kc; ++k)
+    for (std::size_t r = 0; r < MR; ++r)
+      for (std::size_t j = 0; j < NR; ++j) acc[r][j] += pa[k * MR + r] * pb[k * NR + j];
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t j = 0; j < cols; ++j) c[r * crs + j] = first ? acc[r][j] : c[r * crs + j] + acc[r][j];
 }
 
 /// The packed panels a product of at most m × n × k grows this thread's buffers to.
