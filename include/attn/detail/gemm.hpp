@@ -23,11 +23,9 @@
 /// pointers and counts; no checks (the callers check shapes).
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "attn/detail/config.hpp"
@@ -87,23 +85,8 @@ struct gemm_buffers {
   }
 };
 
-/// An operand as the packed panels hold it: a subnormal float or double is read as 0 (as the
-/// FPU's denormals-are-zero mode reads it). A multiply with a subnormal operand costs a microcode
-/// assist of ~100 cycles on x86: 2 % of subnormals in one operand (a GELU hidden layer, whose
-/// x < −13 give GELU below 2^−126) made one product 60 times slower, 25.6 → 1542 ms (bench/,
-/// docs/performance.md). What it changes in C_ij is below 2^−126·Σ_k |other factor|, far under
-/// the product's own rounding ε·Σ_k |A_ik B_kj| unless every term is as small.
-template <class T>
-[[nodiscard]] [[gnu::always_inline]] inline T gemm_operand(T v) noexcept {
-  if constexpr (std::numeric_limits<T>::is_iec559 && (sizeof(T) == 4 || sizeof(T) == 8)) {
-    return std::fabs(v) < std::numeric_limits<T>::min() ? T(0) : v;
-  } else {
-    return v;
-  }
-}
-
 /// Packs rows [i0, i0 + mc) × inner [k0, k0 + kc) of A into slivers of MR rows: sliver s holds
-/// for each k the MR numbers A(i0 + s·MR + r, k0 + k) (gemm_operand), 0 past the last row.
+/// for each k the MR numbers A(i0 + s·MR + r, k0 + k), 0 past the last row.
 template <class T, std::size_t MR>
 void pack_a(gemm_matrix<const T> A, std::size_t i0, std::size_t mc, std::size_t k0, std::size_t kc,
             T* out) noexcept {
@@ -113,42 +96,38 @@ void pack_a(gemm_matrix<const T> A, std::size_t i0, std::size_t mc, std::size_t 
       const T* src[MR];
       for (std::size_t r = 0; r < MR; ++r) src[r] = A.data + (i0 + s + r) * A.rs + k0;
       for (std::size_t k = 0; k < kc; ++k)
-        for (std::size_t r = 0; r < MR; ++r) out[k * MR + r] = gemm_operand(src[r][k]);
+        for (std::size_t r = 0; r < MR; ++r) out[k * MR + r] = src[r][k];
     } else if (A.rs == 1 && rows == MR) {  // Aᵀ stored row-major: MR numbers side by side per k
-      for (std::size_t k = 0; k < kc; ++k) {
-        const T* src = A.data + (k0 + k) * A.cs + i0 + s;
-        for (std::size_t r = 0; r < MR; ++r) out[k * MR + r] = gemm_operand(src[r]);
-      }
+      for (std::size_t k = 0; k < kc; ++k)
+        std::memcpy(out + k * MR, A.data + (k0 + k) * A.cs + i0 + s, MR * sizeof(T));
     } else {
       for (std::size_t k = 0; k < kc; ++k)
         for (std::size_t r = 0; r < MR; ++r)
-          out[k * MR + r] = r < rows ? gemm_operand(A.data[(i0 + s + r) * A.rs + (k0 + k) * A.cs]) : T(0);
+          out[k * MR + r] = r < rows ? A.data[(i0 + s + r) * A.rs + (k0 + k) * A.cs] : T(0);
     }
     out += kc * MR;
   }
 }
 
 /// Packs inner [k0, k0 + kc) × columns [j0, j0 + nc) of B into slivers of NR columns: sliver s
-/// holds for each k the NR numbers B(k0 + k, j0 + s·NR + c) (gemm_operand), 0 past the last column.
+/// holds for each k the NR numbers B(k0 + k, j0 + s·NR + c), 0 past the last column.
 template <class T, std::size_t NR>
 void pack_b(gemm_matrix<const T> B, std::size_t k0, std::size_t kc, std::size_t j0, std::size_t nc,
             T* out) noexcept {
   for (std::size_t s = 0; s < nc; s += NR) {
     const std::size_t cols = std::min(NR, nc - s);
     if (B.cs == 1 && cols == NR) {
-      for (std::size_t k = 0; k < kc; ++k) {
-        const T* src = B.data + (k0 + k) * B.rs + j0 + s;
-        for (std::size_t c = 0; c < NR; ++c) out[k * NR + c] = gemm_operand(src[c]);
-      }
+      for (std::size_t k = 0; k < kc; ++k)
+        std::memcpy(out + k * NR, B.data + (k0 + k) * B.rs + j0 + s, NR * sizeof(T));
     } else if (B.rs == 1 && cols == NR) {  // Bᵀ stored row-major: each column's numbers side by side
       for (std::size_t c = 0; c < NR; ++c) {
         const T* src = B.data + (j0 + s + c) * B.cs + k0;
-        for (std::size_t k = 0; k < kc; ++k) out[k * NR + c] = gemm_operand(src[k]);
+        for (std::size_t k = 0; k < kc; ++k) out[k * NR + c] = src[k];
       }
     } else {
       for (std::size_t k = 0; k < kc; ++k)
         for (std::size_t c = 0; c < NR; ++c)
-          out[k * NR + c] = c < cols ? gemm_operand(B.data[(k0 + k) * B.rs + (j0 + s + c) * B.cs]) : T(0);
+          out[k * NR + c] = c < cols ? B.data[(k0 + k) * B.rs + (j0 + s + c) * B.cs] : T(0);
     }
     out += kc * NR;
   }
