@@ -415,7 +415,7 @@ struct tile_gradients {
   tile_matrix<T> keys{};     ///< ∂L/∂K (n × d_k), added to
   tile_matrix<T> values{};   ///< ∂L/∂V (n × d_v), added to
   tile_matrix<T> scores{};   ///< ∂L/∂S (T × n): dS before the scale f, written or added to
-  bool add_scores = false;   ///< add dS and dZ to what scores and bias hold (else overwrite)
+  bool accumulate = false;   ///< add dS and dZ to what scores and bias hold (else overwrite)
   tile_matrix<T> bias{};     ///< ∂L/∂Z (T × n): the gradient of a bias on the logits
 };
 
@@ -539,6 +539,7 @@ struct tiled_backward_kernel {
     const std::size_t nb = last - j0 < NB ? last - j0 : NB;
     bool rows_live = true;
     for (std::size_t i = 0; i < rows; ++i) rows_live = rows_live && live_rows[i];
+    const bool biased = bias.any();
     for (std::size_t i0 = 0; i0 < rows; i0 += MR) {
       const std::size_t mr = rows - i0 < MR ? rows - i0 : MR;
       T* p0 = b.P + i0 * NB;
@@ -565,8 +566,8 @@ struct tiled_backward_kernel {
         }
         any = true;
         const std::size_t seen = lim - j0 < nb ? lim - j0 : nb;  // causal: a prefix of the block
-        if (bias.any()) biased_logits(bias, t, j0, seen, beta, p, p);  // z, at β = 1 below
-        const T beta_p = bias.any() ? T(1) : beta;
+        if (biased) biased_logits(bias, t, j0, seen, beta, p, p);  // z, at β = 1 below
+        const T beta_p = biased ? T(1) : beta;
         if (masks.any_entries()) {
           exp_shifted(p, p, nb, beta_p, lse[t], block_mask(masks, t, j0, nb, b.mbuf));  // 0: masked
         } else {  // causal alone: the prefix's exps a vector at a time (the same numbers), then 0s
@@ -575,7 +576,7 @@ struct tiled_backward_kernel {
         }
         T* const gs = rows_part && g.scores.data != nullptr ? g.scores.row(t) + j0 : nullptr;
         T* const gz = rows_part && g.bias.data != nullptr ? g.bias.row(t) + j0 : nullptr;
-        if (g.add_scores)
+        if (g.accumulate)
           score_gradients_of<T, true>(p, ds, nb, dy_y[i], beta, f, gs, gz);
         else
           score_gradients_of<T, false>(p, ds, nb, dy_y[i], beta, f, gs, gz);
