@@ -32,13 +32,16 @@ std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng, double sd = 1,
 // Every number of one block: X and the seventeen parameters, each a flat row-major array.
 template <class T>
 struct block_case {
-  std::size_t tq = 3, d = 4, h = 2, dk = 2, dff = 5;
-  bool pre = false, causal = false;
+  std::size_t tq = 3, d = 4, h = 2, dk = 2, dff = 5, n = 4;
+  bool pre = false, causal = false, cross = false;
   attn::activation act = attn::activation::gelu;
-  enum { X, WQ, WK, WV, WO, BQ, BK, BV, BO, W1, B1, W2, B2, G1, E1, G2, E2, COUNT };
+  // X, the seventeen parameters; with cross-attention (a decoder's block) M and its ten more
+  enum { X, WQ, WK, WV, WO, BQ, BK, BV, BO, W1, B1, W2, B2, G1, E1, G2, E2,
+         MEM, CWQ, CWK, CWV, CWO, CBQ, CBK, CBV, CBO, GC, EC, COUNT };
   std::vector<T> a[COUNT];
 
-  block_case(std::size_t heads, bool pre_ln, bool causal_mask, std::mt19937_64& rng) : h(heads), pre(pre_ln), causal(causal_mask) {
+  block_case(std::size_t heads, bool pre_ln, bool causal_mask, std::mt19937_64& rng, bool with_cross = false)
+      : h(heads), pre(pre_ln), causal(causal_mask), cross(with_cross) {
     const std::size_t hd = h * dk;
     const double s = 1 / std::sqrt(static_cast<double>(d));
     a[X] = random_vector<T>(tq * d, rng);
@@ -54,7 +57,17 @@ struct block_case {
     a[B2] = random_vector<T>(d, rng, 0.2);
     for (const int g : {G1, G2}) a[g] = random_vector<T>(d, rng, 0.2, 1);
     for (const int e : {E1, E2}) a[e] = random_vector<T>(d, rng, 0.2);
+    if (cross) {
+      a[MEM] = random_vector<T>(n * d, rng);
+      for (const int w : {CWQ, CWK, CWV}) a[w] = random_vector<T>(d * hd, rng, s);
+      a[CWO] = random_vector<T>(hd * d, rng, s);
+      for (const int b : {CBQ, CBK, CBV}) a[b] = random_vector<T>(hd, rng, 0.2);
+      a[CBO] = random_vector<T>(d, rng, 0.2);
+      a[GC] = random_vector<T>(d, rng, 0.2, 1);
+      a[EC] = random_vector<T>(d, rng, 0.2);
+    }
   }
+  attn::MatrixView<const T> memory() const { return {a[MEM].data(), cross ? n : 0, d}; }
   attn::block_parameters<T> params() const {
     const std::size_t hd = h * dk;
     attn::block_parameters<T> p;
@@ -72,14 +85,26 @@ struct block_case {
     p.norm_1 = {.gamma = a[G1], .beta = a[E1]};
     p.norm_2 = {.gamma = a[G2], .beta = a[E2]};
     p.placement = pre ? attn::norm_placement::pre : attn::norm_placement::post;
+    if (cross) {
+      p.cross_attention = {.W_Q = attn::MatrixView<const T>(a[CWQ].data(), d, hd),
+                           .W_K = attn::MatrixView<const T>(a[CWK].data(), d, hd),
+                           .W_V = attn::MatrixView<const T>(a[CWV].data(), d, hd),
+                           .W_O = attn::MatrixView<const T>(a[CWO].data(), hd, d),
+                           .b_Q = a[CBQ], .b_K = a[CBK], .b_V = a[CBV], .b_O = a[CBO], .heads = h};
+      p.norm_cross = {.gamma = a[GC], .beta = a[EC]};
+    }
     return p;
   }
   attn::options opts() const { return {.causal = causal}; }
   std::vector<T> forward() const {
     attn::block_cache<T> cache;
     std::vector<T> y(tq * d);
-    attn::transformer_block(attn::MatrixView<const T>(a[X].data(), tq, d), params(), attn::MatrixView<T>(y.data(), tq, d),
-                            cache, opts());
+    if (cross)
+      attn::transformer_block(attn::MatrixView<const T>(a[X].data(), tq, d), memory(), params(),
+                              attn::MatrixView<T>(y.data(), tq, d), cache, opts());
+    else
+      attn::transformer_block(attn::MatrixView<const T>(a[X].data(), tq, d), params(),
+                              attn::MatrixView<T>(y.data(), tq, d), cache, opts());
     return y;
   }
 
@@ -108,15 +133,18 @@ struct block_case {
     }
     return out;
   }
-  M attention(const M& in) const {
-    const std::size_t hd = h * dk;
-    const M Q = lin(in, tq, d, a[WQ], hd, a[BQ]), K = lin(in, tq, d, a[WK], hd, a[BK]), V = lin(in, tq, d, a[WV], hd, a[BV]);
+  // self-attention (w = WQ) or cross-attention to kv (w = CWQ, kv_rows = n, no mask)
+  M attention(const M& in, const M& kv, int w = WQ) const {
+    const std::size_t hd = h * dk, nk = w == WQ ? tq : n;
+    const bool masked = w == WQ && causal;
+    const M Q = lin(in, tq, d, a[w], hd, a[w + 4]), K = lin(kv, nk, d, a[w + 1], hd, a[w + 5]),
+            V = lin(kv, nk, d, a[w + 2], hd, a[w + 6]);
     M Z(tq * hd);
     for (std::size_t i = 0; i < h; ++i)
       for (std::size_t t = 0; t < tq; ++t) {
-        std::vector<ld> s(tq);
+        std::vector<ld> s(nk);
         ld mx = -1e4000L, sum = 0;
-        const std::size_t seen = causal ? t + 1 : tq;
+        const std::size_t seen = masked ? t + 1 : nk;
         for (std::size_t j = 0; j < seen; ++j) {
           s[j] = 0;
           for (std::size_t c = 0; c < dk; ++c) s[j] += Q[t * hd + i * dk + c] * K[j * hd + i * dk + c];
@@ -130,7 +158,7 @@ struct block_case {
           Z[t * hd + i * dk + c] = z;
         }
       }
-    return lin(Z, tq, hd, a[WO], d, a[BO]);
+    return lin(Z, tq, hd, a[w + 3], d, a[w + 7]);
   }
   M ffn(const M& in) const {
     M H = lin(in, tq, d, a[W1], dff, a[B1]);
@@ -143,11 +171,15 @@ struct block_case {
       for (std::size_t k = 0; k < u.size(); ++k) u[k] += v[k];
       return u;
     };
+    const M mem(a[MEM].begin(), a[MEM].end());
     if (!pre) {
-      const M x1 = layer_norm(add(x, attention(x)), a[G1], a[E1]);
+      M x1 = layer_norm(add(x, attention(x, x)), a[G1], a[E1]);
+      if (cross) x1 = layer_norm(add(x1, attention(x1, mem, CWQ)), a[GC], a[EC]);
       return layer_norm(add(x1, ffn(x1)), a[G2], a[E2]);
     }
-    const M h1 = add(x, attention(layer_norm(x, a[G1], a[E1])));
+    const M n1 = layer_norm(x, a[G1], a[E1]);
+    M h1 = add(x, attention(n1, n1));
+    if (cross) h1 = add(h1, attention(layer_norm(h1, a[GC], a[EC]), mem, CWQ));
     return add(h1, ffn(layer_norm(h1, a[G2], a[E2])));
   }
 };
@@ -158,16 +190,19 @@ TEMPLATE_TEST_CASE("transformer_block: post-LN and pre-LN, causal or not, h = 1 
                    "[block]", float, double, long double) {
   using T = TestType;
   std::mt19937_64 rng(111);
+  for (const bool cross : {false, true})
   for (const bool pre : {false, true})
     for (const bool causal : {false, true})
       for (std::size_t h = 1; h <= 4; ++h) {
-        block_case<T> c(h, pre, causal, rng);
+        block_case<T> c(h, pre, causal, rng, cross);
         const std::vector<T> y = c.forward();
         const std::vector<ld> want = c.reference();
-        INFO((pre ? "pre-LN" : "post-LN") << (causal ? ", causal" : "") << ", h = " << h);
+        INFO((pre ? "pre-LN" : "post-LN") << (causal ? ", causal" : "") << (cross ? ", cross-attention" : "")
+                                          << ", h = " << h);
         ld top = 1;
         for (const ld v : want) top = std::max(top, std::abs(v));
-        const ld bound = 64 * static_cast<ld>(2 * c.d + c.dff + c.tq) *
+        // (cross-attention: d + n roundings more on the way)
+        const ld bound = 64 * static_cast<ld>(2 * c.d + c.dff + c.tq + (cross ? c.d + c.n : 0)) *
                          static_cast<ld>(std::numeric_limits<T>::epsilon()) * 10 * top;
         for (std::size_t k = 0; k < y.size(); ++k) CHECK(std::abs(static_cast<ld>(y[k]) - want[k]) <= bound);
       }
@@ -178,11 +213,15 @@ TEMPLATE_TEST_CASE("transformer_block_backward: X and every parameter against ce
   using T = TestType;
   std::mt19937_64 rng(112);
   const char* names[] = {"X", "W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_1", "b_1",
-                         "W_2", "b_2", "gamma_1", "beta_1", "gamma_2", "beta_2"};
+                         "W_2", "b_2", "gamma_1", "beta_1", "gamma_2", "beta_2", "M", "cross W_Q", "cross W_K",
+                         "cross W_V", "cross W_O", "cross b_Q", "cross b_K", "cross b_V", "cross b_O",
+                         "gamma_cross", "beta_cross"};
+  for (const bool cross : {false, true})
   for (const bool pre : {false, true})
     for (const bool causal : {false, true})
       for (std::size_t h = 1; h <= 4; ++h) {
-        block_case<T> c(h, pre, causal, rng);
+        if (cross && h == 4) continue;  // (h = 1 to 3 with cross-attention: the suite's time)
+        block_case<T> c(h, pre, causal, rng, cross);
         c.act = h % 2 == 0 ? attn::activation::gelu : attn::activation::gelu_tanh;
         using BC = block_case<T>;
         const std::vector<T> G = random_vector<T>(c.tq * c.d, rng);
@@ -190,11 +229,14 @@ TEMPLATE_TEST_CASE("transformer_block_backward: X and every parameter against ce
         std::vector<T> y(c.tq * c.d);
         const attn::block_parameters<T> p = c.params();
         const attn::MatrixView<const T> x(c.a[BC::X].data(), c.tq, c.d);
-        attn::transformer_block(x, p, attn::MatrixView<T>(y.data(), c.tq, c.d), cache, c.opts());
+        if (cross)
+          attn::transformer_block(x, c.memory(), p, attn::MatrixView<T>(y.data(), c.tq, c.d), cache, c.opts());
+        else
+          attn::transformer_block(x, p, attn::MatrixView<T>(y.data(), c.tq, c.d), cache, c.opts());
         std::vector<std::vector<T>> g(std::size_t{BC::COUNT});
         for (std::size_t k = 0; k < std::size_t{BC::COUNT}; ++k) g[k].assign(c.a[k].size(), T(0));
         const std::size_t hd = h * c.dk;
-        const attn::block_gradients<T> grads{
+        const attn::block_gradients<T> grads_self{
             .input = {g[BC::X].data(), c.tq, c.d},
             .W_Q = attn::MatrixView<T>(g[BC::WQ].data(), c.d, hd),
             .W_K = attn::MatrixView<T>(g[BC::WK].data(), c.d, hd),
@@ -205,9 +247,32 @@ TEMPLATE_TEST_CASE("transformer_block_backward: X and every parameter against ce
             .W_2 = attn::MatrixView<T>(g[BC::W2].data(), c.dff, c.d),
             .b_1 = g[BC::B1], .b_2 = g[BC::B2],
             .gamma_1 = g[BC::G1], .beta_1 = g[BC::E1], .gamma_2 = g[BC::G2], .beta_2 = g[BC::E2]};
-        attn::transformer_block_backward(x, p, cache, attn::MatrixView<const T>(G.data(), c.tq, c.d), grads, c.opts());
-        for (std::size_t k = 0; k < std::size_t{BC::COUNT}; ++k) {
-          INFO((pre ? "pre-LN" : "post-LN") << (causal ? ", causal" : "") << ", h = " << h << ": dL/d" << names[k]);
+        attn::block_gradients<T> grads = grads_self;
+        if (cross) {
+          grads.memory = {g[BC::MEM].data(), c.n, c.d};
+          grads.cross_W_Q = attn::MatrixView<T>(g[BC::CWQ].data(), c.d, hd);
+          grads.cross_W_K = attn::MatrixView<T>(g[BC::CWK].data(), c.d, hd);
+          grads.cross_W_V = attn::MatrixView<T>(g[BC::CWV].data(), c.d, hd);
+          grads.cross_W_O = attn::MatrixView<T>(g[BC::CWO].data(), hd, c.d);
+          grads.cross_b_Q = g[BC::CBQ];
+          grads.cross_b_K = g[BC::CBK];
+          grads.cross_b_V = g[BC::CBV];
+          grads.cross_b_O = g[BC::CBO];
+          grads.gamma_cross = g[BC::GC];
+          grads.beta_cross = g[BC::EC];
+        }
+        const auto backward = [&](const attn::block_gradients<T>& gr) {
+          const attn::MatrixView<const T> dy(G.data(), c.tq, c.d);
+          if (cross)
+            attn::transformer_block_backward(x, c.memory(), p, cache, dy, gr, c.opts());
+          else
+            attn::transformer_block_backward(x, p, cache, dy, gr, c.opts());
+        };
+        backward(grads);
+        const std::size_t count = cross ? std::size_t{BC::COUNT} : std::size_t{BC::MEM};
+        for (std::size_t k = 0; k < count; ++k) {
+          INFO((pre ? "pre-LN" : "post-LN") << (causal ? ", causal" : "") << (cross ? ", cross-attention" : "")
+                                            << ", h = " << h << ": dL/d" << names[k]);
           const auto f = [&](std::span<const T> v) {
             BC moved = c;
             moved.a[k].assign(v.begin(), v.end());
@@ -219,8 +284,8 @@ TEMPLATE_TEST_CASE("transformer_block_backward: X and every parameter against ce
         std::vector<std::vector<T>> g2 = g;
         attn::block_gradients<T> twice = grads;
         twice.accumulate = true;
-        attn::transformer_block_backward(x, p, cache, attn::MatrixView<const T>(G.data(), c.tq, c.d), twice, c.opts());
-        for (std::size_t k = 0; k < std::size_t{BC::COUNT}; ++k)
+        backward(twice);
+        for (std::size_t k = 0; k < count; ++k)
           for (std::size_t i = 0; i < g[k].size(); ++i)
             CHECK(std::abs(static_cast<ld>(g[k][i]) - 2 * static_cast<ld>(g2[k][i])) <=
                   1e-12L * (1 + std::abs(static_cast<ld>(g2[k][i]))));
