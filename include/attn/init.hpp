@@ -89,6 +89,8 @@ struct block_buffers {
   feed_forward_buffers<T> ffn{};      ///< W₁, b₁, W₂, b₂
   std::span<T> gamma_1{}, beta_1{};   ///< the norm around attention (d_model each, or none)
   std::span<T> gamma_2{}, beta_2{};   ///< the norm around the feed-forward layer
+  multi_head_buffers<T> cross_attention{};  ///< a decoder's block: cross-attention's, or none
+  std::span<T> gamma_cross{}, beta_cross{};  ///< the norm around cross-attention, or none
 };
 
 namespace detail {
@@ -177,6 +179,9 @@ void check_buffers(const char* where, const block_buffers<T>& p, named_regions<T
   out.add("beta_1", region_of(p.beta_1));
   out.add("gamma_2", region_of(p.gamma_2));
   out.add("beta_2", region_of(p.beta_2));
+  check_buffers(where, p.cross_attention, out);
+  out.add("gamma_cross", region_of(p.gamma_cross));
+  out.add("beta_cross", region_of(p.beta_cross));
 }
 
 template <class T>
@@ -216,6 +221,9 @@ void fill_buffers(const block_buffers<T>& p, std::uint64_t seed, std::uint64_t s
   fill_constant(p.gamma_2, T(1));
   fill_constant(p.beta_1, T(0));
   fill_constant(p.beta_2, T(0));
+  fill_buffers(p.cross_attention, seed, stream + 8);
+  fill_constant(p.gamma_cross, T(1));
+  fill_constant(p.beta_cross, T(0));
 }
 
 }  // namespace detail
@@ -251,7 +259,7 @@ void fill_uniform(MatrixView<T> W, double bound, std::uint64_t seed, std::uint64
 /// PyTorch's default initialisation (the file comment) from `seed`, every random parameter a
 /// stream of its own from `first_stream` on: linear W, b: +0, +1; self-attention W_Q, W_K, W_V,
 /// W_O: +0 … +3; feed-forward W₁, b₁, W₂, b₂: +0 … +3; a block: attention's from +0, the
-/// feed-forward layer's from +4. Empty views are left alone. dimension_error for a bias that is
+/// feed-forward layer's from +4, cross-attention's (a decoder's block) from +8. Empty views are left alone. dimension_error for a bias that is
 /// not its weight's columns or has no weight, a weight whose rows overlap; overlap_error for two
 /// buffers over the same numbers; nothing written then. Allocates nothing.
 template <real T>
@@ -283,7 +291,7 @@ void initialize(const feed_forward_buffers<T>& p, std::uint64_t seed, std::uint6
 /// As above, for a block's buffers (γ = 1, β = 0).
 template <real T>
 void initialize(const block_buffers<T>& p, std::uint64_t seed, std::uint64_t first_stream = 0) {
-  detail::named_regions<T, 16> out;
+  detail::named_regions<T, 26> out;
   detail::check_buffers("attn::initialize", p, out);
   detail::check_outputs_apart<T>("attn::initialize", out.span(), {});
   detail::fill_buffers(p, seed, first_stream);
@@ -331,6 +339,11 @@ template <real T>
   like.norm_1.beta = b.beta_1;
   like.norm_2.gamma = b.gamma_2;
   like.norm_2.beta = b.beta_2;
+  if (b.cross_attention.W_Q.rows() != 0) {
+    like.cross_attention = parameters_of(b.cross_attention, like.cross_attention);
+    like.norm_cross.gamma = b.gamma_cross;
+    like.norm_cross.beta = b.beta_cross;
+  }
   return like;
 }
 
