@@ -224,3 +224,67 @@ TEST_CASE("model_forward and model_backward: bad input is refused before anythin
   for (const double v : gbuf) CHECK(v == 3.0);
   attn::model_backward(p, {.tokens = good}, cache, logits, g);
 }
+
+TEMPLATE_TEST_CASE("model_step: decoding with the cache gives the forward's logits, row for row", "[model][cache]",
+                   float, double) {
+  using T = TestType;
+  using F = attn::model_family;
+  using P = attn::position_encoding;
+  std::mt19937_64 rng(132);
+  struct variant {
+    F family;
+    P positions;
+    bool tied, final_norm, pre;
+  };
+  const variant variants[] = {
+      {F::decoder, P::learned, false, false, false}, {F::decoder, P::sinusoidal, true, true, true},
+      {F::decoder, P::rotary, false, true, false},   {F::decoder, P::alibi, true, false, true},
+      {F::encoder_decoder, P::learned, false, true, true}, {F::encoder_decoder, P::rotary, true, false, false},
+  };
+  for (const variant& v : variants) {
+    const attn::model_config config{.family = v.family, .vocabulary = 7, .d_model = 8, .layers = 2, .heads = 2,
+                                    .d_ff = 12, .max_positions = 6, .positions = v.positions,
+                                    .placement = v.pre ? attn::norm_placement::pre : attn::norm_placement::post,
+                                    .final_norm = v.final_norm, .tied = v.tied};
+    INFO(family_name(v.family) << ", " << positions_name(v.positions) << (v.tied ? ", tied" : ", untied")
+                               << (v.final_norm ? ", final norm" : "") << (v.pre ? ", pre-LN" : ", post-LN"));
+    std::vector<T> buffer(attn::parameter_count(config));
+    const attn::model_parameters<T> p = attn::bind_parameters<T>(config, std::span<T>(buffer));
+    attn::initialize(p, 9);
+    std::uniform_int_distribution<std::int64_t> token(0, 6);
+    const std::size_t B = 2, len = 5, S = 4;
+    std::vector<std::int64_t> tokens(B * len), source(B * S);
+    for (auto& t : tokens) t = token(rng);
+    for (auto& t : source) t = token(rng);
+    const bool enc_dec = v.family == F::encoder_decoder;
+    attn::model_cache<T> cache;
+    attn::Matrix<T> whole(B * len, 7);
+    attn::model_forward(p, {.tokens = tokens, .batch = B, .source = enc_dec ? std::span<const std::int64_t>(source)
+                                                                              : std::span<const std::int64_t>()},
+                        whole, cache);
+    attn::model_kv_cache<T> kv(config, B, 6);
+    if (enc_dec) attn::model_encode(p, source, kv);
+    // a prompt of two tokens a sequence, then one token at a time
+    std::size_t at = 0;
+    for (const std::size_t t : {std::size_t{2}, std::size_t{1}, std::size_t{1}, std::size_t{1}}) {
+      std::vector<std::int64_t> step(B * t);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t r = 0; r < t; ++r) step[b * t + r] = tokens[b * len + at + r];
+      attn::Matrix<T> logits(B * t, 7);
+      attn::model_step(p, step, kv, logits);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t r = 0; r < t; ++r)
+          for (std::size_t j = 0; j < 7; ++j) {
+            INFO("sequence " << b << ", position " << at + r << ", token " << j);
+            CHECK(logits(b * t + r, j) == whole(b * len + at + r, j));
+          }
+      at += t;
+    }
+    CHECK(kv.length() == 5);
+    // the cache says when it is full, and nothing moves
+    attn::Matrix<T> two(B * 2, 7);
+    const std::vector<std::int64_t> more{1, 2, 3, 4};
+    CHECK_THROWS_AS(attn::model_step(p, more, kv, two), attn::dimension_error);
+    CHECK(kv.length() == 5);
+  }
+}

@@ -39,6 +39,7 @@
 #include "attn/feed_forward.hpp"
 #include "attn/heads.hpp"
 #include "attn/heads_backward.hpp"
+#include "attn/kv_cache.hpp"
 #include "attn/linear.hpp"
 #include "attn/matrix.hpp"
 #include "attn/norms.hpp"
@@ -177,18 +178,14 @@ void zero_rows(MatrixView<T> m) noexcept {
     for (std::size_t i = 0; i < m.cols(); ++i) m(t, i) = T(0);
 }
 
-/// The forward of either block (memory without rows: no cross-attention).
-template <real T>
-void block_forward(const char* where, MatrixView<const T> x, MatrixView<const T> memory,
-                   const block_parameters<T>& p, MatrixView<T> y, block_cache<T>& cache, const options& opt,
-                   const options& memory_opt, std::size_t batch) {
-  check_block<T>(where, x, memory, p, opt, memory_opt, batch);
-  check_shape(where, "the output", y.rows(), y.cols(), x.rows(), x.cols());
-  if (overlaps(region_of(y), region_of(x))) throw_overlap(where, "the output", "X");
-  if (memory.rows() != 0 && overlaps(region_of(y), region_of(memory))) throw_overlap(where, "the output", "M");
+/// The arrangement of either block, once: the sub-layers in their order around the residuals,
+/// every intermediate into the cache; `self_attention(in, out)` writes MHA(in) (the tiles over
+/// the whole sentence, or a decoding step over a kv_cache), `cross_attention(in, out)`
+/// MHA_c(in, M) when `cross`. Shapes are checked by the callers.
+template <real T, class Self, class Cross>
+void block_compose(MatrixView<const T> x, bool cross, const block_parameters<T>& p, MatrixView<T> y,
+                   block_cache<T>& cache, Self&& self_attention, Cross&& cross_attention) {
   const std::size_t rows = x.rows(), d = x.cols();
-  const bool cross = memory.rows() != 0;
-  cache.forward[0] = 0;  // (until this forward is whole: a throw below leaves no forward to match)
   for (Matrix<T>* m : {&cache.attention_out, &cache.residual_1, &cache.normed_1, &cache.ffn_out, &cache.residual_2})
     ensure_shape(*m, rows, d);
   for (std::vector<T>* v : {&cache.mean_1, &cache.rstd_1, &cache.mean_2, &cache.rstd_2}) v->resize(rows);
@@ -202,15 +199,13 @@ void block_forward(const char* where, MatrixView<const T> x, MatrixView<const T>
   MatrixView<const T> stream = x;  // the residual stream entering each sub-layer
   // self-attention
   if (post) {
-    multi_head_attention(stream, p.attention, multi_head_views<T>{.out = cache.attention_out.view()},
-                         cache.attention, opt, batch);
+    self_attention(stream, cache.attention_out.view());
     add_rows<T>(stream, cache.attention_out.view(), cache.residual_1.view());
     norm(cache.residual_1, cache.normed_1, p.norm_1, stats_1);
     stream = cache.normed_1.view();
   } else {
     norm(stream, cache.normed_1, p.norm_1, stats_1);
-    multi_head_attention(cache.normed_1, p.attention, multi_head_views<T>{.out = cache.attention_out.view()},
-                         cache.attention, opt, batch);
+    self_attention(cache.normed_1.view(), cache.attention_out.view());
     add_rows<T>(stream, cache.attention_out.view(), cache.residual_1.view());
     stream = cache.residual_1.view();
   }
@@ -218,8 +213,7 @@ void block_forward(const char* where, MatrixView<const T> x, MatrixView<const T>
   if (cross) {
     const MatrixView<const T> queries_from = post ? stream : cache.normed_cross.view();
     if (!post) norm(stream, cache.normed_cross, p.norm_cross, stats_c);
-    multi_head_attention(queries_from, memory, p.cross_attention,
-                         multi_head_views<T>{.out = cache.cross_out.view()}, cache.cross, memory_opt, batch);
+    cross_attention(queries_from, cache.cross_out.view());
     add_rows<T>(stream, cache.cross_out.view(), cache.residual_cross.view());
     if (post) {
       norm(cache.residual_cross, cache.normed_cross, p.norm_cross, stats_c);
@@ -238,8 +232,57 @@ void block_forward(const char* where, MatrixView<const T> x, MatrixView<const T>
     feed_forward(cache.residual_2, p.ffn, cache.ffn_out, cache.ffn);
     add_rows<T>(stream, cache.ffn_out.view(), y);
   }
+}
+
+/// The forward of either block (memory without rows: no cross-attention).
+template <real T>
+void block_forward(const char* where, MatrixView<const T> x, MatrixView<const T> memory,
+                   const block_parameters<T>& p, MatrixView<T> y, block_cache<T>& cache, const options& opt,
+                   const options& memory_opt, std::size_t batch) {
+  check_block<T>(where, x, memory, p, opt, memory_opt, batch);
+  check_shape(where, "the output", y.rows(), y.cols(), x.rows(), x.cols());
+  if (overlaps(region_of(y), region_of(x))) throw_overlap(where, "the output", "X");
+  if (memory.rows() != 0 && overlaps(region_of(y), region_of(memory))) throw_overlap(where, "the output", "M");
+  cache.forward[0] = 0;  // (until this forward is whole: a throw below leaves no forward to match)
+  block_compose<T>(
+      x, memory.rows() != 0, p, y, cache,
+      [&](MatrixView<const T> in, MatrixView<T> out) {
+        multi_head_attention(in, p.attention, multi_head_views<T>{.out = out}, cache.attention, opt, batch);
+      },
+      [&](MatrixView<const T> in, MatrixView<T> out) {
+        multi_head_attention(in, memory, p.cross_attention, multi_head_views<T>{.out = out}, cache.cross,
+                             memory_opt, batch);
+      });
   cache.forward[0] = fingerprint(x.data(), x.rows(), x.cols(), x.row_stride()) | 1u;
   cache.forward[1] = block_norms_fingerprint(p);
+}
+
+/// A decoding step through either block: self-attention over the kv_cache (the new rows' keys
+/// and values appended), the rest as the forward; the cache's intermediates are scratch (no
+/// backward follows a step).
+template <real T>
+void block_step(const char* where, MatrixView<const T> x, MatrixView<const T> memory, const block_parameters<T>& p,
+                kv_cache<T>& kv, MatrixView<T> y, block_cache<T>& scratch, const options& opt,
+                const options& memory_opt) {
+  check_nonempty(where, "the cache's batch", kv.batch());
+  check_block<T>(where, x, memory, p, options{.beta = opt.beta}, memory_opt, kv.batch());
+  check_shape(where, "the output", y.rows(), y.cols(), x.rows(), x.cols());
+  if (overlaps(region_of(y), region_of(x))) throw_overlap(where, "the output", "X");
+  if (memory.rows() != 0 && overlaps(region_of(y), region_of(memory))) throw_overlap(where, "the output", "M");
+  {  // the cache against the heads, and its room: refused before anything is appended
+    const multi_head_parameters<T>& a = p.attention;
+    const std::size_t h = a.heads, h_kv = a.kv_heads != 0 ? a.kv_heads : a.heads;
+    check_cache_room<T>(where, kv, {0, kv.batch()}, x.rows() / kv.batch(), h_kv, a.W_Q.cols() / h,
+                        a.W_V.cols() / h_kv, opt);
+  }
+  scratch.forward[0] = 0;
+  block_compose<T>(
+      x, memory.rows() != 0, p, y, scratch,
+      [&](MatrixView<const T> in, MatrixView<T> out) { multi_head_attention_cached(in, p.attention, kv, out, opt); },
+      [&](MatrixView<const T> in, MatrixView<T> out) {
+        multi_head_attention(in, memory, p.cross_attention, multi_head_views<T>{.out = out}, scratch.cross,
+                             memory_opt, kv.batch());
+      });
 }
 
 template <real T>
@@ -432,6 +475,37 @@ void transformer_block(const Xm& X, const Mm& M, const block_parameters<matrix_s
   const char* where = "attn::transformer_block";
   if (MatrixView<const T>(mv).rows() == 0) detail::check_nonempty(where, "rows of M", 0);
   detail::block_forward<T>(where, xv, mv, p, as_mutable_view(Y), cache, opt, memory_opt, batch);
+}
+
+/// One decoding step through the block: X_new holds t new rows of every sequence of the
+/// kv_cache (B·t rows), whose keys and values self-attention appends and whose queries attend
+/// over every row the sequence then holds (causal, as multi_head_attention_cached); the rows of
+/// Y equal the forward's over the whole sequences, row for row. `scratch` holds the step's
+/// intermediates. Errors as transformer_block's, and "the cache is full" naming the sequence
+/// when t rows do not fit; all before anything is appended or written.
+template <matrix_like Xm, mutable_matrix_like Ym>
+  requires std::same_as<matrix_scalar_of<Xm>, matrix_scalar_of<Ym>>
+void transformer_block_cached(const Xm& X_new, const block_parameters<matrix_scalar_of<Xm>>& p,
+                              kv_cache<matrix_scalar_of<Xm>>& kv, Ym&& Y, block_cache<matrix_scalar_of<Xm>>& scratch,
+                              const options& opt = {.causal = true}) {
+  using T = matrix_scalar_of<Xm>;
+  const auto xv = as_view(X_new);
+  detail::block_step<T>("attn::transformer_block_cached", xv, {}, p, kv, as_mutable_view(Y), scratch, opt, {});
+}
+
+/// A decoding step through a decoder's block of an encoder–decoder: as above, and cross-attention
+/// to the encoder's output M (B·n rows, the cache's B sentences).
+template <matrix_like Xm, matrix_like Mm, mutable_matrix_like Ym>
+  requires std::same_as<matrix_scalar_of<Xm>, matrix_scalar_of<Ym>> && detail::input_matrix<Mm, matrix_scalar_of<Xm>>
+void transformer_block_cached(const Xm& X_new, const Mm& M, const block_parameters<matrix_scalar_of<Xm>>& p,
+                              kv_cache<matrix_scalar_of<Xm>>& kv, Ym&& Y, block_cache<matrix_scalar_of<Xm>>& scratch,
+                              const options& opt = {.causal = true}, const options& memory_opt = {}) {
+  using T = matrix_scalar_of<Xm>;
+  const auto xv = as_view(X_new);
+  const auto mv = as_view(M);
+  const char* where = "attn::transformer_block_cached";
+  if (MatrixView<const T>(mv).rows() == 0) detail::check_nonempty(where, "rows of M", 0);
+  detail::block_step<T>(where, xv, mv, p, kv, as_mutable_view(Y), scratch, opt, memory_opt);
 }
 
 /// The backward of transformer_block from its cache: ∂L/∂X and every parameter's gradient that

@@ -625,4 +625,148 @@ void model_backward(const model_parameters<T>& p, const model_input& in, model_c
   if (c.positions == position_encoding::learned) learned_positions_backward(*dS0, grads.position_table, 0, in.batch);
 }
 
+/// What decoding keeps between steps: a kv_cache per decoder block (B sequences of up to
+/// `capacity` positions), each step's scratch, and an encoder–decoder's encoded source M. Sized
+/// once by the constructor; the steps allocate nothing once a step of the same shape has run.
+template <real T>
+class model_kv_cache {
+public:
+  model_kv_cache() = default;  ///< no storage: model_step refuses it
+  /// Storage for `batch` sequences of up to `capacity` positions (≤ max_positions) of a model of
+  /// configuration c. dimension_error for a size of 0, a capacity past max_positions, an encoder
+  /// (it does not decode).
+  model_kv_cache(const model_config& c, std::size_t batch, std::size_t capacity) : config_(c) {
+    const char* where = "attn::model_kv_cache";
+    detail::check_config(where, c);
+    if (c.family == model_family::encoder) detail::throw_bad_config(where, "an encoder does not decode (no causal mask)");
+    detail::check_nonempty(where, "the batch", batch);
+    detail::check_nonempty(where, "the capacity", capacity);
+    if (capacity > c.max_positions)
+      detail::throw_bad_config(where, "a capacity of " + std::to_string(capacity) + " positions is past max_positions (" +
+                                          std::to_string(c.max_positions) + ")");
+    const std::size_t dk = c.d_model / c.heads;
+    layers.reserve(c.layers);
+    for (std::size_t l = 0; l < c.layers; ++l) layers.emplace_back(batch, capacity, c.heads, dk, dk);
+    scratch.resize(c.layers);
+    outputs.resize(c.layers);
+  }
+  [[nodiscard]] std::size_t batch() const noexcept { return layers.empty() ? 0 : layers[0].batch(); }  ///< B
+  [[nodiscard]] std::size_t capacity() const noexcept { return layers.empty() ? 0 : layers[0].capacity(); }
+  /// The positions every sequence holds (they advance together).
+  [[nodiscard]] std::size_t length() const noexcept { return layers.empty() ? 0 : layers[0].length(0); }
+  /// Forgets every position (and the encoded source); the storage is kept.
+  void clear() noexcept {
+    for (kv_cache<T>& k : layers) k.clear();
+    memory_rows = 0;
+  }
+  [[nodiscard]] const model_config& config() const noexcept { return config_; }  ///< the model's
+
+  std::vector<kv_cache<T>> layers;     ///< each decoder block's keys and values
+  std::vector<block_cache<T>> scratch;  ///< each block's step intermediates
+  std::vector<Matrix<T>> outputs;      ///< each block's output rows of the step
+  Matrix<T> embedded, hidden;          ///< the step's X₀ and LN_f's output
+  std::vector<T> mean, rstd;           ///< LN_f's statistics (scratch)
+  model_cache<T> encoder;              ///< an encoder–decoder: the encoder's forward
+  Matrix<T> memory;                    ///< M, the encoded source (B·S × d_model)
+  std::size_t memory_rows = 0;         ///< 0 until model_encode
+
+private:
+  model_config config_{};
+};
+
+namespace detail {
+
+[[noreturn]] ATTN_NOINLINE inline void throw_not_encoded(const char* where) {
+  raise<dimension_error>(std::string(where) + ": an encoder-decoder decodes after model_encode (no source encoded)");
+}
+
+template <class T>
+void check_decoding(const char* where, const model_parameters<T>& p, const model_kv_cache<T>& cache) {
+  const model_config &c = p.config, &k = cache.config();
+  check_config(where, c);
+  check_model_views(where, p, "");
+  check_nonempty(where, "the cache's batch", cache.batch());
+  if (k.family != c.family || k.d_model != c.d_model || k.layers != c.layers || k.heads != c.heads)
+    throw_bad_config(where, "the cache was made for another model");
+}
+
+}  // namespace detail
+
+/// An encoder–decoder's source, encoded once for decoding: M = the encoder's output (through its
+/// final norm when the model has one) for `source` (B·S tokens, B the cache's batch), kept in
+/// the cache; the cache's positions are forgotten (a new sentence). Errors as model_forward's.
+template <real T>
+void model_encode(const model_parameters<T>& p, std::span<const std::int64_t> source, model_kv_cache<T>& cache) {
+  const char* where = "attn::model_encode";
+  detail::check_decoding(where, p, cache);
+  const model_config& c = p.config;
+  if (c.family != model_family::encoder_decoder) detail::throw_bad_config(where, "only an encoder-decoder encodes");
+  const std::size_t B = cache.batch();
+  (void)detail::model_sentence(where, "the source tokens", source, B, c);
+  model_cache<T>& e = cache.encoder;
+  detail::embed_with_positions(p, source, B, e.source_embedded);
+  detail::run_blocks(c, p.encoder, e.source_embedded, {}, e.source_outputs, e.source_blocks, options{}, B);
+  const Matrix<T>& last = e.source_outputs.back();
+  detail::ensure_shape(cache.memory, last.rows(), last.cols());
+  if (c.final_norm)
+    norm(last, cache.memory, detail::model_norm<T>(c, p.encoder_norm_gamma, p.encoder_norm_beta));
+  else
+    for (std::size_t r = 0; r < last.rows(); ++r)
+      for (std::size_t i = 0; i < last.cols(); ++i) cache.memory(r, i) = last(r, i);
+  for (kv_cache<T>& k : cache.layers) k.clear();
+  cache.memory_rows = last.rows();
+}
+
+/// One decoding step: `tokens` holds t new tokens of each of the cache's B sequences (B·t,
+/// sequence b's in [b·t, (b + 1)·t)), at positions L … L + t − 1 after the L the cache holds;
+/// their logits (B·t × V) equal model_forward's rows for the whole sequences, row for row, at a
+/// cost of O((L + t)·d_model) per block and new row for attention (not a whole forward).
+/// dimension_error for shapes that do not agree and "the cache is full" when t more positions
+/// do not fit, domain_error for a token outside [0, V): nothing appended or written then.
+template <real T, mutable_matrix_like Lm>
+  requires std::same_as<matrix_scalar_of<Lm>, T>
+void model_step(const model_parameters<T>& p, std::span<const std::int64_t> tokens, model_kv_cache<T>& cache,
+                Lm&& logits) {
+  const char* where = "attn::model_step";
+  detail::check_decoding(where, p, cache);
+  const model_config& c = p.config;
+  const MatrixView<T> out = as_mutable_view(logits);
+  const std::size_t B = cache.batch(), L = cache.length();
+  detail::check_nonempty(where, "the tokens", tokens.size());
+  if (tokens.size() % B != 0)
+    detail::throw_bad_config(where, "the tokens (" + std::to_string(tokens.size()) + ") are not " + std::to_string(B) +
+                                        " sequences' new tokens of equal number");
+  const std::size_t t = tokens.size() / B;
+  detail::check_tokens(where, tokens, c.vocabulary);
+  detail::check_shape(where, "the logits", out.rows(), out.cols(), tokens.size(), c.vocabulary);
+  if (L + t > cache.capacity())
+    detail::throw_kv_error(detail::kv_error::full, where, 0, L, cache.capacity(), t);
+  const bool enc_dec = c.family == model_family::encoder_decoder;
+  if (enc_dec && cache.memory_rows == 0) detail::throw_not_encoded(where);
+  const MatrixView<const T> memory = enc_dec ? cache.memory.view() : MatrixView<const T>{};
+  // X₀ at positions L … L + t − 1
+  detail::ensure_shape(cache.embedded, tokens.size(), c.d_model);
+  embedding(MatrixView<const T>(p.token_embedding), tokens, cache.embedded);
+  if (c.positions == position_encoding::learned)
+    add_learned_positions(cache.embedded, MatrixView<const T>(p.position_table), L, B);
+  else if (c.positions == position_encoding::sinusoidal)
+    add_sinusoidal_encoding(cache.embedded, L, B);
+  for (std::size_t l = 0; l < c.layers; ++l) {
+    const MatrixView<const T> x = l == 0 ? cache.embedded.view() : cache.outputs[l - 1].view();
+    detail::ensure_shape(cache.outputs[l], x.rows(), x.cols());
+    const block_parameters<T> bp = detail::model_block(c, p.decoder[l]);
+    if (enc_dec)
+      transformer_block_cached(x, memory, bp, cache.layers[l], cache.outputs[l], cache.scratch[l]);
+    else
+      transformer_block_cached(x, bp, cache.layers[l], cache.outputs[l], cache.scratch[l]);
+  }
+  MatrixView<const T> H = cache.outputs.back().view();
+  if (c.final_norm) {
+    detail::ensure_shape(cache.hidden, H.rows(), H.cols());
+    norm(H, cache.hidden, detail::model_norm<T>(c, p.final_norm_gamma, p.final_norm_beta));
+    H = cache.hidden.view();
+  }
+  linear(H, linear_parameters<T>{.W = detail::logits_weight(p)}, out);
+}
+
 }  // namespace attn
