@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <random>
 #include <set>
 #include <span>
@@ -287,4 +289,207 @@ TEMPLATE_TEST_CASE("model_step: decoding with the cache gives the forward's logi
     CHECK_THROWS_AS(attn::model_step(p, more, kv, two), attn::dimension_error);
     CHECK(kv.length() == 5);
   }
+}
+
+// ---- the whole model written out in long double from NEXT_SECTIONS.md, reading the parameters
+// by their names (nothing of attn's but the names and the buffer's layout) ----
+namespace {
+
+using ld = long double;
+using LM = std::vector<ld>;  // row-major
+
+struct reference_model {
+  const attn::model_config& c;
+  std::span<const double> buf;
+  std::map<std::string, attn::model_tensor> at;
+  std::size_t d, h, dk;
+
+  reference_model(const attn::model_config& config, std::span<const double> b)
+      : c(config), buf(b), d(config.d_model), h(config.heads), dk(config.d_model / config.heads) {
+    for (const attn::model_tensor& t : attn::model_tensors(c)) at.emplace(t.name, t);
+  }
+  bool has(const std::string& n) const { return at.count(n) != 0; }
+  ld w(const std::string& n, std::size_t i, std::size_t j = 0) const {
+    const attn::model_tensor& t = at.at(n);
+    return static_cast<ld>(buf[t.offset + i * t.cols + j]);
+  }
+  LM lin(const LM& x, std::size_t rows, std::size_t k, const std::string& W, std::size_t cols, const std::string& b) const {
+    LM y(rows * cols);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < cols; ++j) {
+        ld s = has(b) ? w(b, 0, j) : 0;
+        for (std::size_t m = 0; m < k; ++m) s += x[r * k + m] * w(W, m, j);
+        y[r * cols + j] = s;
+      }
+    return y;
+  }
+  LM norm(const LM& x, const std::string& n) const {
+    const std::size_t rows = x.size() / d;
+    LM y(x.size());
+    const ld eps = static_cast<ld>(static_cast<double>(c.norm_eps));
+    for (std::size_t r = 0; r < rows; ++r) {
+      ld mu = 0, var = 0;
+      for (std::size_t i = 0; i < d; ++i) mu += x[r * d + i];
+      mu /= static_cast<ld>(d);
+      for (std::size_t i = 0; i < d; ++i) var += (x[r * d + i] - mu) * (x[r * d + i] - mu);
+      var /= static_cast<ld>(d);
+      for (std::size_t i = 0; i < d; ++i)
+        y[r * d + i] = w(n + ".gamma", 0, i) * (x[r * d + i] - mu) / std::sqrt(var + eps) + w(n + ".beta", 0, i);
+    }
+    return y;
+  }
+  ld act(ld x) const {
+    switch (c.act) {
+      case attn::activation::relu: return x > 0 ? x : 0;
+      case attn::activation::gelu: return x * std::erfc(-x / std::sqrt(2.0L)) / 2;
+      default: {
+        const ld k = std::sqrt(2 / (4 * std::atan(1.0L)));
+        return x * (1 + std::tanh(k * (x + 0.044715L * x * x * x))) / 2;
+      }
+    }
+  }
+  // RoPE, interleaved pairs, on one head's dk numbers at position pos
+  void rope(ld* v, std::size_t pos) const {
+    for (std::size_t i = 0; i < dk / 2; ++i) {
+      const ld phi = static_cast<ld>(pos) * std::pow(10000.0L, -static_cast<ld>(2 * i) / static_cast<ld>(dk));
+      const ld a = v[2 * i], b = v[2 * i + 1];
+      v[2 * i] = a * std::cos(phi) - b * std::sin(phi);
+      v[2 * i + 1] = a * std::sin(phi) + b * std::cos(phi);
+    }
+  }
+  // multi-head attention of one sentence: queries from x (tq rows), keys/values from kv (n rows)
+  LM attention(const LM& x, std::size_t tq, const LM& kv, std::size_t n, const std::string& a, bool self, bool causal) const {
+    LM Q = lin(x, tq, d, a + ".W_Q", d, a + ".b_Q"), K = lin(kv, n, d, a + ".W_K", d, a + ".b_K"),
+       V = lin(kv, n, d, a + ".W_V", d, a + ".b_V");
+    if (self && c.positions == attn::position_encoding::rotary)
+      for (std::size_t i = 0; i < h; ++i) {
+        for (std::size_t t = 0; t < tq; ++t) rope(&Q[t * d + i * dk], t);
+        for (std::size_t j = 0; j < n; ++j) rope(&K[j * d + i * dk], j);
+      }
+    LM Z(tq * d);
+    for (std::size_t i = 0; i < h; ++i) {
+      // ALiBi's slopes for h a power of 2 (the tests' h): 2^(−8(i+1)/h)
+      const ld m = std::pow(2.0L, -8.0L * static_cast<ld>(i + 1) / static_cast<ld>(h));
+      for (std::size_t t = 0; t < tq; ++t) {
+        std::vector<ld> z(n);
+        ld top = -1e4000L, sum = 0;
+        const std::size_t seen = causal ? t + 1 : n;
+        for (std::size_t j = 0; j < seen; ++j) {
+          ld s = 0;
+          for (std::size_t k = 0; k < dk; ++k) s += Q[t * d + i * dk + k] * K[j * d + i * dk + k];
+          z[j] = s / std::sqrt(static_cast<ld>(dk));
+          if (self && c.positions == attn::position_encoding::alibi)
+            z[j] -= m * (static_cast<ld>(t) - static_cast<ld>(j));
+          top = std::max(top, z[j]);
+        }
+        for (std::size_t j = 0; j < seen; ++j) sum += z[j] = std::exp(z[j] - top);
+        for (std::size_t k = 0; k < dk; ++k) {
+          ld o = 0;
+          for (std::size_t j = 0; j < seen; ++j) o += z[j] / sum * V[j * d + i * dk + k];
+          Z[t * d + i * dk + k] = o;
+        }
+      }
+    }
+    return lin(Z, tq, d, a + ".W_O", d, a + ".b_O");
+  }
+  static LM add(LM u, const LM& v) {
+    for (std::size_t k = 0; k < u.size(); ++k) u[k] += v[k];
+    return u;
+  }
+  LM ffn(const LM& x, std::size_t rows, const std::string& f) const {
+    const std::size_t dff = at.at(f + ".W_1").cols;
+    LM hdn = lin(x, rows, d, f + ".W_1", dff, f + ".b_1");
+    for (ld& v : hdn) v = act(v);
+    return lin(hdn, rows, dff, f + ".W_2", d, f + ".b_2");
+  }
+  LM block(const LM& x, std::size_t tq, const std::string& at_, bool causal, const LM* mem, std::size_t n) const {
+    const bool pre = c.placement == attn::norm_placement::pre;
+    if (!pre) {
+      LM s = norm(add(x, attention(x, tq, x, tq, at_ + ".attention", true, causal)), at_ + ".norm_1");
+      if (mem) s = norm(add(s, attention(s, tq, *mem, n, at_ + ".cross_attention", false, false)), at_ + ".norm_cross");
+      return norm(add(s, ffn(s, tq, at_ + ".ffn")), at_ + ".norm_2");
+    }
+    const LM a = norm(x, at_ + ".norm_1");
+    LM s = add(x, attention(a, tq, a, tq, at_ + ".attention", true, causal));
+    if (mem) s = add(s, attention(norm(s, at_ + ".norm_cross"), tq, *mem, n, at_ + ".cross_attention", false, false));
+    return add(s, ffn(norm(s, at_ + ".norm_2"), tq, at_ + ".ffn"));
+  }
+  LM embed(std::span<const std::int64_t> toks) const {
+    LM x(toks.size() * d);
+    for (std::size_t t = 0; t < toks.size(); ++t)
+      for (std::size_t i = 0; i < d; ++i) {
+        ld v = w("token_embedding", static_cast<std::size_t>(toks[t]), i);
+        if (c.positions == attn::position_encoding::learned) v += w("position_table", t, i);
+        if (c.positions == attn::position_encoding::sinusoidal) {
+          const ld freq = std::pow(10000.0L, -static_cast<ld>(i - i % 2) / static_cast<ld>(d));
+          v += i % 2 == 0 ? std::sin(static_cast<ld>(t) * freq) : std::cos(static_cast<ld>(t) * freq);
+        }
+        x[t * d + i] = v;
+      }
+    return x;
+  }
+  // the logits of one sentence (and its source, for an encoder–decoder)
+  LM logits(std::span<const std::int64_t> toks, std::span<const std::int64_t> src) const {
+    const std::size_t tq = toks.size(), V = c.vocabulary;
+    LM mem;
+    const bool enc_dec = c.family == attn::model_family::encoder_decoder;
+    if (enc_dec) {
+      mem = embed(src);
+      for (std::size_t l = 0; l < c.layers; ++l) mem = block(mem, src.size(), "encoder." + std::to_string(l), false, nullptr, 0);
+      if (c.final_norm) mem = norm(mem, "encoder_norm");
+    }
+    LM x = embed(toks);
+    const std::string stack = c.family == attn::model_family::encoder ? "encoder." : "decoder.";
+    for (std::size_t l = 0; l < c.layers; ++l)
+      x = block(x, tq, stack + std::to_string(l), c.family != attn::model_family::encoder, enc_dec ? &mem : nullptr, src.size());
+    if (c.final_norm) x = norm(x, "final_norm");
+    LM out(tq * V);
+    for (std::size_t t = 0; t < tq; ++t)
+      for (std::size_t v = 0; v < V; ++v) {
+        ld s = 0;
+        for (std::size_t i = 0; i < d; ++i) s += x[t * d + i] * (c.tied ? w("token_embedding", v, i) : w("output", i, v));
+        out[t * V + v] = s;
+      }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("model_forward: the logits of NEXT_SECTIONS.md's model, written out in long double", "[model]") {
+  using F = attn::model_family;
+  using P = attn::position_encoding;
+  std::mt19937_64 rng(133);
+  for (const F family : {F::encoder, F::decoder, F::encoder_decoder})
+    for (const P positions : {P::learned, P::sinusoidal, P::rotary, P::alibi})
+      for (const bool pre : {false, true}) {
+        const bool tied = positions == P::sinusoidal || positions == P::alibi, final_norm = pre != tied;
+        const attn::model_config config{.family = family, .vocabulary = 6, .d_model = 8, .layers = 2, .heads = 2,
+                                        .d_ff = 10, .max_positions = 5, .positions = positions,
+                                        .act = pre ? attn::activation::gelu_tanh : attn::activation::gelu,
+                                        .placement = pre ? attn::norm_placement::pre : attn::norm_placement::post,
+                                        .final_norm = final_norm, .tied = tied};
+        INFO(family_name(family) << ", " << positions_name(positions) << (tied ? ", tied" : ", untied")
+                                 << (final_norm ? ", final norm" : "") << (pre ? ", pre-LN" : ", post-LN"));
+        model_case<double> m(config, rng);
+        m.tokens = {1, 5, 2, 0, 3, 3, 4, 1};  // B = 2 sentences of 4
+        m.source = {2, 0, 1, 4, 5, 3};        // of 3
+        const std::vector<double> got = m.logits(std::span<double>(m.buffer));
+        const reference_model ref(config, m.buffer);
+        ld top = 0;
+        LM want;
+        for (std::size_t b = 0; b < 2; ++b) {
+          const LM one = ref.logits(std::span<const std::int64_t>(m.tokens).subspan(b * 4, 4),
+                                    std::span<const std::int64_t>(m.source).subspan(b * 3, 3));
+          want.insert(want.end(), one.begin(), one.end());
+        }
+        for (const ld v : want) top = std::max(top, std::abs(v));
+        // Each logit passes through two blocks (each ~ 3d + d_ff + n roundings per entry, amplified by
+        // the norms' 1/σ: σ ≥ 0.1 here, so ×10 a norm, four norms at most on a path) and the final
+        // product: 64·(3d + d_ff + T)·ε·10⁴ relative to the largest logit bounds it with room.
+        const ld bound = 64 * static_cast<ld>(3 * 8 + 10 + 4) * static_cast<ld>(std::numeric_limits<double>::epsilon()) *
+                         1e4L * std::max(top, 1.0L);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t k = 0; k < got.size(); ++k) CHECK(std::abs(static_cast<ld>(got[k]) - want[k]) <= bound);
+      }
 }
