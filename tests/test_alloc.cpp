@@ -637,3 +637,33 @@ TEST_CASE("Rows the tiled kernels leave: no allocation after an output is writte
     CHECK((all_bits(dX, sentinel) && all_bits(dWO, sentinel) && all_bits(dbO_m, sentinel)));
   }
 }
+
+TEST_CASE("The model: forward, backward and a decoding step allocate nothing once their caches have the shapes",
+          "[alloc][model]") {
+  for (const attn::model_family family : {attn::model_family::decoder, attn::model_family::encoder_decoder}) {
+    const attn::model_config c{.family = family, .vocabulary = 13, .d_model = 16, .layers = 2, .heads = 2,
+                               .max_positions = 8, .positions = attn::position_encoding::rotary,
+                               .placement = attn::norm_placement::pre, .final_norm = true, .tied = true};
+    std::vector<float> buffer(attn::parameter_count(c)), grads(buffer.size());
+    const attn::model_parameters<float> p = attn::bind_parameters<float>(c, std::span<float>(buffer));
+    const attn::model_parameters<float> g = attn::bind_parameters<float>(c, std::span<float>(grads));
+    attn::initialize(p, 3);
+    const std::vector<std::int64_t> tokens{1, 2, 3, 4, 5, 6, 7, 8}, source{9, 10, 11, 12, 0, 1};
+    const bool enc_dec = family == attn::model_family::encoder_decoder;
+    const attn::model_input in{.tokens = tokens, .batch = 2,
+                               .source = enc_dec ? std::span<const std::int64_t>(source) : std::span<const std::int64_t>()};
+    attn::model_cache<float> cache;
+    attn::Matrix<float> logits(8, 13);
+    attn::model_forward(p, in, logits, cache);  // (sizes the cache)
+    attn::model_backward(p, in, cache, logits, g);
+    CHECK(count_allocations([&] { attn::model_forward(p, in, logits, cache); }) == 0);
+    CHECK(count_allocations([&] { attn::model_backward(p, in, cache, logits, g); }) == 0);
+    // decoding: one token a sequence a step, after a first step of the same shape
+    attn::model_kv_cache<float> kv(c, 2, 8);
+    if (enc_dec) attn::model_encode(p, source, kv);
+    attn::Matrix<float> step_logits(2, 13);
+    const std::vector<std::int64_t> next{3, 4};
+    attn::model_step(p, next, kv, step_logits);
+    CHECK(count_allocations([&] { attn::model_step(p, next, kv, step_logits); }) == 0);
+  }
+}

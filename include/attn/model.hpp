@@ -149,102 +149,114 @@ inline void check_config(const char* where, const model_config& c) {
   if (!(c.norm_eps >= 0) || !std::isfinite(c.norm_eps)) throw_bad_config(where, "norm_eps must be finite and at least 0");
 }
 
+/// A tensor's name in parts, formed into a string only when asked ("decoder.0.attention.W_Q";
+/// "token_embedding" has no stack): the checks of every call allocate nothing.
+struct tensor_name {
+  const char* stack = nullptr;  ///< "encoder", "decoder", or none
+  std::size_t layer = 0;        ///< the block
+  const char* part = nullptr;   ///< "attention", "ffn", "norm_1", …
+  const char* leaf = "";        ///< "W_Q", "gamma", or the whole name of a model-level tensor
+  [[nodiscard]] std::string str() const {
+    if (stack == nullptr) return leaf;
+    return std::string(stack) + "." + std::to_string(layer) + "." + part + "." + leaf;
+  }
+};
+
 /// The model's tensors in their order in one buffer: its matrices first (the ones weight decay
 /// acts on, as nanoGPT's groups), then its vectors (biases, the norms' γ and β). `f(name, rows,
-/// cols, slot)` is called for each, slot a MatrixView<T>&, StridedMatrixView<T>& or span<T>& of p
-/// (a vector's rows are 1); p.encoder and p.decoder are sized here first.
-template <class T, class F>
-void visit_model_tensors(model_parameters<T>& p, F&& f) {
+/// cols, slot)` is called for each, slot a (const) MatrixView<T>&, StridedMatrixView<T>& or
+/// span<T>& of p (a vector's rows are 1). P is model_parameters<T>, const or not; with a mutable
+/// one, p.encoder and p.decoder are sized first (binding), a const one must have their sizes.
+template <class P, class F>
+void visit_model_tensors(P& p, F&& f) {
   const model_config& c = p.config;
-  const std::size_t d = c.d_model, V = c.vocabulary, dff = ffn_width(c);
+  const std::size_t d = c.d_model, V = c.vocabulary, dff = ffn_width(c), one = 1;
   const bool layer_norm = c.norm == norm_kind::layer;
-  p.encoder.resize(has_encoder(c) ? c.layers : 0);
-  p.decoder.resize(has_decoder(c) ? c.layers : 0);
-  const auto block = [&](bool matrices, const std::string& at, block_buffers<T>& b, bool cross) {
-    const auto attention = [&](const std::string& a, multi_head_buffers<T>& m) {
+  if constexpr (!std::is_const_v<P>) {
+    p.encoder.resize(has_encoder(c) ? c.layers : 0);
+    p.decoder.resize(has_decoder(c) ? c.layers : 0);
+  }
+  const auto block = [&](bool matrices, const char* stack, std::size_t l, auto& b, bool cross) {
+    const auto attention = [&](const char* a, auto& m) {
       if (matrices) {
-        f(a + ".W_Q", d, d, m.W_Q);
-        f(a + ".W_K", d, d, m.W_K);
-        f(a + ".W_V", d, d, m.W_V);
-        f(a + ".W_O", d, d, m.W_O);
+        f(tensor_name{stack, l, a, "W_Q"}, d, d, m.W_Q);
+        f(tensor_name{stack, l, a, "W_K"}, d, d, m.W_K);
+        f(tensor_name{stack, l, a, "W_V"}, d, d, m.W_V);
+        f(tensor_name{stack, l, a, "W_O"}, d, d, m.W_O);
       } else if (c.biases) {
-        f(a + ".b_Q", std::size_t{1}, d, m.b_Q);
-        f(a + ".b_K", std::size_t{1}, d, m.b_K);
-        f(a + ".b_V", std::size_t{1}, d, m.b_V);
-        f(a + ".b_O", std::size_t{1}, d, m.b_O);
+        f(tensor_name{stack, l, a, "b_Q"}, one, d, m.b_Q);
+        f(tensor_name{stack, l, a, "b_K"}, one, d, m.b_K);
+        f(tensor_name{stack, l, a, "b_V"}, one, d, m.b_V);
+        f(tensor_name{stack, l, a, "b_O"}, one, d, m.b_O);
       }
     };
-    const auto norm_of = [&](const std::string& n, std::span<T>& gamma, std::span<T>& beta) {
+    const auto norm_of = [&](const char* n, auto& gamma, auto& beta) {
       if (matrices) return;
-      f(n + ".gamma", std::size_t{1}, d, gamma);
-      if (layer_norm) f(n + ".beta", std::size_t{1}, d, beta);
+      f(tensor_name{stack, l, n, "gamma"}, one, d, gamma);
+      if (layer_norm) f(tensor_name{stack, l, n, "beta"}, one, d, beta);
     };
-    attention(at + ".attention", b.attention);
-    if (cross) attention(at + ".cross_attention", b.cross_attention);
+    attention("attention", b.attention);
+    if (cross) attention("cross_attention", b.cross_attention);
     if (matrices) {
-      f(at + ".ffn.W_1", d, dff, b.ffn.W_1);
-      f(at + ".ffn.W_2", dff, d, b.ffn.W_2);
+      f(tensor_name{stack, l, "ffn", "W_1"}, d, dff, b.ffn.W_1);
+      f(tensor_name{stack, l, "ffn", "W_2"}, dff, d, b.ffn.W_2);
     } else if (c.biases) {
-      f(at + ".ffn.b_1", std::size_t{1}, dff, b.ffn.b_1);
-      f(at + ".ffn.b_2", std::size_t{1}, d, b.ffn.b_2);
+      f(tensor_name{stack, l, "ffn", "b_1"}, one, dff, b.ffn.b_1);
+      f(tensor_name{stack, l, "ffn", "b_2"}, one, d, b.ffn.b_2);
     }
-    norm_of(at + ".norm_1", b.gamma_1, b.beta_1);
-    if (cross) norm_of(at + ".norm_cross", b.gamma_cross, b.beta_cross);
-    norm_of(at + ".norm_2", b.gamma_2, b.beta_2);
+    norm_of("norm_1", b.gamma_1, b.beta_1);
+    if (cross) norm_of("norm_cross", b.gamma_cross, b.beta_cross);
+    norm_of("norm_2", b.gamma_2, b.beta_2);
   };
   const bool enc_dec = c.family == model_family::encoder_decoder;
   for (const bool matrices : {true, false}) {
     if (matrices) {
-      f(std::string("token_embedding"), V, d, p.token_embedding);
-      if (c.positions == position_encoding::learned) f(std::string("position_table"), c.max_positions, d, p.position_table);
+      f(tensor_name{.leaf = "token_embedding"}, V, d, p.token_embedding);
+      if (c.positions == position_encoding::learned)
+        f(tensor_name{.leaf = "position_table"}, c.max_positions, d, p.position_table);
     }
-    for (std::size_t l = 0; l < p.encoder.size(); ++l) block(matrices, "encoder." + std::to_string(l), p.encoder[l], false);
-    for (std::size_t l = 0; l < p.decoder.size(); ++l)
-      block(matrices, "decoder." + std::to_string(l), p.decoder[l], enc_dec);
+    for (std::size_t l = 0; l < p.encoder.size(); ++l) block(matrices, "encoder", l, p.encoder[l], false);
+    for (std::size_t l = 0; l < p.decoder.size(); ++l) block(matrices, "decoder", l, p.decoder[l], enc_dec);
     if (matrices) {
-      if (!c.tied) f(std::string("output"), d, V, p.output);
+      if (!c.tied) f(tensor_name{.leaf = "output"}, d, V, p.output);
     } else if (c.final_norm) {
       if (enc_dec) {
-        f(std::string("encoder_norm.gamma"), std::size_t{1}, d, p.encoder_norm_gamma);
-        if (layer_norm) f(std::string("encoder_norm.beta"), std::size_t{1}, d, p.encoder_norm_beta);
+        f(tensor_name{.leaf = "encoder_norm.gamma"}, one, d, p.encoder_norm_gamma);
+        if (layer_norm) f(tensor_name{.leaf = "encoder_norm.beta"}, one, d, p.encoder_norm_beta);
       }
-      f(std::string("final_norm.gamma"), std::size_t{1}, d, p.final_norm_gamma);
-      if (layer_norm) f(std::string("final_norm.beta"), std::size_t{1}, d, p.final_norm_beta);
+      f(tensor_name{.leaf = "final_norm.gamma"}, one, d, p.final_norm_gamma);
+      if (layer_norm) f(tensor_name{.leaf = "final_norm.beta"}, one, d, p.final_norm_beta);
     }
   }
 }
 
-template <class S>
-std::size_t slot_rows(const S& s) noexcept {
-  if constexpr (requires { s.rows(); }) return s.rows();
-  else return s.empty() ? 0 : 1;
-}
-template <class S>
-std::size_t slot_cols(const S& s) noexcept {
-  if constexpr (requires { s.cols(); }) return s.cols();
-  else return s.size();
+[[noreturn]] ATTN_NOINLINE inline void throw_model_view(const char* where, const char* prefix, const tensor_name& n,
+                                                       std::size_t rows, std::size_t cols, std::size_t want_rows,
+                                                       std::size_t want_cols) {
+  const std::string what = prefix + n.str();
+  check_shape(where, what.c_str(), rows, cols, want_rows, want_cols);
+  raise<dimension_error>(std::string(where) + ": " + what + " is a weight of neither layout (rows nor columns contiguous)");
 }
 
 /// Every view of p has its tensor's shape (weights in attn's layout or PyTorch's), else
 /// dimension_error naming the tensor (with `prefix`, "dL/d" for a gradient) and both shapes.
+/// Allocates nothing.
 template <class T>
 void check_model_views(const char* where, const model_parameters<T>& p, const char* prefix) {
-  model_parameters<T> shape{.config = p.config};
-  const std::size_t n_enc = p.encoder.size(), n_dec = p.decoder.size();
-  visit_model_tensors(shape, [](const std::string&, std::size_t, std::size_t, auto&) {});
-  if (n_enc != shape.encoder.size() || n_dec != shape.decoder.size())
-    throw_bad_config(where, std::string(prefix) + "the parameters hold " + std::to_string(n_enc) + " encoder and " +
-                                std::to_string(n_dec) + " decoder blocks, the configuration " +
-                                std::to_string(shape.encoder.size()) + " and " + std::to_string(shape.decoder.size()));
-  shape = p;  // the views themselves, walked in the same order
-  visit_model_tensors(shape, [&](const std::string& name, std::size_t rows, std::size_t cols, auto& slot) {
-    const std::string what = prefix + name;
+  const model_config& c = p.config;
+  const std::size_t n_enc = has_encoder(c) ? c.layers : 0, n_dec = has_decoder(c) ? c.layers : 0;
+  if (p.encoder.size() != n_enc || p.decoder.size() != n_dec)
+    throw_bad_config(where, std::string(prefix) + "the parameters hold " + std::to_string(p.encoder.size()) +
+                                " encoder and " + std::to_string(p.decoder.size()) + " decoder blocks, the configuration " +
+                                std::to_string(n_enc) + " and " + std::to_string(n_dec));
+  visit_model_tensors(p, [&](const tensor_name& name, std::size_t rows, std::size_t cols, const auto& slot) {
     if constexpr (requires { slot.rows(); }) {
-      check_shape(where, what.c_str(), slot.rows(), slot.cols(), rows, cols);
+      bool good = slot.rows() == rows && slot.cols() == cols;
       if constexpr (std::is_same_v<std::remove_cvref_t<decltype(slot)>, StridedMatrixView<T>>)
-        check_layout(where, what.c_str(), slot, true);
+        good = good && (rows_contiguous(slot) || columns_contiguous(slot));
+      if (!good) throw_model_view(where, prefix, name, slot.rows(), slot.cols(), rows, cols);
     } else {
-      check_equal(where, ("size of " + what).c_str(), slot.size(), "its width", cols);
+      if (slot.size() != cols) throw_model_view(where, prefix, name, 1, slot.size(), 1, cols);
     }
   });
 }
@@ -383,7 +395,7 @@ std::uint64_t model_tokens_fingerprint(const model_input& in) noexcept {
   detail::check_config("attn::parameter_count", c);
   std::size_t n = 0;
   model_parameters<float> p{.config = c};
-  detail::visit_model_tensors(p, [&](const std::string&, std::size_t rows, std::size_t cols, auto&) {
+  detail::visit_model_tensors(p, [&](const detail::tensor_name&, std::size_t rows, std::size_t cols, auto&) {
     n += rows * cols;
   });
   return n;
@@ -400,7 +412,7 @@ template <real T>
   detail::check_equal(where, "size of the buffer", buffer.size(), "the parameter count", parameter_count(c));
   model_parameters<T> p{.config = c};
   std::size_t at = 0;
-  detail::visit_model_tensors(p, [&](const std::string&, std::size_t rows, std::size_t cols, auto& slot) {
+  detail::visit_model_tensors(p, [&](const detail::tensor_name&, std::size_t rows, std::size_t cols, auto& slot) {
     using S = std::remove_cvref_t<decltype(slot)>;
     if constexpr (std::is_same_v<S, std::span<T>>)
       slot = buffer.subspan(at, cols);
@@ -417,7 +429,7 @@ template <real T>
   detail::check_config("attn::decayed_count", c);
   std::size_t n = 0;
   model_parameters<float> p{.config = c};
-  detail::visit_model_tensors(p, [&](const std::string&, std::size_t rows, std::size_t cols, auto& slot) {
+  detail::visit_model_tensors(p, [&](const detail::tensor_name&, std::size_t rows, std::size_t cols, auto& slot) {
     if constexpr (!std::is_same_v<std::remove_cvref_t<decltype(slot)>, std::span<float>>) n += rows * cols;
   });
   return n;
@@ -439,9 +451,9 @@ struct model_tensor {
   std::vector<model_tensor> out;
   std::size_t at = 0;
   model_parameters<float> p{.config = c};
-  detail::visit_model_tensors(p, [&](const std::string& name, std::size_t rows, std::size_t cols, auto& slot) {
+  detail::visit_model_tensors(p, [&](const detail::tensor_name& name, std::size_t rows, std::size_t cols, auto& slot) {
     const bool matrix = !std::is_same_v<std::remove_cvref_t<decltype(slot)>, std::span<float>>;
-    out.push_back({name, rows, cols, at, matrix});
+    out.push_back({name.str(), rows, cols, at, matrix});
     at += rows * cols;
   });
   return out;
@@ -562,8 +574,7 @@ void model_backward(const model_parameters<T>& p, const model_input& in, model_c
   const bool enc_dec = c.family == model_family::encoder_decoder;
   const std::size_t rows = in.tokens.size(), d = c.d_model;
   if (!accumulate) {
-    model_parameters<T> g = grads;
-    detail::visit_model_tensors(g, [](const std::string&, std::size_t, std::size_t, auto& slot) {
+    detail::visit_model_tensors(grads, [](const detail::tensor_name&, std::size_t, std::size_t, const auto& slot) {
       if constexpr (requires { slot.rows(); }) {
         for (std::size_t i = 0; i < slot.rows(); ++i)
           for (std::size_t j = 0; j < slot.cols(); ++j) slot(i, j) = T(0);
