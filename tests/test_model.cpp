@@ -223,8 +223,53 @@ TEST_CASE("model_forward and model_backward: bad input is refused before anythin
   buf[0] += 1;  // E changed in place after the forward
   CHECK_THROWS_AS(attn::model_backward(p, {.tokens = good}, cache, logits, g), attn::forward_mismatch_error);
   buf[0] = e0;
+  // a gradient view of another shape, named
+  attn::model_parameters<double> g_bad = g;
+  g_bad.decoder[0].ffn.W_1 = attn::MatrixView<double>(gbuf.data(), 4, 6);
+  CHECK_THROWS_MATCHES(attn::model_backward(p, {.tokens = good}, cache, logits, g_bad), attn::dimension_error,
+                       Catch::Matchers::Message("attn::model_backward: dL/ddecoder.0.ffn.W_1 is 4x6 but should be 4x16"));
   for (const double v : gbuf) CHECK(v == 3.0);
   attn::model_backward(p, {.tokens = good}, cache, logits, g);
+  // decoding: a capacity past max_positions, an encoder, a full cache, an encoder-decoder not encoded
+  CHECK_THROWS_AS(attn::model_kv_cache<double>(c, 1, 5), attn::dimension_error);
+  attn::model_config enc = c;
+  enc.family = attn::model_family::encoder;
+  CHECK_THROWS_AS(attn::model_kv_cache<double>(enc, 1, 4), attn::dimension_error);
+  attn::model_config ed = c;
+  ed.family = attn::model_family::encoder_decoder;
+  std::vector<double> ebuf(attn::parameter_count(ed));
+  const attn::model_parameters<double> pe = attn::bind_parameters<double>(ed, std::span<double>(ebuf));
+  attn::initialize(pe, 2);
+  attn::model_kv_cache<double> ekv(ed, 1, 4);
+  attn::Matrix<double> one(1, 5);
+  const std::vector<std::int64_t> first{1};
+  CHECK_THROWS_MATCHES(attn::model_step(pe, first, ekv, one), attn::dimension_error,
+                       Catch::Matchers::Message("attn::model_step: an encoder-decoder decodes after model_encode (no "
+                                                "source encoded)"));
+  attn::model_kv_cache<double> ed_cache(ed, 1, 4);
+  CHECK_THROWS_AS(attn::model_step(p, first, ed_cache, one), attn::dimension_error);  // a cache of another model
+}
+
+TEST_CASE("transformer_block: a memory without cross-attention, or cross-attention without one, is refused",
+          "[block][errors]") {
+  const attn::model_config c{.family = attn::model_family::encoder_decoder, .vocabulary = 5, .d_model = 4, .heads = 2,
+                             .max_positions = 4};
+  std::vector<double> buf(attn::parameter_count(c));
+  const attn::model_parameters<double> p = attn::bind_parameters<double>(c, std::span<double>(buf));
+  attn::initialize(p, 1);
+  const attn::block_parameters<double> with_cross = attn::parameters_of(p.decoder[0]);
+  const attn::block_parameters<double> without = attn::parameters_of(p.encoder[0]);
+  attn::Matrix<double> X(3, 4), M(2, 4), Y(3, 4);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j) X(i, j) = Y(i, j) = static_cast<double>(i + j);
+  attn::block_cache<double> cache;
+  CHECK_THROWS_MATCHES(attn::transformer_block(X, with_cross, Y, cache), attn::dimension_error,
+                       Catch::Matchers::Message("attn::transformer_block: the block has cross-attention but no memory "
+                                                "M was given"));
+  CHECK_THROWS_MATCHES(attn::transformer_block(X, M, without, Y, cache), attn::dimension_error,
+                       Catch::Matchers::Message("attn::transformer_block: a memory M (or its gradient) was given but "
+                                                "the block has no cross-attention"));
+  CHECK(Y(2, 3) == 5.0);
 }
 
 TEMPLATE_TEST_CASE("model_step: decoding with the cache gives the forward's logits, row for row", "[model][cache]",
