@@ -16,6 +16,7 @@
 // All wall time (UseRealTime). bench/ratios.py puts each implementation beside attn.
 
 #include <attn/block.hpp>
+#include <attn/init.hpp>
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
@@ -52,10 +53,17 @@ struct block_problem {
         W2(sh.dff, sh.d), Y(sh.T, sh.d), dY(sh.T, sh.d), g1(sh.d, T(1)), b1(sh.d, T(0)), g2(sh.d, T(1)),
         b2(sh.d, T(0)) {
     std::uint64_t seed = 90;
-    for (attn::Matrix<T>* m : {&X, &WQ, &WK, &WV, &WO, &W1, &W2, &dY}) {
+    for (attn::Matrix<T>* m : {&X, &dY}) {
       const auto& v = bench::data<T>(m->size(), seed++, -0.5, 0.5);
       std::copy(v.begin(), v.end(), m->data());
     }
+    // the weights as a model starts them: PyTorch's defaults (attn/init.hpp), so the FFN's
+    // pre-activations have a standard deviation near 0.6 (U(±0.5) weights gave 6.5, 2 % of the
+    // hidden layer below −13 and GELU's subnormal outputs: docs/performance.md, "The block")
+    attn::initialize(attn::block_buffers<T>{.attention = {.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view(),
+                                                          .W_O = WO.view()},
+                                            .ffn = {.W_1 = W1.view(), .W_2 = W2.view()}},
+                     2026);
   }
   [[nodiscard]] attn::block_parameters<T> params() const {
     attn::block_parameters<T> p;
