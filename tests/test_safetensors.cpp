@@ -610,3 +610,21 @@ TEST_CASE("safetensors: read the files Python wrote (ATTN_SAFETENSORS_DIR)", "[.
       REQUIRE(std::bit_cast<std::uint32_t>(got[k]) == std::stoul(want.substr(9 * k, 8), nullptr, 16));
   }
 }
+
+TEST_CASE("safetensors: docs/safetensors.md's example, quoted there", "[safetensors][docs]") {
+  scratch_dir dir("docs");
+  const std::filesystem::path path = dir.path / "model.safetensors";
+  // docs/safetensors.md:begin
+  std::vector<float> wte(64 * 8, 0.5f), ln_f(8, 1.0f);  // your parameters, wherever they live
+  const std::vector<attn::named_tensor<float>> params{{"wte.weight", {64, 8}, wte}, {"ln_f.weight", {8}, ln_f}};
+  attn::save_safetensors(path, params, {{"d_model", "8"}});  // F32; a temporary file, then renamed
+
+  std::vector<float> wte2(64 * 8), ln_f2(8);  // another model of the same shapes
+  const std::vector<attn::named_tensor<float>> into{{"wte.weight", {64, 8}, wte2}, {"ln_f.weight", {8}, ln_f2}};
+  const attn::safetensors_metadata meta = attn::load_safetensors(path, into);  // all checked, then read
+  // docs/safetensors.md:end
+  REQUIRE(attn_test::quoted_in(__FILE__, "docs/safetensors.md", "// docs/safetensors.md:begin\n",
+                               "  // docs/safetensors.md:end"));
+  REQUIRE(meta.at("d_model") == "8");
+  REQUIRE((wte2 == wte && ln_f2 == ln_f));
+}
