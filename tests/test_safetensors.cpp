@@ -8,6 +8,7 @@
 // python_safetensors and torch_safetensors run tests/python/safetensors_check.py, which reads what
 // the hidden test cases here write and writes what they read.
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -96,7 +97,9 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
 struct scratch_dir {
   fs::path path;
   explicit scratch_dir(const std::string& name) {
-    path = fs::temp_directory_path() / ("attn_test_safetensors_" + name);
+    // the clock in the name: test runs of other builds on the machine get directories of their own
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    path = fs::temp_directory_path() / ("attn_test_safetensors_" + name + "_" + std::to_string(now));
     fs::remove_all(path);
     fs::create_directories(path);
   }
