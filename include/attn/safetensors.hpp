@@ -19,7 +19,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -35,7 +34,6 @@
 #include <vector>
 
 #include "attn/detail/json.hpp"
-#include "attn/detail/overlap.hpp"
 #include "attn/detail/utf8.hpp"
 #include "attn/error.hpp"
 #include "attn/named_tensor.hpp"
