@@ -22,6 +22,7 @@
 #include "attn/logit_bias.hpp"  // IWYU pragma: export
 #include "attn/jacobian.hpp"   // IWYU pragma: export
 #include "attn/mask.hpp"       // IWYU pragma: export
+#include "attn/named_tensor.hpp"  // IWYU pragma: export
 #include "attn/norms.hpp"      // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/model.hpp"      // IWYU pragma: export

@@ -47,6 +47,15 @@ public:
   using std::invalid_argument::invalid_argument;
 };
 
+/// Thrown when a file attn reads is not what its format says, or does not fit the buffers it is
+/// read into, or when a file cannot be read or written (attn/safetensors.hpp); `what()` names
+/// the function, the file and what is wrong: "attn::load_safetensors: model.safetensors: tensor
+/// \"wte\" is 65x8 in the file but 64x8 in the buffer".
+class file_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 namespace detail {
 
 /// Prints `message` and a newline to stderr and aborts: every error of a build without

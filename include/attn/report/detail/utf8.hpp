@@ -1,8 +1,7 @@
 #pragma once
 /// \file attn/report/detail/utf8.hpp
-/// Strict UTF-8 decoding, one code point at a time, for the report writers that must know
-/// what a label holds (JSON, XML, display widths): overlong forms, surrogates, code points
-/// beyond U+10FFFF and truncated sequences are not UTF-8.
+/// What the report writers need of UTF-8 (JSON, XML, display widths): the strict decoder of
+/// attn/detail/utf8.hpp under the report's names, XML's characters, and a replacer.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
@@ -10,38 +9,14 @@
 #include <string>
 #include <string_view>
 
+#include "attn/detail/utf8.hpp"
+
 namespace attn::report::detail {
 
-/// One decoded code point: its value and how many bytes it took, or `valid == false` (and a
-/// length of 1) for a byte that does not start a well-formed sequence.
-struct utf8_char {
-  char32_t code_point;
-  std::size_t length;
-  bool valid;
-};
-
-/// Decodes the code point that starts at s[i] (i < s.size()).
-[[nodiscard]] constexpr utf8_char decode_utf8(std::string_view s, std::size_t i) noexcept {
-  const auto b = static_cast<unsigned char>(s[i]);
-  if (b < 0x80) return {b, 1, true};
-  std::size_t len = 0;
-  char32_t c = 0, least = 0;
-  if (b >= 0xC2 && b < 0xE0) {
-    len = 2, c = b & 0x1Fu, least = 0x80;
-  } else if (b >= 0xE0 && b < 0xF0) {
-    len = 3, c = b & 0x0Fu, least = 0x800;
-  } else if (b >= 0xF0 && b < 0xF5) {
-    len = 4, c = b & 0x07u, least = 0x10000;
-  }
-  if (len == 0 || len > s.size() - i) return {b, 1, false};
-  for (std::size_t k = 1; k < len; ++k) {
-    const auto cb = static_cast<unsigned char>(s[i + k]);
-    if ((cb & 0xC0u) != 0x80u) return {b, 1, false};
-    c = (c << 6) | (cb & 0x3Fu);
-  }
-  if (c < least || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return {b, 1, false};
-  return {c, len, true};
-}
+// The decoder lives in attn/detail/utf8.hpp (the safetensors reader validates names with it too);
+// the report writers call it by these names.
+using attn::detail::decode_utf8;
+using attn::detail::utf8_char;
 
 /// True when the code point may appear in an XML 1.0 document (its `Char` production):
 /// tab, line feed, carriage return, U+0020..U+D7FF, U+E000..U+FFFD, U+10000..U+10FFFF.
