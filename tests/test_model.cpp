@@ -15,6 +15,7 @@
 
 #include "attn/gradcheck.hpp"
 #include "attn/model.hpp"
+#include "attn/safetensors.hpp"
 #include "attn_catch.hpp"
 
 namespace {
@@ -537,4 +538,30 @@ TEST_CASE("model_forward: the logits of NEXT_SECTIONS.md's model, written out in
         REQUIRE(got.size() == want.size());
         for (std::size_t k = 0; k < got.size(); ++k) CHECK(std::abs(static_cast<ld>(got[k]) - want[k]) <= bound);
       }
+}
+
+TEST_CASE("model_named_tensors: a checkpoint in safetensors round-trips; another model's is refused untouched",
+          "[model][safetensors]") {
+  const attn::model_config c{.family = attn::model_family::encoder_decoder, .vocabulary = 9, .d_model = 8,
+                             .layers = 2, .heads = 2, .max_positions = 5, .final_norm = true};
+  std::vector<float> w(attn::parameter_count(c)), back(w.size(), -1.f);
+  attn::initialize(attn::bind_parameters<float>(c, std::span<float>(w)), 4);
+  const std::vector<std::byte> file =
+      attn::save_safetensors(attn::model_named_tensors<const float>(c, std::span<const float>(w)), {{"what", "test"}});
+  const attn::safetensors_metadata meta = attn::load_safetensors(file, attn::model_named_tensors<float>(c, std::span<float>(back)));
+  CHECK(w == back);
+  CHECK(meta.at("what") == "test");
+  // the names and shapes as the header says them
+  const attn::safetensors_header h = attn::read_safetensors_header(file);
+  REQUIRE(h.tensors.size() == attn::model_tensors(c).size());
+  CHECK(h.tensors[0].name == "token_embedding");
+  CHECK(h.tensors[0].shape == std::vector<std::size_t>{9, 8});
+  // a model of another width: refused by name, nothing written
+  attn::model_config wider = c;
+  wider.d_ff = 40;
+  std::vector<float> other(attn::parameter_count(wider), 3.f);
+  CHECK_THROWS_AS(attn::load_safetensors(file, attn::model_named_tensors<float>(wider, std::span<float>(other))),
+                  attn::file_error);
+  for (const float x : other) CHECK(x == 3.f);
+  CHECK_THROWS_AS(attn::model_named_tensors<float>(c, std::span<float>(other)), attn::dimension_error);
 }

@@ -34,6 +34,7 @@
 #include "attn/init.hpp"
 #include "attn/linear.hpp"
 #include "attn/matrix.hpp"
+#include "attn/named_tensor.hpp"
 #include "attn/norms.hpp"
 #include "attn/positions.hpp"
 
@@ -456,6 +457,28 @@ struct model_tensor {
     out.push_back({name.str(), rows, cols, at, matrix});
     at += rows * cols;
   });
+  return out;
+}
+
+/// The model's tensors as named views of `buffer` (parameter_count(c) numbers laid out as
+/// bind_parameters lays them; T const for a save): a matrix {rows, cols}, a vector {cols}, in the
+/// buffer's order. What attn/safetensors.hpp saves and loads:
+/// `save_safetensors(path, model_named_tensors<const float>(c, w))`,
+/// `load_safetensors(path, model_named_tensors<float>(c, w))` (every tensor checked against the
+/// file before any number is written).
+template <class T>
+  requires real<std::remove_const_t<T>>
+[[nodiscard]] std::vector<named_tensor<T>> model_named_tensors(const model_config& c, std::span<T> buffer) {
+  const char* where = "attn::model_named_tensors";
+  detail::check_config(where, c);
+  const std::vector<model_tensor> ts = model_tensors(c);
+  detail::check_equal(where, "size of the buffer", buffer.size(), "the parameter count",
+                      ts.empty() ? 0 : ts.back().offset + ts.back().rows * ts.back().cols);
+  std::vector<named_tensor<T>> out;
+  out.reserve(ts.size());
+  for (const model_tensor& t : ts)
+    out.push_back({t.name, t.matrix ? std::vector<std::size_t>{t.rows, t.cols} : std::vector<std::size_t>{t.cols},
+                   buffer.subspan(t.offset, t.rows * t.cols)});
   return out;
 }
 
