@@ -676,3 +676,144 @@ TEST_CASE("sample: errors; the generator does not advance", "[training][sampling
     CHECK(std::string(e.what()).find("attn::sample: logit 1 is") == 0);
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// PyTorch's own numbers (tests/torch/training.py; the CTest test pytorch_training runs this
+// hidden case on the file it writes, and is skipped where `import torch` fails). Each side is
+// within the bound of the long-double tests above of the exact result (PyTorch's kernels take the
+// same steps: log_softmax, then exp; torch.optim's single-tensor loops; the norm of the norms),
+// so the two are held to twice that bound.
+// ---------------------------------------------------------------------------------------------
+
+namespace {
+
+std::map<std::string, std::vector<double>> read_training_fixture(const char* path) {
+  std::ifstream in(path);
+  std::map<std::string, std::vector<double>> f;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string name;
+    std::size_t n = 0;
+    ls >> name;
+    if (name == "route") continue;
+    ls >> n;
+    std::vector<double> v(n);
+    for (double& x : v) ls >> x;
+    f[name] = v;
+  }
+  return f;
+}
+
+template <class T>
+void check_against_torch(const std::map<std::string, std::vector<double>>& f, const char* tag) {
+  const double u = unit_roundoff<T>;
+  const auto at = [&](const std::string& name) -> const std::vector<double>& {
+    INFO("fixture entry " << name);
+    REQUIRE(f.count(name) == 1);
+    return f.at(name);
+  };
+  // cross-entropy
+  const std::size_t rows = 5, V = 7;
+  attn::Matrix<T> Z(rows, V);
+  for (std::size_t i = 0; i < rows * V; ++i) Z.data()[i] = static_cast<T>(at("ce_logits")[i]);
+  for (const std::string itag : {"", "_ignore2"}) {
+    const std::int64_t ignore = itag.empty() ? -100 : 2;
+    std::vector<std::int64_t> y;
+    for (const double t : at("ce" + itag + "_targets")) y.push_back(static_cast<std::int64_t>(t));
+    std::vector<T> losses(rows);
+    attn::Matrix<T> G(rows, V);
+    const T L = attn::cross_entropy(Z, y, losses, {.ignore_index = ignore});
+    (void)attn::cross_entropy_backward(Z, y, G, {.ignore_index = ignore});
+    const std::string pre = "ce" + itag + "_";
+    const double mean = at(pre + "mean_" + tag)[0];
+    CHECK(std::abs(static_cast<double>(L) - mean) <= 2 * (2 * (V + 4) * u * (1 + mean) + u * mean));
+    double C = 0;
+    for (const std::int64_t t : y) C += t != ignore ? 1 : 0;
+    for (std::size_t t = 0; t < rows; ++t) {
+      const double l = at(pre + "none_" + tag)[t];
+      CHECK(std::abs(static_cast<double>(losses[t]) - l) <= 2 * 2 * (V + 4) * u * (1 + l));
+      for (std::size_t j = 0; j < V; ++j) {
+        const double g = at(pre + "grad_" + tag)[t * V + j];
+        CHECK(std::abs(static_cast<double>(G(t, j)) - g) <= 2 * ((V + 6) * u * std::abs(g) + 4 * u / C));
+      }
+    }
+  }
+  // the optimizers, 5 steps from the same p₀ and gradients
+  const std::size_t n = 6;
+  const int steps = 5;
+  const std::vector<double>& p0 = at("opt_p0");
+  const std::vector<double>& gs = at("opt_grads");
+  const auto run = [&](const std::string& name, auto&& step_once) {
+    std::vector<T> p(n), b(n), m(n), v(n);
+    for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p0[i]);
+    for (int k = 0; k < steps; ++k) {
+      std::vector<T> g(n);
+      for (std::size_t i = 0; i < n; ++i) g[i] = static_cast<T>(gs[static_cast<std::size_t>(k) * n + i]);
+      step_once(p, g, b, m, v);
+    }
+    INFO(name << " " << tag);
+    const std::vector<double>& want = at(name + "_p_" + tag);
+    for (std::size_t i = 0; i < n; ++i) {
+      // SGD's bound of the reference test (8·10·2⁶·u·(|p| + 3)); AdamW's is smaller
+      CHECK(std::abs(static_cast<double>(p[i]) - want[i]) <= 2 * 8 * 10 * 64 * u * (std::abs(want[i]) + 3));
+    }
+    // the state: b ≤ 10·max|g|·… as above; m a weighted mean of |g| ≤ 2.2 (4 roundings a step),
+    // v of g² ≤ 4.9 (5 a step)
+    if (f.count(name + "_b_" + tag) != 0)
+      for (std::size_t i = 0; i < n; ++i)
+        CHECK(std::abs(static_cast<double>(b[i]) - at(name + "_b_" + tag)[i]) <= 2 * 8 * 10 * 64 * u * 25);
+    if (f.count(name + "_m_" + tag) != 0)
+      for (std::size_t i = 0; i < n; ++i) {
+        CHECK(std::abs(static_cast<double>(m[i]) - at(name + "_m_" + tag)[i]) <= 2 * steps * 4 * u * 2.2);
+        CHECK(std::abs(static_cast<double>(v[i]) - at(name + "_v_" + tag)[i]) <= 2 * steps * 5 * u * 4.9);
+      }
+  };
+  const auto sgd = [&](attn::sgd_options o) {
+    return [o, state = attn::sgd_state<T>{}](std::vector<T>& p, const std::vector<T>& g, std::vector<T>& b,
+                                             std::vector<T>&, std::vector<T>&) mutable {
+      state.momentum = o.momentum != 0 ? std::span<T>(b) : std::span<T>();
+      attn::sgd_step(p, g, state, o);
+    };
+  };
+  const auto adamw = [&](attn::adamw_options o) {
+    return [o, state = attn::adamw_state<T>{}](std::vector<T>& p, const std::vector<T>& g, std::vector<T>&,
+                                               std::vector<T>& m, std::vector<T>& v) mutable {
+      state.m = m;
+      state.v = v;
+      attn::adamw_step(p, g, state, o);
+    };
+  };
+  run("sgd_plain", sgd({.lr = 0.1}));
+  run("sgd_momentum", sgd({.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}));
+  run("sgd_nesterov", sgd({.lr = 0.02, .momentum = 0.8, .weight_decay = 0.1, .nesterov = true}));
+  run("adamw_default", adamw({}));
+  run("adamw_custom", adamw({.lr = 0.01, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1}));
+  // clip_grad_norm_
+  for (const std::string mtag : {"1", "100"}) {
+    std::vector<T> g1, g2;
+    for (const double x : at("clip_g1")) g1.push_back(static_cast<T>(x));
+    for (const double x : at("clip_g2")) g2.push_back(static_cast<T>(x));
+    const std::span<T> both[2] = {g1, g2};
+    const T total = attn::clip_grad_norm<T>(both, std::stod(mtag));
+    const double want = at("clip" + mtag + "_total_" + tag)[0];
+    CHECK(std::abs(static_cast<double>(total) - want) <= 2 * 8 * u * want);  // sums of 5 squares, √
+    const std::vector<double>& wg = at("clip" + mtag + "_grads_" + tag);
+    for (std::size_t i = 0; i < 5; ++i) {
+      const double got = static_cast<double>(i < 3 ? g1[i] : g2[i - 3]);
+      CHECK(std::abs(got - wg[i]) <= 2 * 12 * u * std::abs(wg[i]));  // + the coefficient's 3u, the product's u
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("pytorch: the training file named by ATTN_TORCH_FIXTURE", "[.][torch]") {
+  // run by the CTest test pytorch_training (tests/torch/training.py --out … --check)
+  const char* path = std::getenv("ATTN_TORCH_FIXTURE");
+  if (path == nullptr) FAIL("ATTN_TORCH_FIXTURE is not set: tests/torch/training.py --check runs this");
+  const auto f = read_training_fixture(path);
+  REQUIRE(!f.empty());
+  check_against_torch<double>(f, "f64");
+  check_against_torch<float>(f, "f32");
+}
