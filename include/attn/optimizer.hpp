@@ -93,15 +93,23 @@ inline void check_hyper(const char* where, const char* name, double x, bool belo
     throw_bad_hyper(where, name, x, below_one ? "in [0, 1)" : "finite and at least 0");
 }
 
+/// A state buffer as the messages name it: "size of m is …", "m overlaps the parameters".
+template <class T>
+struct state_buffer {
+  const char* size_name;
+  const char* name;
+  std::span<T> numbers;
+};
+
 template <class T>
 void check_step_buffers(const char* where, std::span<T> p, std::span<const T> g,
-                        std::initializer_list<std::pair<const char*, std::span<T>>> states) {
+                        std::initializer_list<state_buffer<T>> states) {
   check_equal(where, "size of the gradients", g.size(), "size of the parameters", p.size());
   named_regions<T, 4> outputs;
   outputs.add("the parameters", region_of(p));
-  for (const auto& s : states) {
-    check_equal(where, s.first, s.second.size(), "size of the parameters", p.size());
-    outputs.add(s.first, region_of(s.second));
+  for (const state_buffer<T>& s : states) {
+    check_equal(where, s.size_name, s.numbers.size(), "size of the parameters", p.size());
+    outputs.add(s.name, region_of(s.numbers));
   }
   named_regions<T, 1> inputs;
   inputs.add("the gradients", region_of(g));
@@ -128,7 +136,7 @@ void sgd_step(P&& params, const G& grads, sgd_state<scalar_of<P>>& state, const 
   if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0)) detail::throw_nesterov(where);
   const bool with_momentum = opt.momentum != 0;
   if (with_momentum)
-    detail::check_step_buffers<T>(where, p, g, {{"size of the momentum buffer", state.momentum}});
+    detail::check_step_buffers<T>(where, p, g, {{"size of the momentum buffer", "the momentum buffer", state.momentum}});
   else
     detail::check_step_buffers<T>(where, p, g, {});
   const T wd = static_cast<T>(opt.weight_decay), mu = static_cast<T>(opt.momentum);
@@ -160,7 +168,7 @@ void adamw_step(P&& params, const G& grads, adamw_state<scalar_of<P>>& state, co
   detail::check_hyper(where, "beta2", opt.beta2, true);
   detail::check_hyper(where, "eps", opt.eps);
   detail::check_hyper(where, "weight_decay", opt.weight_decay);
-  detail::check_step_buffers<T>(where, p, g, {{"size of m", state.m}, {"size of v", state.v}});
+  detail::check_step_buffers<T>(where, p, g, {{"size of m", "m", state.m}, {"size of v", "v", state.v}});
   const std::uint64_t t = state.step + 1;
   // PyTorch's coefficients, in double as Python's floats: 1 − β^t, η/(1 − β₁ᵗ), √(1 − β₂ᵗ)
   const double bc1 = 1 - std::pow(opt.beta1, static_cast<double>(t));

@@ -88,7 +88,7 @@ namespace detail {
 /// Checks the row (not empty, no NaN, no +inf, not all −inf); returns the least index of its max.
 template <class T>
 std::size_t checked_argmax(const char* where, std::span<const T> z) {
-  check_nonempty(where, "the logits", z.size());
+  check_nonempty(where, "the row of logits", z.size());
   std::size_t best = 0;
   for (std::size_t j = 0; j < z.size(); ++j) {
     if (!(z[j] == z[j]) || z[j] == std::numeric_limits<T>::infinity())
