@@ -10,9 +10,11 @@
 ///   ∂L/∂z_t = (softmax(z_t) − onehot(y_t))·(g/C)  (g the upstream ∂/∂L, 1 for the loss itself),
 ///
 /// and 0 for a position whose target is the ignore index (−100 by default, as PyTorch's). ℓ_t is
-/// attn::log_softmax's entry y_t negated, bit for bit (the same max, the same sum below the max,
-/// the same log1p: softmax.hpp's kernels): no exp overflows and no cancellation of two large
-/// numbers, so logits of ±1e4 give the loss to a few ulps of ℓ_t.
+/// attn::log_softmax's formula at y_t, negated (the max by softmax.hpp's scan, log1p of the sum
+/// below the max), its exps formed once by the softmax's vector kernel (exp_shifted) in chunks
+/// of 256 and kept, when the gradient is written, as the gradient's row: one exp per logit for
+/// the loss and the gradient together. No exp overflows and no two large numbers cancel, so
+/// logits of ±1e4 give the loss to a few ulps of ℓ_t.
 ///
 /// Policies (docs/training.md, docs/errors.md): no position counted (C = 0, all ignored, or
 /// T = 0) gives L = 0 and a zero gradient (PyTorch's mean is NaN there; a NaN would poison the
@@ -75,51 +77,74 @@ std::size_t check_cross_entropy(const char* where, MatrixView<const T> Z,
   return count;
 }
 
-/// One counted row's pieces: m (the max), below = Σ_{j ≠ argmax} exp(z_j − m) (ties at the max
-/// count 1 each beyond the first: softmax.hpp's sum_below_max), and the row's kind.
+/// The chunk of a row whose exps a pass forms at once: on the stack when the caller gives no row
+/// to write them into (the forward, the accumulating backward); the sum below the max is summed
+/// chunk by chunk, so every mode forms the same bits.
+inline constexpr std::size_t cross_entropy_chunk = 256;
+
+/// One counted row's pieces: m (the max), below = Σ_{j ≠ a} exp(z_j − m) (a the first index of
+/// the max, so ties at the max count 1 each beyond the first), and the row's kind.
 template <class T>
 struct cross_entropy_row {
   T max, below;
+  std::size_t arg;  ///< a
   bool finite;
 };
 
+/// m, the first index of the max, and below: the exps by exp_shifted (the softmax's vector kernel)
+/// into `e` (a row's worth when `whole`, else one chunk reused), e_a set to 0, each chunk summed
+/// by sum_of and the chunks' sums added in sum_t<T>. With `whole`, e keeps the row's exps
+/// (e_a = 0) for the caller to scale.
 template <class T>
-cross_entropy_row<T> cross_entropy_row_of(const T* z, std::size_t V) {
+cross_entropy_row<T> cross_entropy_row_of(const T* z, std::size_t V, T* e, bool whole) {
   const row_scan<T> s = scan_row(z, V, T(1), nullptr);
-  if (classify(z, V, s, nullptr, T(1)) != row_kind::finite) return {T(0), T(0), false};
-  return {s.max, sum_below_max(z, V, T(1), s.max, nullptr), true};
+  if (classify(z, V, s, nullptr, T(1)) != row_kind::finite) return {T(0), T(0), 0, false};
+  std::size_t a = 0;
+  while (!(z[a] == s.max)) ++a;
+  sum_t<T> below = 0;
+  for (std::size_t j0 = 0; j0 < V; j0 += cross_entropy_chunk) {
+    const std::size_t len = V - j0 < cross_entropy_chunk ? V - j0 : cross_entropy_chunk;
+    T* ej = whole ? e + j0 : e;
+    exp_shifted(z + j0, ej, len, T(1), s.max);
+    if (a >= j0 && a < j0 + len) ej[a - j0] = T(0);
+    below += static_cast<sum_t<T>>(sum_of(ej, len));
+  }
+  return {s.max, static_cast<T>(below), a, true};
 }
 
-/// ℓ = −((z_y − m) − log1p(below)): log_softmax's entry y, negated.
+/// ℓ = −((z_y − m) − log1p(below)): log_softmax's formula at y, negated.
 template <class T>
-T cross_entropy_row_loss(const T* z, std::size_t y, const cross_entropy_row<T>& r) {
+T cross_entropy_row_loss(T zy, const cross_entropy_row<T>& r) {
   if (!r.finite) return std::numeric_limits<T>::quiet_NaN();
-  return -(scaled_minus(T(1), z[y], r.max) - log1p(r.below));
+  return -(scaled_minus(T(1), zy, r.max) - log1p(r.below));
 }
 
-/// The gradient row (softmax(z) − onehot(y))·c, written or added. p_j = e_j/S with
-/// e_j = exp(z_j − m) (exp_shifted, its factor c/S), S = 1 + below. At the target, when it is the
-/// argmax (z_y = m), p_y − 1 = −below/S is formed from the other terms (no cancellation as p_y → 1).
+/// The gradient row (softmax(z) − onehot(y))·c, p_j = e_j/S, S = 1 + below: at the target, when
+/// it is the argmax (z_y = m), p_y − 1 = −below/S is formed from the other terms (no cancellation
+/// as p_y → 1); elsewhere e_j·(c/S). Written: g holds the row's exps (cross_entropy_row_of with
+/// whole, e_a = 0), scaled in place. Accumulated: the exps once more, a chunk at a time on the
+/// stack, with the factor c/S, added.
 template <class T>
-void cross_entropy_row_gradient(const T* z, std::size_t V, std::size_t y,
+void cross_entropy_row_gradient(const T* z, std::size_t V, std::size_t y, T zy,
                                 const cross_entropy_row<T>& r, T c, T* g, bool accumulate) {
   if (!r.finite) {
-    fill(g, V, std::numeric_limits<T>::quiet_NaN());
+    if (accumulate)
+      for (std::size_t j = 0; j < V; ++j) g[j] += std::numeric_limits<T>::quiet_NaN();
+    else
+      fill(g, V, std::numeric_limits<T>::quiet_NaN());
     return;
   }
-  const T zy = z[y];  // read before g (which may be z itself) is written
-  const T S = T(1) + r.below;
-  const T f = c / S;
+  const T f = c / (T(1) + r.below);
   const T gy = zy == r.max ? -(r.below * f) : exp(zy - r.max) * f - c;
   if (!accumulate) {
-    exp_shifted(z, g, V, T(1), r.max, nullptr, f);
+    scale(g, V, f);
+    g[r.arg] = f;  // e_a = exp(0) = 1 (set to 0 for the sum)
     g[y] = gy;
     return;
   }
-  constexpr std::size_t chunk = 256;  // e_j·f a chunk at a time on the stack: no allocation
-  T e[chunk];
-  for (std::size_t j0 = 0; j0 < V; j0 += chunk) {
-    const std::size_t len = V - j0 < chunk ? V - j0 : chunk;
+  T e[cross_entropy_chunk];
+  for (std::size_t j0 = 0; j0 < V; j0 += cross_entropy_chunk) {
+    const std::size_t len = V - j0 < cross_entropy_chunk ? V - j0 : cross_entropy_chunk;
     exp_shifted(z + j0, e, len, T(1), r.max, nullptr, f);
     if (y >= j0 && y < j0 + len) e[y - j0] = gy;
     for (std::size_t j = 0; j < len; ++j) g[j0 + j] += e[j];
@@ -143,19 +168,23 @@ T cross_entropy_views(const char* where, MatrixView<const T> Z, std::span<const 
     if (!same_numbers(zr, gr) && overlaps(gr, zr)) throw_overlap(where, "dL/dlogits", "the logits");
   }
   const T c = count == 0 ? T(0) : upstream / static_cast<T>(count);
+  const bool write = want_grad && !accumulate;  // the exps go into the gradient's row
+  T chunk[cross_entropy_chunk];
   sum_t<T> total = 0;
   for (std::size_t t = 0; t < rows; ++t) {
     const std::int64_t yt = targets[t];
     if (yt == opt.ignore_index) {
       if (!losses.empty()) losses[t] = T(0);
-      if (want_grad && !accumulate) fill(grad.row(t).data(), V, T(0));
+      if (write) fill(grad.row(t).data(), V, T(0));
       continue;
     }
     const auto y = static_cast<std::size_t>(yt);
     const T* z = Z.row(t).data();
-    const cross_entropy_row<T> r = cross_entropy_row_of(z, V);
-    const T loss = cross_entropy_row_loss(z, y, r);
-    if (want_grad) cross_entropy_row_gradient(z, V, y, r, c, grad.row(t).data(), accumulate);
+    const T zy = z[y];  // read before the gradient's row (which may be z's) is written
+    T* g = want_grad ? grad.row(t).data() : nullptr;
+    const cross_entropy_row<T> r = cross_entropy_row_of(z, V, write ? g : chunk, write);
+    const T loss = cross_entropy_row_loss(zy, r);
+    if (want_grad) cross_entropy_row_gradient(z, V, y, zy, r, c, g, accumulate);
     if (!losses.empty()) losses[t] = loss;
     total += static_cast<sum_t<T>>(loss);
   }
