@@ -201,7 +201,9 @@ void adamw_step(P&& params, const G& grads, adamw_state<scalar_of<P>>& state, co
 template <real T>
 T clip_grad_norm(std::span<const std::span<T>> grads, double max_norm) {
   const char* where = "attn::clip_grad_norm";
-  if (!(max_norm >= 0)) detail::throw_bad_hyper(where, "max_norm", max_norm, "at least 0");
+  // NaN on the bits (|x|'s above inf's), as finite_as: -ffast-math may fold !(x >= 0) to x < 0
+  const bool nan = (detail::bit_cast<std::uint64_t>(max_norm) & 0x7fff'ffff'ffff'ffffULL) > 0x7ff0'0000'0000'0000ULL;
+  if (nan || max_norm < 0) detail::throw_bad_hyper(where, "max_norm", max_norm, "at least 0");
   long double sum = 0;
   for (const std::span<T> g : grads)
     for (const T x : g) sum += static_cast<long double>(x) * static_cast<long double>(x);

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
@@ -91,11 +92,12 @@ std::size_t checked_argmax(const char* where, std::span<const T> z) {
   check_nonempty(where, "the row of logits", z.size());
   std::size_t best = 0;
   for (std::size_t j = 0; j < z.size(); ++j) {
-    if (!(z[j] == z[j]) || z[j] == std::numeric_limits<T>::infinity())
+    // on the bits (finite_as, is_minus_infinity): -ffast-math may fold z == z and z == inf
+    if (!finite_as<double>(static_cast<double>(z[j])) && !is_minus_infinity(z[j]))
       throw_bad_logit(where, j, static_cast<double>(z[j]));
     if (z[j] > z[best]) best = j;
   }
-  if (z[best] == -std::numeric_limits<T>::infinity()) throw_no_token(where);
+  if (is_minus_infinity(z[best])) throw_no_token(where);
   return best;
 }
 
@@ -145,7 +147,8 @@ template <vector_like Z>
   if (opt.top_k > z.size())
     detail::throw_bad_sampling(where, "top_k", static_cast<double>(opt.top_k),
                                "at most the number of logits");
-  if (!(opt.top_p > 0 && opt.top_p <= 1)) detail::throw_bad_sampling(where, "top_p", opt.top_p, "in (0, 1]");
+  if (!detail::finite_as<double>(opt.top_p) || !(opt.top_p > 0 && opt.top_p <= 1))
+    detail::throw_bad_sampling(where, "top_p", opt.top_p, "in (0, 1]");
   if (tau == 0) return best;
   const std::size_t n = z.size();
   const double m = static_cast<double>(z[best]);
