@@ -639,6 +639,43 @@ TEST_CASE("sample: frequencies follow softmax(z/τ), with top-k and top-p", "[tr
   check_frequencies(z, {.top_k = 2, .top_p = 0.5}, tempered(z, 1, {true, false, false, false, false, false}), 6);
 }
 
+TEST_CASE("sample: the radix select finds top-k's and top-p's threshold, as sorting does", "[training][sampling]") {
+  // rows of few distinct values (ties) and −inf, weights small integers (sums exact, targets
+  // half-way between them): the threshold is the key at which the sorted keys' weight, ties
+  // included, first reaches the target
+  test_splitmix r{99};
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::size_t V = 1 + r.next() % 40;
+    std::vector<double> z(V), w(V);
+    for (std::size_t j = 0; j < V; ++j) {
+      const std::uint64_t c = r.next() % 9;
+      z[j] = c == 0 ? -std::numeric_limits<double>::infinity() : static_cast<double>(c) - 4.5;
+      w[j] = static_cast<double>(1 + r.next() % 5);
+    }
+    const auto key = [&](std::size_t j) { return attn::detail::ordered_key(z[j]); };
+    std::vector<std::size_t> order(V);
+    for (std::size_t j = 0; j < V; ++j) order[j] = j;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return z[a] > z[b]; });
+    const std::size_t k = 1 + r.next() % V;
+    CHECK(attn::detail::threshold_key(V, key, [](std::size_t) { return 1.0; }, static_cast<double>(k)) ==
+          key(order[k - 1]));
+    double total = 0;
+    for (const double x : w) total += x;
+    const double target = std::floor(static_cast<double>(r.next() % 1000) / 1000 * total) + 0.5;
+    double run = 0;
+    std::uint64_t want = 0;
+    for (std::size_t i = 0; i < V; ++i) {
+      run += w[order[i]];
+      if (run >= target && (i + 1 == V || z[order[i + 1]] != z[order[i]])) {
+        want = key(order[i]);
+        break;
+      }
+    }
+    INFO("trial " << trial << ", V = " << V);
+    CHECK(attn::detail::threshold_key(V, key, [&](std::size_t j) { return w[j]; }, target) == want);
+  }
+}
+
 TEST_CASE("sample: the same seed gives the same tokens, each the inverse CDF of its uniform",
           "[training][sampling]") {
   const std::vector<double> z = {0.3, -1.2, 2.0, 0.7, 0.0};

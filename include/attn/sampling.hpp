@@ -12,8 +12,10 @@
 /// k-th value are all kept (nanoGPT's `logits[logits < v[:, [-1]]] = -inf`) and more than k may
 /// be; top-p then keeps every j with p_j ≥ the largest threshold q for which the probabilities
 /// ≥ q sum to at least top_p (the smallest set of the most likely tokens that holds top_p of the
-/// mass, ties at the edge kept; 1 keeps all). Both find their threshold without sorting or
-/// allocating: a search over the 64 bits of the value's ordered key, 64 passes over the row.
+/// mass, ties at the edge kept; 1 keeps all). Both find their threshold on z (the probabilities
+/// are monotone in z) without sorting or allocating: a radix select over the bytes of z's order
+/// key, 8 passes over the row (top-p forms each exp in the first, then only for the few logits
+/// that share the bytes chosen so far).
 ///
 /// `random_generator` is splitmix64 (detail/random.hpp): integer arithmetic only, so the same seed
 /// gives the same tokens with every compiler and standard library. Errors: a NaN or +inf logit, a
@@ -107,19 +109,30 @@ std::size_t checked_argmax(const char* where, std::span<const T> z) {
   return (u >> 63) != 0 ? ~u : u | (std::uint64_t{1} << 63);
 }
 
-/// The largest key q with weight(keys ≥ q) ≥ target: the bits of q from the top, each set when
-/// the entries at or above it still weigh enough (64 passes). weight(j) ≥ 0.
+/// The largest key q with weight(keys ≥ q) ≥ target, digit by digit from the top (radix select,
+/// bytes): at each of the 8 passes a histogram of the next byte of the keys that share the digits
+/// chosen so far, and the highest byte whose keys, with those above them, still weigh enough.
+/// weight(j) ≥ 0 is asked for only for the keys that share those digits (after the first pass, a
+/// few). If rounding leaves no byte that weighs enough, the byte is 0 (more is kept, not less).
 template <class Key, class Weight>
 std::uint64_t threshold_key(std::size_t n, Key key, Weight weight, double target) {
-  std::uint64_t q = 0;
-  for (int bit = 63; bit >= 0; --bit) {
-    const std::uint64_t c = q | (std::uint64_t{1} << bit);
-    double w = 0;
-    for (std::size_t j = 0; j < n; ++j)
-      if (key(j) >= c) w += weight(j);
-    if (w >= target) q = c;
+  std::uint64_t prefix = 0;
+  double above = 0;  // the weight of the keys above the range of the digits chosen
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    double hist[256] = {};
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::uint64_t k = key(j);
+      if (shift == 56 || (k >> (shift + 8)) == (prefix >> (shift + 8)))
+        hist[(k >> shift) & 0xffu] += weight(j);
+    }
+    unsigned b = 255;
+    for (; b > 0; --b) {
+      if (above + hist[b] >= target) break;
+      above += hist[b];
+    }
+    prefix |= static_cast<std::uint64_t>(b) << shift;
   }
-  return q;
+  return prefix;
 }
 
 }  // namespace detail
@@ -153,31 +166,28 @@ template <vector_like Z>
   const std::size_t n = z.size();
   const double m = static_cast<double>(z[best]);
   const auto key = [&](std::size_t j) { return detail::ordered_key(static_cast<double>(z[j])); };
-  // top-k: keep z_j ≥ the k-th largest (the largest key with at least k entries at or above it)
-  std::uint64_t floor_k = 0;
-  if (opt.top_k != 0 && opt.top_k < n)
-    floor_k = detail::threshold_key(n, key, [](std::size_t) { return 1.0; }, static_cast<double>(opt.top_k));
-  const auto weight = [&](std::size_t j) {  // exp((z_j − m)/τ), 0 where top-k drops j
-    return key(j) >= floor_k ? attn::detail::exp((static_cast<double>(z[j]) - m) / tau) : 0.0;
+  const auto weight = [&](std::size_t j) {  // exp((z_j − m)/τ): monotone in z_j, 0 for −inf
+    return attn::detail::exp((static_cast<double>(z[j]) - m) / tau);
   };
-  double total = 0;
-  for (std::size_t j = 0; j < n; ++j) total += weight(j);
-  std::uint64_t floor_p = floor_k;
-  if (opt.top_p < 1) {  // the largest weight threshold whose weights at or above it hold top_p·Σ
-    const auto wkey = [&](std::size_t j) { return detail::ordered_key(weight(j)); };
-    floor_p = detail::threshold_key(n, wkey, weight, opt.top_p * total);
-    total = 0;
-    for (std::size_t j = 0; j < n; ++j) total += detail::ordered_key(weight(j)) >= floor_p ? weight(j) : 0.0;
+  // the kept tokens are those with key(j) ≥ floor (ordered_key(−inf) > 0: floor 0 keeps all)
+  std::uint64_t floor = 0;
+  if (opt.top_k != 0 && opt.top_k < n)  // the largest key with at least k logits at or above it
+    floor = detail::threshold_key(n, key, [](std::size_t) { return 1.0; }, static_cast<double>(opt.top_k));
+  if (opt.top_p < 1) {  // the weights are monotone in z: a threshold on z, weighed by the weights
+    double kept = 0;
+    for (std::size_t j = 0; j < n; ++j) kept += key(j) >= floor ? weight(j) : 0.0;
+    const std::uint64_t top_k_floor = floor;
+    floor = detail::threshold_key(
+        n, key, [&](std::size_t j) { return key(j) >= top_k_floor ? weight(j) : 0.0; }, opt.top_p * kept);
   }
-  const auto kept_weight = [&](std::size_t j) {
-    const double w = weight(j);
-    return opt.top_p < 1 && detail::ordered_key(w) < floor_p ? 0.0 : w;
-  };
+  double total = 0;
+  for (std::size_t j = 0; j < n; ++j) total += key(j) >= floor ? weight(j) : 0.0;
   const double u = gen.uniform() * total;
   double run = 0;
   std::size_t last = best;
   for (std::size_t j = 0; j < n; ++j) {
-    const double w = kept_weight(j);
+    if (key(j) < floor) continue;
+    const double w = weight(j);
     if (w == 0) continue;
     run += w;
     last = j;
