@@ -383,6 +383,32 @@ TEST_CASE("The initialisation from a seed allocates nothing", "[alloc][init]") {
   CHECK(WQ(3, 4) != 0.0f);  // (written)
 }
 
+TEST_CASE("Cross-entropy, the optimizer steps and sampling allocate nothing", "[alloc][training]") {
+  const std::size_t T = 4, V = 600;  // V above the accumulate path's chunk of 256
+  attn::Matrix<float> Z(T, V), G(T, V);
+  for (std::size_t i = 0; i < T * V; ++i) Z.data()[i] = static_cast<float>(i % 13) * 0.25f;
+  const std::vector<std::int64_t> y = {1, -100, 599, 7};
+  std::vector<float> losses(T), p(V, 0.5f), g(V, 0.25f), m(V), v(V), b(V);
+  attn::adamw_state<float> as{m, v};
+  attn::sgd_state<float> ss{b};
+  attn::random_generator gen{1};
+  float loss = 0;
+  std::size_t token = 0;
+  CHECK(count_allocations([&] {
+          loss += attn::cross_entropy(Z, y, losses);
+          loss += attn::cross_entropy_backward(Z, y, G);
+          loss += attn::cross_entropy_backward(Z, y, G, {}, 1.0f, true);
+          attn::adamw_step(p, g, as, {});
+          attn::sgd_step(p, g, ss, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+          loss += attn::clip_grad_norm(g, 1.0);
+          token += attn::greedy(Z.row(0));
+          token += attn::sample(Z.row(0), gen, {.temperature = 0.8, .top_k = 40, .top_p = 0.9});
+        }) == 0);
+  CHECK(loss > 0);
+  CHECK(token < 2 * V);
+  CHECK(as.step == 1);
+}
+
 TEST_CASE("Jacobians into views whose k-th allocation fails leave the view untouched, for every k",
           "[alloc][errors]") {
   // n and d above the 128 numbers of inline scratch: every scratch is on the heap

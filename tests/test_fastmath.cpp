@@ -171,3 +171,35 @@ TEST_CASE("fast-math: GELU (erf) in float, every 64th block of floats, within th
   CHECK(all.differ == 0);
   CHECK(all.compared > 0);
 }
+
+TEST_CASE("fast-math: the training pieces refuse non-finite hyper-parameters and logits, found from their bits",
+          "[fastmath][training]") {
+  // docs/errors.md, "Training": every such check reads bits (finite_as, is_minus_infinity, |x|'s
+  // bits above inf's), so it holds where the compiler assumes no NaN or inf
+  const double inf = std::bit_cast<double>(std::uint64_t{0x7FF0000000000000u});
+  std::vector<double> p = {1, 2}, g = {0.5, -0.5}, m(2), v(2);
+  attn::adamw_state<double> s{m, v};
+  attn::sgd_state<double> none;
+  attn::random_generator gen{1};
+  const std::vector<double> z = {0, 1};
+  for (const double bad : non_finite_betas()) {
+    REQUIRE_THROWS_AS(attn::adamw_step(p, g, s, {.lr = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::adamw_step(p, g, s, {.beta2 = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::adamw_step(p, g, s, {.eps = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::sgd_step(p, g, none, {.momentum = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::sgd_step(p, g, none, {.dampening = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::sample(z, gen, {.temperature = bad}), attn::domain_error);
+    REQUIRE_THROWS_AS(attn::sample(z, gen, {.top_p = bad}), attn::domain_error);
+    if (bad != -inf) {  // NaN and +inf logits; −inf is a token of probability 0
+      const std::vector<double> w = {0, bad};
+      REQUIRE_THROWS_AS(attn::sample(w, gen), attn::domain_error);
+      REQUIRE_THROWS_AS(attn::greedy(w), attn::domain_error);
+    }
+    if (bad != inf) REQUIRE_THROWS_AS(attn::clip_grad_norm(g, bad), attn::domain_error);
+  }
+  REQUIRE_THROWS_AS(attn::greedy(std::vector<double>{-inf, -inf}), attn::domain_error);
+  REQUIRE(p == std::vector<double>{1, 2});
+  REQUIRE(s.step == 0);
+  REQUIRE(attn::clip_grad_norm(g, inf) > 0);  // +inf: nothing scaled
+  REQUIRE(g == std::vector<double>{0.5, -0.5});
+}

@@ -9,6 +9,7 @@
 #include "attn/attention.hpp"  // IWYU pragma: export
 #include "attn/backward.hpp"   // IWYU pragma: export
 #include "attn/block.hpp"      // IWYU pragma: export
+#include "attn/cross_entropy.hpp"  // IWYU pragma: export
 #include "attn/embedding.hpp"  // IWYU pragma: export
 #include "attn/error.hpp"      // IWYU pragma: export
 #include "attn/extent.hpp"     // IWYU pragma: export
@@ -24,9 +25,11 @@
 #include "attn/mask.hpp"       // IWYU pragma: export
 #include "attn/named_tensor.hpp"  // IWYU pragma: export
 #include "attn/norms.hpp"      // IWYU pragma: export
+#include "attn/optimizer.hpp"  // IWYU pragma: export
 #include "attn/matrix.hpp"     // IWYU pragma: export
 #include "attn/model.hpp"      // IWYU pragma: export
 #include "attn/positions.hpp"  // IWYU pragma: export
+#include "attn/sampling.hpp"   // IWYU pragma: export
 #include "attn/score.hpp"      // IWYU pragma: export
 #include "attn/sdpa.hpp"       // IWYU pragma: export
 #include "attn/sdpa_backward.hpp"  // IWYU pragma: export

@@ -4,7 +4,8 @@
 /// Vigna's splitmix64.c): the state advances by γ = 0x9E3779B97F4A7C15 and each output is the
 /// state through `splitmix64_mix`. Integer arithmetic modulo 2⁶⁴ only, so every compiler and
 /// standard library gives the same bits (std::uniform_real_distribution does not: its algorithm
-/// is the library's). attn/init.hpp's `random_bits` is the one caller.
+/// is the library's). attn/init.hpp's `random_bits` and
+/// attn/sampling.hpp's `random_generator` are its callers.
 
 #include "attn/detail/config.hpp"  // first: says so if this is not C++20
 
