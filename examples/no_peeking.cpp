@@ -8,9 +8,11 @@
 // The tiny model (examples/worked_examples.hpp): each word its own direction among the 5 of the
 // vocabulary (I, drink, green, tea, .), self-attention with Q = K = V = X under the causal mask,
 // logits = Y W_vocab, where W_vocab gives 3 to the word that follows each word. The loss at t is
-// the cross-entropy −log p(next word) = −log_softmax(logits_t)[next word].
+// the cross-entropy −log p(next word) = −log_softmax(logits_t)[next word], all four at once by
+// attn::cross_entropy, which returns their mean.
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -35,6 +37,7 @@ sentence_matrix one_hot(const std::size_t (&words)[4]) {
 struct guesses {
   attn::Matrix<double, 4, 4> map;
   attn::Vector<double, 4> losses;
+  double mean = 0;  // what training lowers
 };
 
 // The forward pass: causal self-attention, logits = Y W_vocab, the loss of each next word.
@@ -45,13 +48,16 @@ guesses forward(const sentence_matrix& X, bool causal) {
     W_vocab(worked::w10::inputs[t], worked::w10::targets[t]) = worked::w10::follows;
   const auto r = attn::self_attention(X, I, I, I, attn::options{.causal = causal});
   guesses g{r.maps, {}};
-  for (std::size_t t = 0; t < 4; ++t) {
-    attn::Vector<double, V> logits, log_p;
+  attn::Matrix<double, 4, V> logits;
+  for (std::size_t t = 0; t < 4; ++t)
     for (std::size_t w = 0; w < V; ++w)
-      for (std::size_t i = 0; i < V; ++i) logits[w] += r.out(t, i) * W_vocab(i, w);
-    attn::log_softmax(logits, log_p);
-    g.losses[t] = -log_p[worked::w10::targets[t]];
-  }
+      for (std::size_t i = 0; i < V; ++i) logits(t, w) += r.out(t, i) * W_vocab(i, w);
+  // every position's loss at once (attn/cross_entropy.hpp): ℓ_t = −log softmax(logits_t)[next word]
+  const std::int64_t targets[4] = {static_cast<std::int64_t>(worked::w10::targets[0]),
+                                   static_cast<std::int64_t>(worked::w10::targets[1]),
+                                   static_cast<std::int64_t>(worked::w10::targets[2]),
+                                   static_cast<std::int64_t>(worked::w10::targets[3])};
+  g.mean = attn::cross_entropy(logits, targets, g.losses);
   return g;
 }
 
@@ -78,14 +84,13 @@ int main() {
   report::table losses;
   losses.title = "One forward pass, four guesses: the loss −log p(next word) at every position";
   losses.header = {"position", "sees", "must guess", "loss"};
-  double mean = 0;
   std::string seen;
   for (std::size_t t = 0; t < 4; ++t) {
     seen += (t ? " " : "") + in[t];
     losses.rows.push_back({std::to_string(t + 1), seen, next[t],
                            check.print("loss at " + in[t], g.losses[t], w10::losses[t])});
-    mean += g.losses[t] / 4;
   }
+  const double mean = g.mean;
   losses.aligns = {report::align::right, report::align::left, report::align::left,
                    report::align::right};
   unit::show(losses);
