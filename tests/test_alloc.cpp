@@ -684,6 +684,18 @@ TEST_CASE("The model: forward, backward and a decoding step allocate nothing onc
     attn::model_backward(p, in, cache, logits, g);
     CHECK(count_allocations([&] { attn::model_forward(p, in, logits, cache); }) == 0);
     CHECK(count_allocations([&] { attn::model_backward(p, in, cache, logits, g); }) == 0);
+    // a whole training step: forward, the loss's gradient, backward, AdamW (state in our memory)
+    std::vector<float> m(buffer.size()), v(buffer.size());
+    attn::adamw_state<float> state{m, v};
+    const std::vector<std::int64_t> targets{2, 3, 4, 5, 6, 7, 8, -100};
+    const auto step = [&] {
+      attn::model_forward(p, in, logits, cache);
+      (void)attn::cross_entropy_backward(logits, targets, logits);
+      attn::model_backward(p, in, cache, logits, g);
+      attn::adamw_step(std::span<float>(buffer), std::span<const float>(grads), state, {});
+    };
+    step();
+    CHECK(count_allocations(step) == 0);
     // decoding: one token a sequence a step, after a first step of the same shape
     attn::model_kv_cache<float> kv(c, 2, 8);
     if (enc_dec) attn::model_encode(p, source, kv);

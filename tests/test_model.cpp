@@ -565,3 +565,45 @@ TEST_CASE("model_named_tensors: a checkpoint in safetensors round-trips; another
   for (const float x : other) CHECK(x == 3.f);
   CHECK_THROWS_AS(attn::model_named_tensors<float>(c, std::span<float>(other)), attn::dimension_error);
 }
+
+TEST_CASE("model_generate: greedy tokens are the forward's argmax, step after step; sampling is seeded",
+          "[model][cache]") {
+  const attn::model_config c{.vocabulary = 11, .d_model = 8, .layers = 2, .heads = 2, .max_positions = 10,
+                             .positions = attn::position_encoding::rotary, .placement = attn::norm_placement::pre,
+                             .final_norm = true, .tied = true};
+  std::vector<double> w(attn::parameter_count(c));
+  const attn::model_parameters<double> p = attn::bind_parameters<double>(c, std::span<double>(w));
+  attn::initialize(p, 21);
+  for (double& x : w) x *= 20;  // (sharper logits than the initialisation's, so the argmax is clear)
+  const std::vector<std::int64_t> prompt{3, 1, 4, 1, 5, 9};  // B = 2 sentences of 3
+  std::vector<std::int64_t> out(2 * 5);
+  attn::model_kv_cache<double> kv(c, 2, 10);
+  attn::random_generator gen(5);
+  attn::model_generate(p, prompt, kv, out, gen, {.temperature = 0});
+  CHECK(kv.length() == 3 + 5 - 1);
+  // each greedy token is the argmax of the uncached forward over the sentence so far
+  for (std::size_t b = 0; b < 2; ++b) {
+    std::vector<std::int64_t> sentence(prompt.begin() + static_cast<std::ptrdiff_t>(3 * b),
+                                       prompt.begin() + static_cast<std::ptrdiff_t>(3 * b + 3));
+    for (std::size_t i = 0; i < 5; ++i) {
+      attn::model_cache<double> cache;
+      attn::Matrix<double> logits(sentence.size(), 11);
+      attn::model_forward(p, {.tokens = sentence}, logits, cache);
+      INFO("sentence " << b << ", token " << i);
+      CHECK(out[b * 5 + i] == static_cast<std::int64_t>(attn::greedy(logits.row(sentence.size() - 1))));
+      sentence.push_back(out[b * 5 + i]);
+    }
+  }
+  // sampled: the same seed, the same tokens; the cache refuses what does not fit, before writing
+  std::vector<std::int64_t> a(10), b2(10);
+  attn::model_kv_cache<double> k1(c, 2, 10), k2(c, 2, 10);
+  attn::random_generator g1(7), g2(7);
+  attn::model_generate(p, prompt, k1, a, g1, {.temperature = 1.0, .top_k = 4});
+  attn::model_generate(p, prompt, k2, b2, g2, {.temperature = 1.0, .top_k = 4});
+  CHECK(a == b2);
+  std::vector<std::int64_t> too_many(2 * 9, -7);  // 3 + 9 − 1 = 11 positions > 10
+  attn::model_kv_cache<double> k3(c, 2, 10);
+  CHECK_THROWS_AS(attn::model_generate(p, prompt, k3, too_many, g1), attn::dimension_error);
+  CHECK(k3.length() == 0);
+  CHECK(too_many[0] == -7);
+}

@@ -37,6 +37,7 @@
 #include "attn/named_tensor.hpp"
 #include "attn/norms.hpp"
 #include "attn/positions.hpp"
+#include "attn/sampling.hpp"
 
 namespace attn {
 
@@ -699,6 +700,8 @@ public:
   std::vector<block_cache<T>> scratch;  ///< each block's step intermediates
   std::vector<Matrix<T>> outputs;      ///< each block's output rows of the step
   Matrix<T> embedded, hidden;          ///< the step's X₀ and LN_f's output
+  Matrix<T> logits;                    ///< model_generate's logits (scratch)
+  std::vector<std::int64_t> next_tokens;  ///< model_generate's tokens of a step (scratch)
   std::vector<T> mean, rstd;           ///< LN_f's statistics (scratch)
   model_cache<T> encoder;              ///< an encoder–decoder: the encoder's forward
   Matrix<T> memory;                    ///< M, the encoded source (B·S × d_model)
@@ -801,6 +804,46 @@ void model_step(const model_parameters<T>& p, std::span<const std::int64_t> toke
     H = cache.hidden.view();
   }
   linear(H, linear_parameters<T>{.W = detail::logits_weight(p)}, out);
+}
+
+/// Writes `count` new tokens of each of the cache's B sequences after `prompt` (B·t tokens, t ≥ 1,
+/// sequence b's in [b·t, (b + 1)·t)) into `out` (B·count, sequence b's in [b·count,
+/// (b + 1)·count)): the prompt in one step, then one token a step, each drawn from its row of
+/// logits by `sample` with `opt` (temperature 0: greedy) and `gen`, and fed back through the
+/// cache. The cache must hold t + count − 1 more positions (the last token drawn is not fed):
+/// dimension_error ("the cache is full") otherwise, and errors as model_step's and sample's, all
+/// before anything is written when they concern the shapes. Allocates only the cache's scratch
+/// on a first call of a shape.
+template <real T>
+void model_generate(const model_parameters<T>& p, std::span<const std::int64_t> prompt, model_kv_cache<T>& cache,
+                    std::span<std::int64_t> out, random_generator& gen, const sampling_options& opt = {}) {
+  const char* where = "attn::model_generate";
+  detail::check_decoding(where, p, cache);
+  const std::size_t B = cache.batch(), V = p.config.vocabulary;
+  detail::check_nonempty(where, "the prompt", prompt.size());
+  if (prompt.size() % B != 0 || out.size() % B != 0)
+    detail::throw_bad_config(where, "the prompt (" + std::to_string(prompt.size()) + ") and the output (" +
+                                        std::to_string(out.size()) + ") are not " + std::to_string(B) +
+                                        " sequences' tokens of equal number");
+  const std::size_t t = prompt.size() / B, count = out.size() / B;
+  if (count == 0) return;
+  if (cache.length() + t + count - 1 > cache.capacity())
+    detail::throw_kv_error(detail::kv_error::full, where, 0, cache.length(), cache.capacity(), t + count - 1);
+  detail::ensure_shape(cache.logits, B * t, V);
+  model_step(p, prompt, cache, cache.logits);
+  const auto draw = [&](std::size_t b, std::size_t row, std::size_t i) {
+    out[b * count + i] = static_cast<std::int64_t>(sample(cache.logits.row(row), gen, opt));
+  };
+  for (std::size_t b = 0; b < B; ++b) draw(b, b * t + t - 1, 0);
+  for (std::size_t i = 1; i < count; ++i) {
+    detail::ensure_shape(cache.logits, B, V);
+    // the tokens just drawn, one a sequence: out's column i − 1 (strided by count): gathered
+    // into the embedding's order through the cache's own scratch
+    cache.next_tokens.resize(B);
+    for (std::size_t b = 0; b < B; ++b) cache.next_tokens[b] = out[b * count + i - 1];
+    model_step(p, std::span<const std::int64_t>(cache.next_tokens.data(), B), cache, cache.logits);
+    for (std::size_t b = 0; b < B; ++b) draw(b, b, i);
+  }
 }
 
 }  // namespace attn
