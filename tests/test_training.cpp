@@ -706,7 +706,12 @@ TEST_CASE("sample: errors; the generator does not advance", "[training][sampling
   const std::uint64_t before = gen.state();
   CHECK_THROWS_AS(attn::sample(z, gen, {.temperature = -1}), attn::domain_error);
   CHECK_THROWS_AS(attn::sample(z, gen, {.temperature = inf}), attn::domain_error);
-  CHECK_THROWS_AS(attn::sample(z, gen, {.top_k = 4}), attn::domain_error);
+  try {
+    (void)attn::sample(z, gen, {.top_k = 4});
+    FAIL("no throw");
+  } catch (const attn::domain_error& e) {
+    CHECK(std::string(e.what()) == "attn::sample: top_k is 4 but there are 3 logits");
+  }
   CHECK_THROWS_AS(attn::sample(z, gen, {.top_p = 0}), attn::domain_error);
   CHECK_THROWS_AS(attn::sample(z, gen, {.top_p = 1.5}), attn::domain_error);
   CHECK_THROWS_AS(attn::sample(std::vector<double>{0, std::nan("")}, gen), attn::domain_error);

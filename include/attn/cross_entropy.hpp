@@ -100,7 +100,7 @@ cross_entropy_row<T> cross_entropy_row_of(const T* z, std::size_t V, T* e, bool 
   const row_scan<T> s = scan_row(z, V, T(1), nullptr);
   if (classify(z, V, s, nullptr, T(1)) != row_kind::finite) return {T(0), T(0), 0, false};
   std::size_t a = 0;
-  while (!(z[a] == s.max)) ++a;
+  while (a + 1 < V && !(z[a] == s.max)) ++a;  // (bounded: the max is one of the z_j)
   sum_t<T> below = 0;
   for (std::size_t j0 = 0; j0 < V; j0 += cross_entropy_chunk) {
     const std::size_t len = V - j0 < cross_entropy_chunk ? V - j0 : cross_entropy_chunk;

@@ -88,6 +88,11 @@ namespace detail {
                       range);
 }
 
+[[noreturn]] ATTN_NOINLINE inline void throw_bad_top_k(const char* where, std::size_t k, std::size_t n) {
+  raise<domain_error>(std::string(where) + ": top_k is " + std::to_string(k) + " but there are " +
+                      std::to_string(n) + " logits");
+}
+
 /// Checks the row (not empty, no NaN, no +inf, not all −inf); returns the least index of its max.
 template <class T>
 std::size_t checked_argmax(const char* where, std::span<const T> z) {
@@ -157,9 +162,7 @@ template <vector_like Z>
   const double tau = opt.temperature;
   if (!detail::finite_as<double>(tau) || tau < 0)
     detail::throw_bad_sampling(where, "the temperature", tau, "finite and at least 0");
-  if (opt.top_k > z.size())
-    detail::throw_bad_sampling(where, "top_k", static_cast<double>(opt.top_k),
-                               "at most the number of logits");
+  if (opt.top_k > z.size()) detail::throw_bad_top_k(where, opt.top_k, z.size());
   if (!detail::finite_as<double>(opt.top_p) || !(opt.top_p > 0 && opt.top_p <= 1))
     detail::throw_bad_sampling(where, "top_p", opt.top_p, "in (0, 1]");
   if (tau == 0) return best;
