@@ -16,6 +16,7 @@
 #include "attn/attn.hpp"
 #include "attn/gradcheck.hpp"
 #include "attn_catch.hpp"
+#include "reference_attention.hpp"
 
 using ld = long double;
 
@@ -141,23 +142,7 @@ struct block_case {
             V = lin(kv, nk, d, a[w + 2], hd, a[w + 6]);
     M Z(tq * hd);
     for (std::size_t i = 0; i < h; ++i)
-      for (std::size_t t = 0; t < tq; ++t) {
-        std::vector<ld> s(nk);
-        ld mx = -1e4000L, sum = 0;
-        const std::size_t seen = masked ? t + 1 : nk;
-        for (std::size_t j = 0; j < seen; ++j) {
-          s[j] = 0;
-          for (std::size_t c = 0; c < dk; ++c) s[j] += Q[t * hd + i * dk + c] * K[j * hd + i * dk + c];
-          s[j] /= std::sqrt(static_cast<ld>(dk));
-          mx = std::max(mx, s[j]);
-        }
-        for (std::size_t j = 0; j < seen; ++j) sum += s[j] = std::exp(s[j] - mx);
-        for (std::size_t c = 0; c < dk; ++c) {
-          ld z = 0;
-          for (std::size_t j = 0; j < seen; ++j) z += s[j] / sum * V[j * hd + i * dk + c];
-          Z[t * hd + i * dk + c] = z;
-        }
-      }
+      reference::attention_head(Q.data(), K.data(), V.data(), Z.data(), hd, i * dk, tq, nk, dk, masked);
     return lin(Z, tq, hd, a[w + 3], d, a[w + 7]);
   }
   M ffn(const M& in) const {

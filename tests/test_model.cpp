@@ -17,6 +17,7 @@
 #include "attn/model.hpp"
 #include "attn/safetensors.hpp"
 #include "attn_catch.hpp"
+#include "reference_attention.hpp"
 
 namespace {
 
@@ -415,26 +416,10 @@ struct reference_model {
     LM Z(tq * d);
     for (std::size_t i = 0; i < h; ++i) {
       // ALiBi's slopes for h a power of 2 (the tests' h): 2^(−8(i+1)/h)
-      const ld m = std::pow(2.0L, -8.0L * static_cast<ld>(i + 1) / static_cast<ld>(h));
-      for (std::size_t t = 0; t < tq; ++t) {
-        std::vector<ld> z(n);
-        ld top = -1e4000L, sum = 0;
-        const std::size_t seen = causal ? t + 1 : n;
-        for (std::size_t j = 0; j < seen; ++j) {
-          ld s = 0;
-          for (std::size_t k = 0; k < dk; ++k) s += Q[t * d + i * dk + k] * K[j * d + i * dk + k];
-          z[j] = s / std::sqrt(static_cast<ld>(dk));
-          if (self && c.positions == attn::position_encoding::alibi)
-            z[j] -= m * (static_cast<ld>(t) - static_cast<ld>(j));
-          top = std::max(top, z[j]);
-        }
-        for (std::size_t j = 0; j < seen; ++j) sum += z[j] = std::exp(z[j] - top);
-        for (std::size_t k = 0; k < dk; ++k) {
-          ld o = 0;
-          for (std::size_t j = 0; j < seen; ++j) o += z[j] / sum * V[j * d + i * dk + k];
-          Z[t * d + i * dk + k] = o;
-        }
-      }
+      const ld m = self && c.positions == attn::position_encoding::alibi
+                       ? std::pow(2.0L, -8.0L * static_cast<ld>(i + 1) / static_cast<ld>(h))
+                       : 0;
+      reference::attention_head(Q.data(), K.data(), V.data(), Z.data(), d, i * dk, tq, n, dk, causal, m);
     }
     return lin(Z, tq, d, a + ".W_O", d, a + ".b_O");
   }

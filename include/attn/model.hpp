@@ -324,17 +324,35 @@ inline std::size_t model_sentence(const char* where, const char* what, std::span
   return t;
 }
 
-/// X₀ = E[tokens] + the positions added to X (learned or sinusoidal).
+/// A final norm (LN_f or the encoder's LN_e) of x into `out`, its statistics into mean and rstd
+/// when given; returns out's view.
+template <class T>
+MatrixView<const T> final_norm_into(const model_config& c, MatrixView<const T> x, std::span<const T> gamma,
+                                    std::span<const T> beta, Matrix<T>& out, std::vector<T>* mean = nullptr,
+                                    std::vector<T>* rstd = nullptr) {
+  ensure_shape(out, x.rows(), x.cols());
+  norm_statistics<T> stats{};
+  if (mean != nullptr && rstd != nullptr) {
+    mean->resize(x.rows());
+    rstd->resize(x.rows());
+    stats = {*mean, *rstd};
+  }
+  norm(x, out, model_norm<T>(c, gamma, beta), stats);
+  return out.view();
+}
+
+/// X₀ = E[tokens] + the positions added to X (learned or sinusoidal), row t of each sentence at
+/// position offset + t.
 template <class T>
 void embed_with_positions(const model_parameters<T>& p, std::span<const std::int64_t> tokens, std::size_t batch,
-                          Matrix<T>& X) {
+                          Matrix<T>& X, std::size_t offset = 0) {
   const model_config& c = p.config;
   ensure_shape(X, tokens.size(), c.d_model);
   embedding(MatrixView<const T>(p.token_embedding), tokens, X);
   if (c.positions == position_encoding::learned)
-    add_learned_positions(X, MatrixView<const T>(p.position_table), 0, batch);
+    add_learned_positions(X, MatrixView<const T>(p.position_table), offset, batch);
   else if (c.positions == position_encoding::sinusoidal)
-    add_sinusoidal_encoding(X, 0, batch);
+    add_sinusoidal_encoding(X, offset, batch);
 }
 
 /// A stack of blocks: outputs[l] = block_l(l == 0 ? in : outputs[l − 1]).
@@ -375,6 +393,20 @@ Matrix<T>* run_blocks_backward(const model_config& c, const std::vector<block_bu
     std::swap(g_out, g_other);
   }
   return g_out;
+}
+
+/// An encoder–decoder's encoder: the source's embedding, the encoder's blocks, its final norm
+/// when the model has one, into e; returns M (a view of e's storage).
+template <class T>
+MatrixView<const T> encode_source(const model_parameters<T>& p, std::span<const std::int64_t> source,
+                                  std::size_t batch, model_cache<T>& e) {
+  const model_config& c = p.config;
+  embed_with_positions(p, source, batch, e.source_embedded);
+  run_blocks(c, p.encoder, e.source_embedded, {}, e.source_outputs, e.source_blocks, options{}, batch);
+  const MatrixView<const T> last = e.source_outputs.back().view();
+  if (!c.final_norm) return last;
+  return final_norm_into<T>(c, last, p.encoder_norm_gamma, p.encoder_norm_beta, e.memory, &e.memory_mean,
+                            &e.memory_rstd);
 }
 
 template <class T>
@@ -528,34 +560,13 @@ void model_forward(const model_parameters<T>& p, const model_input& in, Lm&& log
   cache.forward[0] = 0;
   const options self{.causal = c.family != model_family::encoder};
   MatrixView<const T> memory{};
-  if (enc_dec) {
-    detail::embed_with_positions(p, in.source, in.batch, cache.source_embedded);
-    detail::run_blocks(c, p.encoder, cache.source_embedded, {}, cache.source_outputs, cache.source_blocks,
-                       options{}, in.batch);
-    const Matrix<T>& last = cache.source_outputs.back();
-    if (c.final_norm) {
-      detail::ensure_shape(cache.memory, last.rows(), last.cols());
-      cache.memory_mean.resize(last.rows());
-      cache.memory_rstd.resize(last.rows());
-      norm(last, cache.memory, detail::model_norm<T>(c, p.encoder_norm_gamma, p.encoder_norm_beta),
-           norm_statistics<T>{cache.memory_mean, cache.memory_rstd});
-      memory = cache.memory.view();
-    } else {
-      memory = last.view();
-    }
-  }
+  if (enc_dec) memory = detail::encode_source(p, in.source, in.batch, cache);
   detail::embed_with_positions(p, in.tokens, in.batch, cache.embedded);
   detail::run_blocks(c, c.family == model_family::encoder ? p.encoder : p.decoder, cache.embedded, memory,
                      cache.outputs, cache.blocks, self, in.batch);
   MatrixView<const T> H = cache.outputs.back().view();
-  if (c.final_norm) {
-    detail::ensure_shape(cache.hidden, H.rows(), H.cols());
-    cache.mean.resize(H.rows());
-    cache.rstd.resize(H.rows());
-    norm(H, cache.hidden, detail::model_norm<T>(c, p.final_norm_gamma, p.final_norm_beta),
-         norm_statistics<T>{cache.mean, cache.rstd});
-    H = cache.hidden.view();
-  }
+  if (c.final_norm)
+    H = detail::final_norm_into<T>(c, H, p.final_norm_gamma, p.final_norm_beta, cache.hidden, &cache.mean, &cache.rstd);
   linear(H, linear_parameters<T>{.W = detail::logits_weight(p)}, out);
   const MatrixView<const T> E = p.token_embedding;
   cache.forward[0] = detail::model_tokens_fingerprint<T>(in);
@@ -703,9 +714,13 @@ public:
   Matrix<T> logits;                    ///< model_generate's logits (scratch)
   std::vector<std::int64_t> next_tokens;  ///< model_generate's tokens of a step (scratch)
   std::vector<T> mean, rstd;           ///< LN_f's statistics (scratch)
-  model_cache<T> encoder;              ///< an encoder–decoder: the encoder's forward
-  Matrix<T> memory;                    ///< M, the encoded source (B·S × d_model)
+  model_cache<T> encoder;              ///< an encoder–decoder: the encoder's forward, M in it
   std::size_t memory_rows = 0;         ///< 0 until model_encode
+  /// M, the encoded source (B·S × d_model): the encoder's last output, or its final norm's.
+  [[nodiscard]] MatrixView<const T> memory() const noexcept {
+    if (memory_rows == 0) return {};
+    return config_.final_norm ? encoder.memory.view() : encoder.source_outputs.back().view();
+  }
 
 private:
   model_config config_{};
@@ -740,18 +755,10 @@ void model_encode(const model_parameters<T>& p, std::span<const std::int64_t> so
   if (c.family != model_family::encoder_decoder) detail::throw_bad_config(where, "only an encoder-decoder encodes");
   const std::size_t B = cache.batch();
   (void)detail::model_sentence(where, "the source tokens", source, B, c);
-  model_cache<T>& e = cache.encoder;
-  detail::embed_with_positions(p, source, B, e.source_embedded);
-  detail::run_blocks(c, p.encoder, e.source_embedded, {}, e.source_outputs, e.source_blocks, options{}, B);
-  const Matrix<T>& last = e.source_outputs.back();
-  detail::ensure_shape(cache.memory, last.rows(), last.cols());
-  if (c.final_norm)
-    norm(last, cache.memory, detail::model_norm<T>(c, p.encoder_norm_gamma, p.encoder_norm_beta));
-  else
-    for (std::size_t r = 0; r < last.rows(); ++r)
-      for (std::size_t i = 0; i < last.cols(); ++i) cache.memory(r, i) = last(r, i);
+  cache.memory_rows = 0;  // (until the source is whole)
+  const MatrixView<const T> M = detail::encode_source(p, source, B, cache.encoder);
   for (kv_cache<T>& k : cache.layers) k.clear();
-  cache.memory_rows = last.rows();
+  cache.memory_rows = M.rows();
 }
 
 /// One decoding step: `tokens` holds t new tokens of each of the cache's B sequences (B·t,
@@ -780,14 +787,9 @@ void model_step(const model_parameters<T>& p, std::span<const std::int64_t> toke
     detail::throw_kv_error(detail::kv_error::full, where, 0, L, cache.capacity(), t);
   const bool enc_dec = c.family == model_family::encoder_decoder;
   if (enc_dec && cache.memory_rows == 0) detail::throw_not_encoded(where);
-  const MatrixView<const T> memory = enc_dec ? cache.memory.view() : MatrixView<const T>{};
+  const MatrixView<const T> memory = enc_dec ? cache.memory() : MatrixView<const T>{};
   // X₀ at positions L … L + t − 1
-  detail::ensure_shape(cache.embedded, tokens.size(), c.d_model);
-  embedding(MatrixView<const T>(p.token_embedding), tokens, cache.embedded);
-  if (c.positions == position_encoding::learned)
-    add_learned_positions(cache.embedded, MatrixView<const T>(p.position_table), L, B);
-  else if (c.positions == position_encoding::sinusoidal)
-    add_sinusoidal_encoding(cache.embedded, L, B);
+  detail::embed_with_positions(p, tokens, B, cache.embedded, L);
   for (std::size_t l = 0; l < c.layers; ++l) {
     const MatrixView<const T> x = l == 0 ? cache.embedded.view() : cache.outputs[l - 1].view();
     detail::ensure_shape(cache.outputs[l], x.rows(), x.cols());
@@ -798,11 +800,7 @@ void model_step(const model_parameters<T>& p, std::span<const std::int64_t> toke
       transformer_block_cached(x, bp, cache.layers[l], cache.outputs[l], cache.scratch[l]);
   }
   MatrixView<const T> H = cache.outputs.back().view();
-  if (c.final_norm) {
-    detail::ensure_shape(cache.hidden, H.rows(), H.cols());
-    norm(H, cache.hidden, detail::model_norm<T>(c, p.final_norm_gamma, p.final_norm_beta));
-    H = cache.hidden.view();
-  }
+  if (c.final_norm) H = detail::final_norm_into<T>(c, H, p.final_norm_gamma, p.final_norm_beta, cache.hidden);
   linear(H, linear_parameters<T>{.W = detail::logits_weight(p)}, out);
 }
 
