@@ -153,6 +153,8 @@ struct config {
   double scale_lo = 0.0, scale_hi = 1.0;  ///< svg: the colour scale's range
   std::string latex_label = "attn";       ///< latex: the tables' \\label prefix (attn:map, ...)
   bool help = false;                      ///< --help: print the help and nothing else
+  /// --output FILE: the output goes to FILE, written atomically (main.cpp), not to stdout
+  std::optional<std::string> output;
   /// --self: self-attention of the sentence X, which is both the queries and the notes (one
   /// word per row), labelled by --words; W_Q, W_K (d_model × h·d_k) and W_V (d_model × h·d_v)
   /// default to the identity (left empty here), W_O (h·d_v × d_out) to none.
@@ -767,7 +769,7 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -783,7 +785,7 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--rope", &rope},         {"--position", &position},       {"--pair", &pair},
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
       {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
-      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2}};
+      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -839,6 +841,11 @@ inline constexpr double max_jacobian_work = 5e8;
     }
   }
 
+  if (output.given) {
+    detail::need(!output.value.empty(), "--output needs a file name");
+    detail::need(output.value.find('\0') == std::string_view::npos, "--output: the file name holds a NUL byte");
+    c.output = std::string(output.value);
+  }
   if (score.given) {
     const std::string_view s = trim(score.value);
     if (s == "dot") c.score = score_kind::dot;
@@ -1175,7 +1182,11 @@ Self-attention (every word asks every word: Q = X W_Q, K = X W_K, V = X W_V)
                       input, side by side: both tables, and an svg of the two maps
                         e.g. --q 1,1,1,1 --notes "1,1,1,1;0.5,0.5,0.5,0.5;0,0,0,0" --dot-vs-scaled
 
-Output (on stdout)
+Output (on stdout, or in a file with --output)
+  --output FILE       write the output to FILE instead of stdout, atomically: a temporary
+                      file beside FILE is renamed over it once complete, so a failed run
+                      leaves an existing FILE as it was
+                        e.g. --format svg --output map.svg
   --format F          text (default), md, latex, json, csv (the map, a row per query),
                       csv-long (the map, a row per cell: i,j,query,note,weight) or svg
                       (the map as a heatmap)
@@ -1262,7 +1273,8 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
   --help              print this help
                         e.g. attn-calc --help
 
-Exit status: 0 on success; 2 on bad input, with one line on stderr that says what.
+Exit status: 0 on success; 2 on bad input, with one line on stderr that says what; 1 if
+the output cannot be written.
 )";
 
 /// parse_args for main's argc/argv (argv[0], the program name, is skipped).

@@ -10,6 +10,7 @@
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
 #   example_alignment_map_svg  ... and what the alignment_map example draws
+#   attn_calc_output_file      --output FILE: written whole; a failed run leaves FILE as it was
 #   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
 #   attn_calc_outputs_parse    every format read back by Python's parsers (skipped without python3)
 #   attn_calc_latex_compiles   the LaTeX through pdflatex, labels as typed (skipped without it)
@@ -115,6 +116,9 @@ if(TARGET example_alignment_map)
             "-DOUT=${attn_cli_out}/example_map.svg" "-DGOLDEN=${PROJECT_SOURCE_DIR}/docs/alignment_map.svg"
             -P "${attn_cli_dir}/golden.cmake")
 endif()
+add_test(NAME attn_calc_output_file
+  COMMAND "${CMAKE_COMMAND}" "-DCALC=$<TARGET_FILE:attn-calc>" "-DWORK=${attn_cli_out}/output_file"
+          "-DGOLDEN=${attn_golden_dir}/unit_example.svg" -P "${attn_cli_dir}/output_file.cmake")
 
 # attn_calc_bad(<name> <expected text on stderr> <arg>...)
 function(attn_calc_bad name expect)
