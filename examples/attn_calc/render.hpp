@@ -9,8 +9,9 @@
 ///   svg              the map as a heatmap.
 /// --self and --dot-vs-scaled print every map: its scores and weights in the documents (--self
 /// also X, Q, K, V, Z and Y), a map per entry of JSON's `maps` and a first column `map` in CSV,
-/// and one SVG grid of the maps on one colour scale. With masks per query (causal, a mask
-/// matrix) the tables show a masked weight as — and the SVG hatches it.
+/// and one SVG grid of the maps on one colour scale. A masked weight (every kind of --mask) is
+/// one marker per format (detail::masked_text): — in text and Markdown, --- in LaTeX, an
+/// empty CSV field, null among JSON's rounded weights, a hatched SVG cell.
 /// Every number printed is rounded from the unrounded result (row sums too). A lesson
 /// (lessons.hpp) is its heading, paragraphs and tables in text, md and latex; every table in
 /// JSON; its main table in csv and every table a row per number in csv-long; --pe's heatmap on
@@ -144,6 +145,15 @@ inline report::cell score_formula(const config& c) {
 /// The stem of a note's LaTeX fallback: x_j for --self's words, h_j for notes.
 inline const char* note_stem(const config& c) { return c.self_attention ? "x" : "h"; }
 
+/// Whether any mask is given (--mask: a row, a matrix or causal).
+inline bool any_mask(const config& c) { return !c.mask.empty() || c.per_row_mask(); }
+
+/// The marker of a masked cell (its weight is exactly 0, so that it reads apart from a weight
+/// that rounds to 0): — in text and Markdown, --- (an em dash) in LaTeX, an empty field in CSV,
+/// null among JSON's rounded numbers; SVG hatches the cell ("masked" in its tooltip and legend).
+inline constexpr const char* masked_text = "—";
+inline constexpr const char* masked_latex = "---";
+
 /// What the masks do, as sentences (each with a leading space; none without a mask).
 inline report::cell mask_sentences(const config& c) {
   std::string text, latex;
@@ -182,7 +192,7 @@ inline report::cell mask_sentences(const config& c) {
     text += m;
     latex += m;
   }
-  if (c.per_row_mask()) {
+  if (any_mask(c)) {
     text += " A masked entry is shown as —.";
     latex += " A masked entry is shown as ---.";
   }
@@ -216,18 +226,17 @@ inline report::table labelled(report::table t, const config& c, const std::strin
 
 /// The map: the weights with each row's sum, under --title or a title that says what the rows
 /// sum to.
-/// `t` (a row per query, a column per note after the label) with every entry a mask of its own
-/// per query forbids shown as — (its weight is 0).
+/// `t` (a row per query, a column per note after the label) with every entry a mask forbids
+/// shown as — (masked_text; its weight is 0).
 inline report::table dash_masked(report::table t, const config& c) {
-  if (!c.per_row_mask()) return t;
+  if (!any_mask(c)) return t;
   for (std::size_t q = 0; q < c.queries.rows; ++q)
     for (std::size_t j = 0; j < c.notes.rows; ++j)
-      if (!c.allowed(q, j)) t.rows[q][j + 1] = report::cell("—", "---");
+      if (!c.allowed(q, j)) t.rows[q][j + 1] = report::cell(masked_text, masked_latex);
   return t;
 }
 
-/// A map's table: the weights with each row's sum; with masks of their own per query, a
-/// masked weight shown as — (it is 0).
+/// A map's table: the weights with each row's sum; a masked weight shown as — (it is 0).
 inline report::table weights_table(const config& c, const attn::Matrix<double>& weights,
                                    const std::vector<double>& row_sums, const std::vector<report::cell>& queries,
                                    const std::vector<report::cell>& notes_masked, report::cell title) {
@@ -814,6 +823,28 @@ inline void json_rounded_matrix(report::json_writer& j, const attn::Matrix<doubl
   j.end_array();
 }
 
+/// Row t of a map's weights as printed, null where a mask forbids the note (masked_text).
+inline void json_rounded_weights(report::json_writer& j, const config& c, const attn::Matrix<double>& w, std::size_t t) {
+  j.begin_array(true);
+  for (std::size_t k = 0; k < w.cols(); ++k) {
+    if (c.allowed(t, k)) j.string(report::fixed(w(t, k), c.decimals));
+    else j.null();
+  }
+  j.end_array();
+}
+
+/// A map's weights as printed, null where masked.
+inline void json_rounded_weights(report::json_writer& j, const config& c, const attn::Matrix<double>& w) {
+  j.begin_array();
+  for (std::size_t t = 0; t < w.rows(); ++t) json_rounded_weights(j, c, w, t);
+  j.end_array();
+}
+
+/// A weight of a CSV: as printed, or an empty field where masked (masked_text).
+inline std::string csv_weight(const config& c, const attn::Matrix<double>& w, std::size_t t, std::size_t k) {
+  return c.allowed(t, k) ? report::fixed(w(t, k), c.decimals) : std::string();
+}
+
 /// The worst |Σ_j α_tj − 1| over the rows of `weights`; a row with nothing allowed sums to 0 by design.
 inline double worst_row_sum_error(const config& c, const std::vector<double>& row_sums) {
   double worst = 0;
@@ -886,7 +917,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     j.key("scores");
     detail::json_rounded_matrix(j, p.scores, dp);
     j.key("weights");
-    detail::json_rounded_matrix(j, p.weights, dp);
+    detail::json_rounded_weights(j, c, p.weights);
     j.end_object();
     j.end_object();
   }
@@ -937,7 +968,8 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     j.key("context").numbers(r.contexts.row(t));
     j.key("rounded").begin_object();
     j.key("scores").rounded(r.scores.row(t), dp);
-    j.key("weights").rounded(r.weights.row(t), dp);
+    j.key("weights");
+    detail::json_rounded_weights(j, c, r.weights, t);
     j.key("context").rounded(r.contexts.row(t), dp);
     j.end_object();
     if (c.no_attention) {
@@ -999,7 +1031,8 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
 }
 
 /// CSV of the map: wide (header `query,<note labels>`, a row per query) or long
-/// (`i,j,query,note,weight`, a row per cell, i and j counted from 1).
+/// (`i,j,query,note,weight`, a row per cell, i and j counted from 1); a masked weight is an
+/// empty field.
 [[nodiscard]] inline std::string render_csv(const config& c, const results& r, bool long_form) {
   if (!r.maps.empty()) {
     // --self, --dot-vs-scaled: with several maps a first column names the map
@@ -1015,7 +1048,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
         const std::string first = (named ? report::csv_field(p.name) + "," : "");
         if (!long_form) out += first + report::csv_field(c.query_labels[q]);
         for (std::size_t n = 0; n < c.notes.rows; ++n) {
-          const std::string w = report::fixed(p.weights(q, n), c.decimals);
+          const std::string w = detail::csv_weight(c, p.weights, q, n);
           if (long_form)
             out += first + std::to_string(q + 1) + "," + std::to_string(n + 1) + "," + report::csv_field(c.query_labels[q]) +
                    "," + report::csv_field(c.note_labels[n]) + "," + w + "\n";
@@ -1032,7 +1065,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     for (const auto& l : c.note_labels) t.header.emplace_back(l);
     for (std::size_t q = 0; q < c.queries.rows; ++q) {
       std::vector<report::cell> row{report::cell(c.query_labels[q])};
-      for (std::size_t n = 0; n < c.notes.rows; ++n) row.emplace_back(report::fixed(r.weights(q, n), c.decimals));
+      for (std::size_t n = 0; n < c.notes.rows; ++n) row.emplace_back(detail::csv_weight(c, r.weights, q, n));
       t.rows.push_back(std::move(row));
     }
     return report::to_csv(t);
@@ -1041,7 +1074,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
   for (std::size_t q = 0; q < c.queries.rows; ++q)
     for (std::size_t n = 0; n < c.notes.rows; ++n)
       out += std::to_string(q + 1) + "," + std::to_string(n + 1) + "," + report::csv_field(c.query_labels[q]) +
-             "," + report::csv_field(c.note_labels[n]) + "," + report::fixed(r.weights(q, n), c.decimals) + "\n";
+             "," + report::csv_field(c.note_labels[n]) + "," + detail::csv_weight(c, r.weights, q, n) + "\n";
   return out;
 }
 
@@ -1084,6 +1117,7 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   const std::string sums = report::row_sums_text(all);
   report::heatmap_options opt;
   opt.decimals = c.values_shown ? c.decimals : -1;
+  opt.legend_title = "weight \u03b1";  // as alignment_map_options
   if (c.self_attention) {
     opt.row_axis = "queries (words)";
     opt.col_axis = "keys (words)";

@@ -1,7 +1,7 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
 #   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
 #                              byte for byte (tests/golden/)
-#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG, no
+#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a mask in every format, no
 #                              arguments (README line 1), --self (W3, W7's two heads), per-row and
 #                              causal masks, --dot-vs-scaled (W4)
 #   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
@@ -45,6 +45,15 @@ attn_calc_golden(e3_no_attention e3_no_attention.txt --no-attention)
 attn_calc_golden(map_only_md map_only.md --format md --map-only)
 attn_calc_golden(map_only_latex map_only.tex --format latex --map-only)
 attn_calc_golden(masked_svg masked.svg --format svg --mask 1,1,0)
+# a masked weight has one marker per format, apart from a weight that prints as 0.000: — in text
+# and md, --- in latex, an empty field in csv and csv-long, null among json's rounded weights
+# (β = 40 makes हूँ's weight on tea 0.000 without a mask, beside the masked one)
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  attn_calc_golden(masked_${format} masked.${ext} --mask 0,1,1 --beta 40 --format ${format})
+endforeach()
 attn_calc_golden(quick_start quick_start.txt)  # README line 1: attn-calc with no arguments
 # --self (W3: one head; W7: two heads and W_O), per-row masks, --dot-vs-scaled (W4), every format
 set(w3 --self @${attn_cli_dir}/i_drink_tea.csv --words I,drink,tea --wq @${attn_cli_dir}/w3_wq.csv

@@ -76,6 +76,8 @@ if doc["inputs"]["note_labels"] != NOTE_LABELS or doc["inputs"]["query_labels"] 
 for result in doc["results"]:
     if abs(sum(result["weights"]) - 1) > 1e-15 * n:
         fail("JSON weights do not sum to 1")
+    if result["rounded"]["weights"][-1] is not None or None in result["rounded"]["weights"][:-1]:
+        fail("JSON's rounded weights: null where masked, and only there")
 
 
 def guarded(label):  # the documented CSV rule: a formula start gets a ' unless it is a plain number
@@ -93,12 +95,16 @@ if [r[0] for r in rows[1:]] != [guarded(x) for x in QUERY_LABELS]:
 for r in rows[1:]:
     if len(r) != n + 1:
         fail("a CSV row has " + str(len(r)) + " cells")
-    [float(x) for x in r[1:]]
+    [float(x) for x in r[1:-1]]
+    if r[-1] != "":  # the masked note: an empty field, apart from a weight of 0.000
+        fail("a masked weight in the CSV is not an empty field: " + repr(r[-1]))
 rows = list(csv.reader(io.StringIO(run(*common, "--format", "csv-long"), newline="")))
 if len(rows) != 1 + 3 * n or any(len(r) != 5 for r in rows):
     fail("csv-long has the wrong shape")
 if rows[1 + n - 1][3] != guarded(NOTE_LABELS[-1]) or rows[1][2] != guarded(QUERY_LABELS[0]):
     fail("csv-long labels differ")
+if any((r[4] == "") != (int(r[1]) == n) for r in rows[1:]):
+    fail("csv-long: a masked weight is not an empty field, or a kept one is")
 
 
 # Markdown: every table row has the header's number of cells, and the cells read back as typed

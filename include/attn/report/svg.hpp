@@ -637,8 +637,9 @@ template <matrix_like M>
   return "";
 }
 
-/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1],
-/// and a title that says what the rows of `weights` sum to (row_sums_text).
+/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1]
+/// with its legend titled "weight α", and a title that says what the rows of `weights` sum to
+/// (row_sums_text).
 template <matrix_like M>
 [[nodiscard]] heatmap_options alignment_map_options(const M& weights, int decimals = 3) {
   heatmap_options opt;
@@ -647,6 +648,7 @@ template <matrix_like M>
   opt.row_axis = "queries (words written)";
   opt.col_axis = "notes (words read)";
   opt.decimals = decimals;
+  opt.legend_title = "weight \xCE\xB1";
   return opt;
 }
 
