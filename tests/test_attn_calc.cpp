@@ -483,7 +483,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 52);
+  CHECK(options.size() == 53);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -771,8 +771,12 @@ TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d
   CHECK(text.find("with d = 16 (√16 = 4)") != std::string::npos);
   const std::string svg = rendered(c, r, attn_calc::output_format::svg);
   CHECK(attn_test::xml_problem(svg) == "");
-  CHECK(svg.find(">dot: s = q · h</text>") != std::string::npos);
-  CHECK(svg.find(">scaled_dot: s = q · h / √16</text>") != std::string::npos);
+  // human titles, not code names; the axes name the keys; 5 decimals (auto_decimals) show 0.00034
+  CHECK(svg.find(">dot product: s = q · k</text>") != std::string::npos);
+  CHECK(svg.find(">scaled by 1/√16: s = q · k / √16</text>") != std::string::npos);
+  CHECK(svg.find("scaled_dot") == std::string::npos);
+  CHECK(svg.find(">keys</text>") != std::string::npos);
+  CHECK(svg.find(">0.00034</text>") != std::string::npos);
   CHECK(count(svg, "<linearGradient") == 1);
   const auto csv = attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv));
   CHECK(csv[2] == std::vector<std::string>{"scaled_dot", "q", "0.86681", "0.11731", "0.01588"});
@@ -790,7 +794,10 @@ TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d
                                                                      4 * std::numeric_limits<double>::epsilon() *
                                                                          std::abs(rs.maps[0].scores(t, j))));
   CHECK(rs.Y.rows() == 0);  // the comparison is of maps
-  CHECK(count(attn_calc::render(self, rs), "<title>scaled_dot, head 2: ") == 4);
+  CHECK(count(attn_calc::render(self, rs), "<title>scaled by 1/√2, head 2: ") == 4);
+  // auto_decimals: two significant digits of the smallest weight ≥ 1e-5, 3 to 5 decimals
+  CHECK(attn_calc::auto_decimals(r) == 5);  // W4's 0.000335
+  CHECK(attn_calc::auto_decimals(rs) == 3);
 }
 
 TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled cannot use", "[attn-calc]") {

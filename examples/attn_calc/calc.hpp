@@ -164,9 +164,11 @@ inline void sum_rows(map_panel& p) {
   }
 }
 
+/// A map's name: "head 2" (or --head-labels' i-th), "dot", "scaled_dot", "dot, head 2".
 inline std::string head_name(const config& c, std::size_t i, bool scaled) {
   std::string name = c.dot_vs_scaled ? (scaled ? "scaled_dot" : "dot") : "";
-  if (c.heads > 1) name += (name.empty() ? "head " : ", head ") + std::to_string(i + 1);
+  const std::string head = c.head_labels.empty() ? "head " + std::to_string(i + 1) : c.head_labels[i];
+  if (c.heads > 1 || !c.head_labels.empty()) name += (name.empty() ? "" : ", ") + head;
   return name;
 }
 

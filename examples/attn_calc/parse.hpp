@@ -142,6 +142,7 @@ struct config {
   std::vector<std::string> query_labels;  ///< one per query
   std::vector<std::string> note_labels;   ///< one per note
   int decimals = 3;                       ///< digits after the point in printed numbers
+  bool decimals_given = false;            ///< --decimals given (else --dot-vs-scaled chooses, see auto_decimals)
   bool jacobian = false;                  ///< also ∂c/∂h_j and ∂c/∂q, checked by finite differences
   bool steps = false;                     ///< also the hand steps: e^(βs) and their sum; additive's W1h + W2q, tanh
   bool no_attention = false;              ///< also Unit 17's baseline: every query gets the last note
@@ -161,6 +162,7 @@ struct config {
   bool self_attention = false;
   matrix WQ, WK, WV, WO;
   std::size_t heads = 1;                  ///< --heads: h, PyTorch's layout
+  std::vector<std::string> head_labels;   ///< --head-labels: one name per head (empty: head 1, head 2, ...)
   bool dot_vs_scaled = false;             ///< --dot-vs-scaled: the dot map and the scaled-dot map
   /// The lessons of the unit's §8–§9 (lessons.hpp); with one of them the map's inputs are unused.
   lesson_kind lesson = lesson_kind::none;
@@ -769,7 +771,7 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -785,7 +787,8 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--rope", &rope},         {"--position", &position},       {"--pair", &pair},
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
       {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
-      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output}};
+      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
+      {"--head-labels", &head_labels}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -943,7 +946,7 @@ inline constexpr double max_jacobian_work = 5e8;
     // --block takes its sentence and attention from --self and its projections (W9's when not given)
     const std::pair<std::string_view, bool> block_options[] = {
         {"--self", self.given}, {"--words", words.given}, {"--wq", wq.given}, {"--wk", wk.given},
-        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}};
+        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}, {"--head-labels", head_labels.given}};
     for (const auto& [option, given] : block_options)
       detail::need(!given || c.lesson == L::block, lo + " prints its own numbers, not a map: leave out " + std::string(option));
     detail::need(self.given == ffn_w1.given && self.given == ffn_w2.given,
@@ -961,7 +964,8 @@ inline constexpr double max_jacobian_work = 5e8;
 
   // --self computes the queries, keys and values itself; its options mean nothing without it
   const std::pair<std::string_view, const raw&> self_only[] = {
-      {"--words", words}, {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads}};
+      {"--words", words}, {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads},
+      {"--head-labels", head_labels}};
   for (const auto& [option, given] : self_only)
     detail::need(self.given || !given.given, std::string(option) + " needs --self (the sentence of self-attention)");
   if (self.given) {
@@ -1007,6 +1011,12 @@ inline constexpr double max_jacobian_work = 5e8;
     if (words.given) c.query_labels = labels_argument(words.value, "--words");
     c.note_labels = c.query_labels;
     if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
+    if (head_labels.given) {
+      c.head_labels = labels_argument(head_labels.value, "--head-labels");
+      detail::need(c.head_labels.size() == c.heads,
+                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
+                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
+    }
     for (const auto& [text, option, target] :
          {std::tuple<const raw&, std::string_view, matrix&>{wq, "--wq", c.WQ}, {wk, "--wk", c.WK}, {wv, "--wv", c.WV},
           {wo, "--wo", c.WO}})
@@ -1047,6 +1057,7 @@ inline constexpr double max_jacobian_work = 5e8;
 
   if (beta.given) c.beta = parse_number(beta.value, "--beta");
   if (decimals.given) c.decimals = parse_int(decimals.value, "--decimals", 0, 17);
+  c.decimals_given = decimals.given;
   detail::read_masks(c, masks);
   if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
   if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
@@ -1178,8 +1189,13 @@ Self-attention (every word asks every word: Q = X W_Q, K = X W_K, V = X W_V)
                       Q and K and (i-1)*d_v+1..i*d_v of V (PyTorch's layout); svg draws
                       the heads' maps as one grid on one colour scale (default 1)
                         e.g. --self @x.csv --wq @wq.csv --wk @wk.csv --wv @wv.csv --heads 2
+  --head-labels L     with --self: names of the heads' maps, one per head, separated by
+                      ',', or @file: one per line (default head 1, head 2, ...)
+                        e.g. --heads 2 --head-labels "previous word,same word"
   --dot-vs-scaled     the dot map and the scaled-dot map (divided by sqrt d) of the same
-                      input, side by side: both tables, and an svg of the two maps
+                      input, side by side: both tables, and an svg of the two maps; unless
+                      --decimals is given, enough decimals that the smallest weight of at
+                      least 1e-5 shows two significant digits (3 to 5)
                         e.g. --q 1,1,1,1 --notes "1,1,1,1;0.5,0.5,0.5,0.5;0,0,0,0" --dot-vs-scaled
 
 Output (on stdout, or in a file with --output)

@@ -356,13 +356,29 @@ inline report::cell head_sub(const config& c, std::size_t i) {
   return {"_" + std::to_string(i + 1), "_{" + std::to_string(i + 1) + "}"};
 }
 
+/// A map's name for people, in titles: --dot-vs-scaled's "dot" is "dot product" and its
+/// "scaled_dot" "scaled by 1/√d" (with d's value); a head's name as it is. JSON and CSV keep
+/// map_panel::name ("dot", "scaled_dot"), which programs match.
+inline std::string display_name(const config& c, const map_panel& p, std::size_t d) {
+  if (!c.dot_vs_scaled) return p.name;
+  const std::string code = p.scaled ? "scaled_dot" : "dot";
+  const std::string human = p.scaled ? "scaled by 1/√" + std::to_string(d) : "dot product";
+  return human + p.name.substr(code.size());
+}
+
+/// d of --dot-vs-scaled's 1/√d: a head's d_k with --self, else a key's numbers.
+inline std::size_t scaled_d(const config& c, const results& r) {
+  return c.self_attention ? r.Q.cols() / c.heads : c.notes.cols;
+}
+
 /// The scores' and the weights' tables of map p (head i of --self, or one of --dot-vs-scaled's).
 inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, std::vector<block>& doc,
-                           bool scores_too) {
+                           bool scores_too, std::size_t d) {
   const char* stem = note_stem(c);
   const auto queries = label_cells(c.query_labels, c.self_attention ? "x" : "q");
   const auto notes_masked = label_cells(c.note_labels, stem, c.mask);
-  const std::string name = p.name.empty() ? "" : ", " + p.name, lname = report::latex_escape(name);
+  const std::string shown_name = display_name(c, p, d);
+  const std::string name = shown_name.empty() ? "" : ", " + shown_name, lname = report::latex_escape(name);
   const std::string id = p.name.empty() ? "" : "-" + slug(p.name);
   const report::cell sub = head_sub(c, i), sums = sums_text(c, p.weights);
   const std::string b = c.beta != 1 ? "β " : "", lb = c.beta != 1 ? "\\beta " : "";
@@ -383,7 +399,7 @@ inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, s
     weights = {"Weights" + name + ": α_tj, the map (" + sums.text + ")",
                "Weights" + lname + ": $\\alpha_{tj}$, the map (" + sums.latex + ")"};
   }
-  if (c.title) weights = report::cell(*c.title + (p.name.empty() ? "" : ": " + p.name));
+  if (c.title) weights = report::cell(*c.title + (shown_name.empty() ? "" : ": " + shown_name));
   if (scores_too)
     doc.push_back(table_block(labelled(report::matrix_table(p.scores, queries, notes_masked, c.decimals, {}, scores),
                                        c, "scores" + id)));
@@ -464,7 +480,7 @@ inline void add_self_tables(const config& c, const results& r, std::vector<block
   table(r.Q, words, {"Queries Q = X W_Q", "Queries $Q = X W_Q$"}, "Q", c.decimals);
   table(r.K, words, {"Keys K = X W_K", "Keys $K = X W_K$"}, "K", c.decimals);
   table(r.V, words, {"Values V = X W_V", "Values $V = X W_V$"}, "V", c.decimals);
-  for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true);
+  for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true, scaled_d(c, r));
   if (c.dot_vs_scaled) return;
   const bool concat = c.heads > 1 || !c.WO.empty();
   if (concat && !c.WO.empty())
@@ -504,7 +520,8 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
 [[nodiscard]] inline std::vector<block> maps_document(const config& c, const results& r) {
   std::vector<block> doc;
   if (c.map_only) {
-    for (std::size_t p = 0; p < r.maps.size(); ++p) detail::add_map_tables(c, r.maps[p], p % c.heads, doc, false);
+    for (std::size_t p = 0; p < r.maps.size(); ++p)
+      detail::add_map_tables(c, r.maps[p], p % c.heads, doc, false, detail::scaled_d(c, r));
     return doc;
   }
   if (c.self_attention) {
@@ -512,7 +529,7 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
     detail::add_self_tables(c, r, doc);
   } else {
     detail::add_dot_vs_scaled_intro(c, doc);
-    for (const auto& p : r.maps) detail::add_map_tables(c, p, 0, doc, true);
+    for (const auto& p : r.maps) detail::add_map_tables(c, p, 0, doc, true, detail::scaled_d(c, r));
   }
   return doc;
 }
@@ -1121,11 +1138,11 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   if (c.self_attention) {
     opt.row_axis = "queries (words)";
     opt.col_axis = "keys (words)";
-  } else {
-    opt.row_axis = "queries (words written)";
-    opt.col_axis = "notes (words read)";
+  } else {  // --dot-vs-scaled: W4's lesson is the queries' dot products with the keys
+    opt.row_axis = "queries";
+    opt.col_axis = "keys";
   }
-  const std::size_t d = c.self_attention ? r.Q.cols() / c.heads : c.notes.cols;
+  const std::size_t d = detail::scaled_d(c, r);
   if (c.dot_vs_scaled)
     opt.title = "Dot against scaled dot: the same scores divided by " + detail::root_text(d).text;
   else if (c.heads > 1)
@@ -1136,9 +1153,9 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   detail::svg_options(c, opt);
   if (r.maps.size() == 1) return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
   std::vector<report::heatmap_panel> panels;
-  const std::string product = c.self_attention ? "S = Q Kᵀ" : c.keys_and_values() ? "s = q · k" : "s = q · h";
+  const std::string product = c.self_attention ? "S = Q Kᵀ" : "s = q · k";
   for (const auto& p : r.maps) {
-    std::string title = p.name;
+    std::string title = detail::display_name(c, p, d);
     if (c.dot_vs_scaled && c.heads == 1) title += ": " + product + (p.scaled ? " / √" + std::to_string(d) : "");
     panels.push_back({p.weights.view(), title});
   }
@@ -1358,9 +1375,27 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
   return render_text(lesson_document(c, L));
 }
 
+/// --dot-vs-scaled's decimals when --decimals is not given: enough that the smallest weight of
+/// at least 1e-5 shows two significant digits, 1 − ⌊log10 w⌋, between 3 and 5 (W4's dot map
+/// has 0.000335: 5 decimals, 0.00034; a weight below 1e-5 prints as 0.00000).
+[[nodiscard]] inline int auto_decimals(const results& r) {
+  double smallest = 1;
+  for (const auto& p : r.maps)
+    for (std::size_t t = 0; t < p.weights.rows(); ++t)
+      for (std::size_t j = 0; j < p.weights.cols(); ++j)
+        if (p.weights(t, j) >= 1e-5) smallest = std::min(smallest, p.weights(t, j));
+  return std::clamp(1 - static_cast<int>(std::floor(std::log10(smallest))), 3, 5);
+}
+
 /// The output c.format asks for.
 [[nodiscard]] inline std::string render(const config& c, const results& r) {
   if (c.lesson != lesson_kind::none) return render_lesson(c, r.lesson);
+  if (c.dot_vs_scaled && !c.decimals_given) {
+    config chosen = c;
+    chosen.decimals = auto_decimals(r);
+    chosen.decimals_given = true;
+    return render(chosen, r);
+  }
   switch (c.format) {
     case output_format::md: return render_markdown(document(c, r));
     case output_format::latex: return render_latex(document(c, r));

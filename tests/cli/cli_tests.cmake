@@ -75,6 +75,11 @@ attn_calc_golden(self_w7_csv_long self_w7.long.csv ${w7} --format csv-long)
 attn_calc_golden(self_w7_svg self_w7.svg ${w7} --format svg)
 attn_calc_golden(self_w7_map_only_latex self_w7_map_only.tex ${w7} --mask causal --format latex --map-only)
 attn_calc_golden(self_w7_dot_vs_scaled_svg self_w7_dot_vs_scaled.svg ${w7} --dot-vs-scaled --format svg)
+# --head-labels names the heads' panels (and their tables)
+attn_calc_golden(self_w7_head_labels_svg self_w7_head_labels.svg ${w7} --head-labels "looks back,looks at itself"
+                 --format svg)
+attn_calc_golden(self_w7_head_labels_md self_w7_head_labels.md ${w7} --head-labels "looks back,looks at itself"
+                 --format md --map-only)
 attn_calc_golden(w4_dot_vs_scaled_text w4_dot_vs_scaled.txt ${w4} --decimals 5)
 attn_calc_golden(w4_dot_vs_scaled_svg w4_dot_vs_scaled.svg ${w4} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_json w4_dot_vs_scaled.json ${w4} --format json)
@@ -193,6 +198,10 @@ attn_calc_bad(words_count "--words gives 2 labels but there are 3 words" --self 
               --words I,drink)
 attn_calc_bad(self_score "--self scores with dot or scaled_dot (the default), not --score general"
               --self @${attn_cli_dir}/i_drink_tea.csv --score general)
+attn_calc_bad(head_labels_count "--head-labels gives 3 labels but there are 2 heads" ${w7} --head-labels a,b,c)
+attn_calc_bad(head_labels_one_head "--head-labels gives 2 labels but there is 1 head (--heads not given)"
+              --self @${attn_cli_dir}/i_drink_tea.csv --head-labels a,b)
+attn_calc_bad(head_labels_without_self "--head-labels needs --self" --head-labels a)
 attn_calc_bad(dot_vs_scaled_score "--dot-vs-scaled shows both dot and scaled_dot: leave out --score" --dot-vs-scaled
               --score dot)
 # @files are read as lines; every message is one line of printable text, whatever the input held

@@ -162,7 +162,7 @@ if rows[0] != ["map", "query"] + [guarded(x) for x in words] or len(rows) != 1 +
 mask = write_lines("mask.txt", [",".join("0" if (t + j) % 4 == 3 else "1" for j in range(n)) for t in range(3)])
 compare = [*common, "--mask", mask, "--dot-vs-scaled"]
 texts = svg_texts(run(*compare, "--format", "svg"), "the SVG of --dot-vs-scaled")
-if not any(t.startswith("dot: ") for t in texts) or not any(t.startswith("scaled_dot: ") for t in texts):
+if not any(t.startswith("dot product: ") for t in texts) or not any(t.startswith("scaled by 1/√3: ") for t in texts):
     fail("the SVG of --dot-vs-scaled does not name its two maps")
 doc = json.loads(run(*compare, "--format", "json"))
 if [m["name"] for m in doc["results"]["maps"]] != ["dot", "scaled_dot"] or len(doc["options"]["row_mask"]) != 3:
