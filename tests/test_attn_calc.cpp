@@ -145,7 +145,8 @@ TEST_CASE("every kind of bad input is refused with a message that names it", "[a
   CHECK(refusal({"--score", "additive", "--q", "1,2", "--notes", "1,0", "--W1", "1,0", "--W2", "1,0", "--v", "1,2"}) ==
         "--W1 has 1 row but --v has 2 numbers (both are the hidden size k)");
   CHECK(refusal({"--mask", "1,0"}) == "--mask has 2 entries but there are 3 notes");
-  CHECK(refusal({"--mask", "1,0.5,0"}) == "--mask: entries must be 1 (keep) or 0 (mask out)");
+  CHECK(refusal({"--mask", "1,0.5,0"}) ==
+        "--mask: the entry in row 1, column 2 is 0.5; entries must be 1 (keep) or 0 (mask out)");
   CHECK(refusal({"--query-labels", "a,b"}) == "--query-labels gives 2 labels but there are 4 queries");
   CHECK(refusal({"--note-labels", "I,dr\nink,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
   CHECK(refusal({"--note-labels", "I,\xC3(,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
@@ -808,7 +809,8 @@ TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled
         "--mask is 2x2: give one row of 3 entries (every word the same), 3 rows of 3 (one per word) or causal");
   CHECK(refusal({"--self", X, "--mask", "1,1"}) == "--mask has 2 entries but there are 3 words");
   CHECK(refusal({"--mask", "causal", "--mask", " causal "}) == "--mask causal is given twice");
-  CHECK(refusal({"--mask", "1,0,2;1,1,1;1,1,1;1,1,1"}) == "--mask: entries must be 1 (keep) or 0 (mask out)");
+  CHECK(refusal({"--mask", "1,0,2;1,1,1;1,1,1;1,1,1"}) ==
+        "--mask: the entry in row 1, column 3 is 2; entries must be 1 (keep) or 0 (mask out)");
   CHECK(refusal({"--mask"}) == "--mask needs a value");
   CHECK(refusal({"--self", X, "--q", "1,0,0"}) == "--self takes the queries, keys and values from the sentence: leave out --q");
   CHECK(refusal({"--self", X, "--note-labels", "a,b,c"}) ==

@@ -117,6 +117,20 @@ struct matrix {
   std::size_t rows = 0;
   std::size_t cols = 0;
   std::vector<double> data;
+  std::string origin;                ///< what messages call it: "--mask", "--mask (mask.txt)"
+  std::vector<std::size_t> lines;    ///< from a file: the line of each row (else empty)
+  std::string semicolons;            ///< inline text of one number per row, rows split by ';' (else
+                                     ///< empty): "0;0.5;2" where "0,0.5,2" was likely meant
+
+  matrix() = default;
+  matrix(std::size_t r, std::size_t c, std::vector<double> numbers) : rows(r), cols(c), data(std::move(numbers)) {}
+
+  /// "--mask (mask.txt), line 3" for row r (from 0) of a file; the origin alone inline.
+  [[nodiscard]] std::string where(std::size_t r) const {
+    return lines.empty() ? origin : origin + ", line " + std::to_string(lines[r]);
+  }
+  /// For a message about this matrix's size: a hint when ';' split what ',' likely meant, or "".
+  [[nodiscard]] std::string semicolon_hint() const;
 
   [[nodiscard]] attn::MatrixView<const double> view() const {
     return attn::MatrixView<const double>(data.data(), rows, cols);
@@ -309,7 +323,23 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
   return lines;
 }
 
+/// A UTF-8 byte-order mark (U+FEFF) inside a file, past its start (where lines_of skips one):
+/// refused by name, as files joined with cat leave it; shown, it would be invisible.
+inline void no_byte_order_mark(std::string_view line, const std::string& where) {
+  if (line.find("\xEF\xBB\xBF") != std::string_view::npos)
+    throw usage_error(where + ": a byte-order mark (U+FEFF) in the middle of the file, where it does not belong (two "
+                              "files joined? remove it; one at the very start of a file is fine)");
+}
+
 }  // namespace detail
+
+inline std::string matrix::semicolon_hint() const {
+  if (semicolons.empty()) return "";
+  std::string commas = semicolons;
+  std::replace(commas.begin(), commas.end(), ';', ',');
+  return " (" + origin + " " + shown(semicolons) + " is " + std::to_string(rows) +
+         " rows of 1 number: ';' separates rows, ',' the numbers of a row; did you mean " + shown(commas) + "?)";
+}
 
 /// Returns the matrix `text` spells. Inline (`file` false): rows separated by ';' or line
 /// breaks. A file's contents (`file` true): one row per line (lines starting with '#' skipped,
@@ -318,8 +348,10 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
 /// for a bad number, rows of different lengths, or no numbers at all.
 [[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what, bool file = false) {
   matrix m;
+  m.origin = std::string(what);
   std::vector<double> row;
   if (!file) {
+    const std::string_view whole = trim(text);
     while (true) {
       const auto end = text.find_first_of(";\r\n");
       const std::string_view line = trim(text.substr(0, end));
@@ -331,11 +363,13 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
       if (end == std::string_view::npos) break;
       text.remove_prefix(end + 1);
     }
+    if (m.cols == 1 && m.rows > 1 && whole.find(';') != std::string_view::npos) m.semicolons = std::string(whole);
   } else {
     std::size_t first_line = 0;
     for (const auto& [number, raw] : detail::lines_of(text)) {
       const std::string where = std::string(what) + ", line " + std::to_string(number);
       if (raw.find('\0') != std::string_view::npos) throw usage_error(where + ": a NUL byte (is this a text file?)");
+      detail::no_byte_order_mark(raw, where);
       const std::string_view line = trim(raw);
       if (line.empty() || line.front() == '#') continue;
       if (line.find(';') != std::string_view::npos)
@@ -346,6 +380,7 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
       detail::read_row(line, where, first_line == 0, row);
       if (first_line == 0) first_line = number;
       detail::add_row(m, row, where, " (line " + std::to_string(first_line) + ")");
+      m.lines.push_back(number);
     }
   }
   if (m.rows == 0) throw usage_error(std::string(what) + ": no numbers given");
@@ -432,6 +467,7 @@ inline constexpr std::size_t max_file_bytes = std::size_t{64} << 20;
   std::vector<std::string> labels;
   for (const auto& [number, raw] : detail::lines_of(contents)) {
     const std::string_view label = trim(raw);
+    detail::no_byte_order_mark(raw, std::string(what) + ", line " + std::to_string(number));
     if (label.empty()) continue;
     if (!printable_utf8(label))
       throw usage_error(std::string(what) + ", line " + std::to_string(number) + ": the label is not printable UTF-8 text");
@@ -504,6 +540,15 @@ inline void need(bool ok, const std::string& message) {
   if (!ok) throw usage_error(message);
 }
 
+/// For a count of labels that is wrong: a hint when a label holds ';' ("I;drink;tea"), or "".
+inline std::string label_semicolons(const std::vector<std::string>& labels) {
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i].find(';') != std::string::npos)
+      return " (label " + std::to_string(i + 1) + ", " + shown(labels[i]) +
+             ", holds ';': labels are separated by ',')";
+  return "";
+}
+
 /// Every size check, after all options are read.
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
@@ -513,7 +558,8 @@ inline void check_sizes(const config& c) {
     case score_kind::scaled_dot:
       need(dq == dh, "--q has " + count(dq, "number") + " per query but each " + note + " has " +
                          std::to_string(dh) + "; --score " + std::string(score_name(c.score)) +
-                         " needs the same length (--score general or additive allow different ones)");
+                         " needs the same length (--score general or additive allow different ones)" +
+                         c.queries.semicolon_hint() + c.notes.semicolon_hint());
       break;
     case score_kind::general:
       need(c.W.rows == dq && c.W.cols == dh,
@@ -539,10 +585,11 @@ inline void check_sizes(const config& c) {
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
                                  " but " + there_are(n, c.note_noun()));
   need(c.note_labels.size() == n, (c.self_attention ? "--words gives " : "--note-labels gives ") +
-                                      count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()));
+                                      count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()) +
+                                      label_semicolons(c.note_labels));
   need(c.query_labels.size() == c.queries.rows,
        "--query-labels gives " + count(c.query_labels.size(), "label") + " but " +
-           there_are(c.queries.rows, "query", "queries"));
+           there_are(c.queries.rows, "query", "queries") + label_semicolons(c.query_labels));
 }
 
 /// "--wq has 4 columns" or, when the option is not given, "W_Q (the identity: --wq not given) has 3 columns".
@@ -582,11 +629,15 @@ inline void read_masks(config& c, const std::vector<std::string_view>& values) {
       continue;
     }
     const matrix m = matrix_argument(value, "--mask");
-    for (const double x : m.data) need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
+    for (std::size_t k = 0; k < m.data.size(); ++k)
+      need(m.data[k] == 0.0 || m.data[k] == 1.0,
+           m.where(k / m.cols) + ": the entry in row " + std::to_string(k / m.cols + 1) + ", column " +
+               std::to_string(k % m.cols + 1) + " is " + attn::report::shortest(m.data[k]) +
+               "; entries must be 1 (keep) or 0 (mask out)");
     const bool one_row = m.rows == 1 || (m.cols == 1 && m.rows == n && n > 1);
     if (one_row || (m.cols == 1 && !(n == 1 && m.rows == T))) {
       need(m.data.size() == n, "--mask has " + count(m.data.size(), "entry", "entries") + " but " +
-                                   there_are(n, c.note_noun()));
+                                   there_are(n, c.note_noun()) + m.semicolon_hint());
       if (c.mask.empty()) c.mask.assign(n, 1);
       for (std::size_t j = 0; j < n; ++j) c.mask[j] = static_cast<char>(c.mask[j] != 0 && m.data[j] == 1.0);
       continue;

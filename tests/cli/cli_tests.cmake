@@ -168,7 +168,19 @@ attn_calc_bad(stray_argument "unexpected argument \"tea\"" tea)
 attn_calc_bad(missing_value "--q needs a value" --q)
 attn_calc_bad(given_twice "--beta is given twice" --beta 1 --beta 2)
 attn_calc_bad(mask_size "--mask has 2 entries but there are 3 notes" --mask 1,0)
-attn_calc_bad(mask_value "entries must be 1 (keep) or 0 (mask out)" --mask 1,2,0)
+attn_calc_bad(mask_value "--mask: the entry in row 1, column 2 is 2; entries must be 1 (keep) or 0 (mask out)" --mask 1,2,0)
+attn_calc_bad(mask_value_file "mask_two.txt), line 3: the entry in row 2, column 2 is 2; entries must be 1 (keep) or 0"
+              ${w3} --mask @${attn_cli_dir}/mask_two.txt)
+# ';' where ',' was meant, and a byte-order mark in the middle of a file (at its start it is skipped:
+# attn_calc_from_files reads queries.csv, which starts with one)
+attn_calc_bad(semicolon_q "(--q \"0;0.5;2\" is 3 rows of 1 number: ';' separates rows, ',' the numbers of a row; did you mean \"0,0.5,2\"?)"
+              --q "0<semicolon>0.5<semicolon>2")
+attn_calc_bad(semicolon_mask "--mask has 2 entries but there are 3 notes (--mask \"1;0\" is 2 rows of 1 number" --mask "1<semicolon>0")
+attn_calc_bad(semicolon_labels "(label 1, \"I;drink;tea\", holds ';': labels are separated by ',')" --note-labels "I<semicolon>drink<semicolon>tea")
+attn_calc_bad(bom_mid_file "bom_mid.csv), line 3: a byte-order mark (U+FEFF) in the middle of the file" --q 1,0,0
+              --notes @${attn_cli_dir}/bom_mid.csv)
+attn_calc_bad(bom_mid_labels "bom_mid.csv), line 3: a byte-order mark (U+FEFF) in the middle of the file"
+              --query-labels @${attn_cli_dir}/bom_mid.csv)
 attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" --note-labels I,drink)
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
