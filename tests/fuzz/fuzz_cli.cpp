@@ -38,6 +38,7 @@ void check_config(const attn_calc::config& c) {
     const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
     ATTN_FUZZ_CHECK(c.heads >= 1 && dq == dk && dq % c.heads == 0 && dv % c.heads == 0, "heads and projections disagree");
     ATTN_FUZZ_CHECK(c.WO.empty() || c.WO.rows == dv, "W_O does not fit W_V");
+    ATTN_FUZZ_CHECK(c.head_labels.empty() || c.head_labels.size() == c.heads, "head labels and heads disagree");
   } else {
     ATTN_FUZZ_CHECK(c.WQ.empty() && c.WK.empty() && c.WV.empty() && c.WO.empty() && c.heads == 1,
                     "projections without --self");
