@@ -470,6 +470,52 @@ TEST_CASE("the SVG options reach the picture: title, axes, values, scale, masked
   CHECK(refusal({"--format", "svg", "--title", "a\x01"}) == "--title: \"a\\x01\" is not printable UTF-8 text");
 }
 
+namespace {
+/// The number after `name="` in an SVG element (0 if absent).
+int attribute(const std::string& element, const std::string& name) {
+  const auto at = element.find(" " + name + "=\"");
+  return at == std::string::npos ? 0 : std::stoi(element.substr(at + name.size() + 3));
+}
+}  // namespace
+
+TEST_CASE("a wide map (1 x 3000 keys) is wrapped into bands: cells of 12 px, labels that never overlap", "[attn-calc]") {
+  // before: one row of 1-px cells, 3166 px wide (a lesson column shrank it to a quarter)
+  std::string notes;
+  for (int j = 0; j < 3000; ++j) notes += (j ? ";" : "") + std::to_string(j % 7) + "," + std::to_string(j % 5);
+  const auto c = parse({"--q", "0.01,0.02", "--notes", notes, "--format", "svg"});
+  const std::string svg = attn_calc::render(c, attn_calc::compute(c));
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(attribute(svg, "width") <= 760);
+  // every cell at least attn_calc::detail::svg_min_cell wide and high
+  std::size_t cells = 0;
+  for (auto at = svg.find("<rect x="); at != std::string::npos; at = svg.find("<rect x=", at + 1)) {
+    const std::string rect = svg.substr(at, svg.find('>', at) - at);
+    if (rect.find("url(#attn-scale)") != std::string::npos) continue;  // the legend's bar
+    ++cells;
+    CHECK(attribute(rect, "width") >= attn_calc::detail::svg_min_cell);
+    CHECK(attribute(rect, "height") >= attn_calc::detail::svg_min_cell);
+  }
+  CHECK(cells == 3000);
+  // the column labels, upright, 12 px type: within a band (one y) their x differ by at least 13 px
+  std::map<int, std::vector<int>> bands;  // y → the x of each label
+  std::size_t labels = 0;
+  for (auto at = svg.find("transform=\"rotate(-90 "); at != std::string::npos;
+       at = svg.find("transform=\"rotate(-90 ", at + 1)) {
+    const std::size_t start = svg.rfind("<text", at);
+    const std::string text = svg.substr(start, at - start);
+    if (text.find("font-style") != std::string::npos) continue;  // the rows' axis title
+    bands[attribute(text, "y")].push_back(attribute(text, "x"));
+    ++labels;
+  }
+  CHECK(bands.size() > 1);
+  CHECK(labels >= 3000 / 2);  // thinned to every other label at most
+  for (const auto& [y, xs] : bands)
+    for (std::size_t k = 1; k < xs.size(); ++k) {
+      INFO("band at y = " << y << ", label " << k);
+      CHECK(xs[k] - xs[k - 1] >= 13);
+    }
+}
+
 TEST_CASE("attn-calc --help gives every option an example, and docs/course-authors.md shows each", "[attn-calc]") {
   const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
   REQUIRE_FALSE(docs.empty());

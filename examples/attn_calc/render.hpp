@@ -1110,6 +1110,10 @@ inline std::vector<bool> svg_masked(const config& c) {
   return masked;
 }
 
+/// The narrowest cell of a map's SVG (px): a wider map (E6's 35×30 is 19 px a cell; 1 × 3000
+/// keys would be 1 px) is wrapped into bands of columns instead (heatmap_options::min_cell).
+inline constexpr int svg_min_cell = 12;
+
 /// What --title, --row-axis, --col-axis and --scale ask of an SVG.
 inline void svg_options(const config& c, report::heatmap_options& opt) {
   opt.masked = svg_masked(c);
@@ -1151,7 +1155,10 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
     opt.title = "Self-attention map A";
   if (!sums.empty()) opt.title += " (" + sums + ")";
   detail::svg_options(c, opt);
-  if (r.maps.size() == 1) return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
+  if (r.maps.size() == 1) {
+    opt.min_cell = detail::svg_min_cell;
+    return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
+  }
   std::vector<report::heatmap_panel> panels;
   const std::string product = c.self_attention ? "S = Q Kᵀ" : "s = q · k";
   for (const auto& p : r.maps) {
@@ -1169,6 +1176,7 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   if (!r.maps.empty()) return render_maps_svg(c, r);
   report::heatmap_options opt = report::alignment_map_options(r.weights, c.values_shown ? c.decimals : -1);
   detail::svg_options(c, opt);
+  opt.min_cell = detail::svg_min_cell;
   return report::heatmap_svg(r.weights, c.query_labels, c.note_labels, opt);
 }
 
