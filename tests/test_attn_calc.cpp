@@ -118,6 +118,51 @@ TEST_CASE("options that reproduce E2 and E5", "[attn-calc]") {
   CHECK_THAT(masked.weights(0, 0) + masked.weights(0, 1), Catch::Matchers::WithinAbs(1.0, 1e-15));
 }
 
+TEST_CASE("attn-calc --beta-sweep: E2's shares at every β, as the softmax by hand gives them", "[attn-calc]") {
+  const auto c = parse({"--beta-sweep", "0:4:0.25"});  // without --q: E2, चाय's q = (0, 0.5, 2)
+  CHECK(c.example == attn_calc::unit_example::e2_beta_sweep);
+  REQUIRE(c.beta_sweep.size() == 17);
+  const auto r = attn_calc::compute(c);
+  REQUIRE(r.sweep.rows() == 17);
+  const long double s[] = {0, 0.5L, 2};
+  for (std::size_t k = 0; k < 17; ++k) {
+    const long double beta = 0.25L * static_cast<long double>(k);
+    CHECK(c.beta_sweep[k] == static_cast<double>(beta));  // k/4 is exact in binary
+    long double sum = 0;
+    for (const long double x : s) sum += std::exp(beta * x);
+    for (std::size_t j = 0; j < 3; ++j) {
+      // the softmax in double: each e^(β s − max) within an ulp, a sum of three, a division:
+      // a relative error of at most (n + 4)ε = 7ε; 8ε allows the scores' product
+      const long double want = std::exp(beta * s[j]) / sum;
+      CHECK(std::abs(static_cast<long double>(r.sweep(k, j)) - want) <= 8 * std::numeric_limits<double>::epsilon() * want);
+    }
+  }
+  CHECK(r.sweep(0, 0) == 1.0 / 3);                                // β = 0: even shares
+  CHECK(attn::report::fixed(r.sweep(8, 2), 6) == "0.936240");     // β = 2: the unit's 0.936
+  // LO:HI:STEP ends at HI when STEP divides the range (to a millionth of a step), else before it
+  CHECK(attn_calc::detail::parse_sweep("0:0.3:0.1") == std::vector<double>{0, 0.1, 0.2, 0.3});
+  CHECK(attn_calc::detail::parse_sweep("0:1:0.3") == std::vector<double>{0, 0.3, 0.6, 0.8999999999999999});
+  CHECK(attn_calc::detail::parse_sweep("0,1,2.5") == std::vector<double>{0, 1, 2.5});
+  CHECK(refusal({"--beta-sweep", "0,2,1"}) == "--beta-sweep: the values must increase, and 1 follows 2");
+  CHECK(refusal({"--beta-sweep", "2:0:1"}) == "--beta-sweep: LO must be below HI, and 2 is not below 0");
+  CHECK(refusal({"--beta-sweep", "1"}) == "--beta-sweep needs at least two values of β");
+  CHECK(refusal({"--beta-sweep", "0:1:1", "--self", "1,0;0,1"}).starts_with("--beta-sweep shows one query's shares"));
+  CHECK(refusal({"--pe", "--beta-sweep", "0:1:1"}) == "--pe prints its own numbers, not a map: leave out --beta-sweep");
+  // a masked note keeps exactly 0 at every β; the others share 1
+  const auto m = parse({"--q", "1,0.5,0", "--mask", "1,0,1", "--beta-sweep", "0,1,8"});
+  const auto rm = attn_calc::compute(m);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CHECK(rm.sweep(k, 1) == 0.0);
+    CHECK_THAT(rm.sweep(k, 0) + rm.sweep(k, 2), Catch::Matchers::WithinAbs(1.0, 4 * std::numeric_limits<double>::epsilon()));
+  }
+  const std::string svg = attn_calc::render(parse({"--q", "1,0.5,0", "--mask", "1,0,1", "--beta-sweep", "0,1,8",
+                                                   "--format", "svg"}), rm);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<polyline") == 2);  // I and tea; drink, masked, is named in the legend only
+  CHECK(svg.find(">drink (masked)</text>") != std::string::npos);
+  CHECK(svg.find(">β (how sure)</text>") != std::string::npos);
+}
+
 TEST_CASE("attn-calc with --jacobian: E7's Jacobian for tea, checked by finite differences", "[attn-calc]") {
   const auto r = attn_calc::compute(parse({"--q", "0,0.5,2", "--jacobian"}));
   REQUIRE(r.note_jacobians.size() == 1);
@@ -530,7 +575,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 53);
+  CHECK(options.size() == 54);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);

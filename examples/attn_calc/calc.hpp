@@ -69,6 +69,8 @@ struct results {
   /// --self: Q = X W_Q, K = X W_K, V = X W_V, the heads' outputs Z = [A_1 V_1 … A_h V_h] and
   /// Y = Z W_O (or Z); Z and Y are left empty with --dot-vs-scaled, which compares maps.
   attn::Matrix<double> Q, K, V, Z, Y;
+  /// --beta-sweep: sweep(k, j) = the one query's weight on note j at β = c.beta_sweep[k]
+  attn::Matrix<double> sweep;
   lesson_results lesson;  ///< --pe, --rope, --layer-norm, --rms-norm, --activations, --block (lessons.hpp)
 };
 
@@ -317,6 +319,18 @@ inline void dot_and_scaled(const config& c, results& r) {
     if (c.score == score_kind::additive) detail::hidden_steps(c, r);
   }
   if (c.no_attention) r.no_attention = attn::no_attention(queries, values);
+  if (!c.beta_sweep.empty()) {  // the map again at every β of the sweep, through attn::align
+    r.sweep = attn::Matrix<double>(c.beta_sweep.size(), n);
+    with_score(c, [&](const auto& score) {
+      for (std::size_t k = 0; k < c.beta_sweep.size(); ++k) {
+        attn::options at = opt;
+        at.beta = c.beta_sweep[k];
+        const auto map = attn::align(queries, keys, values, score, at);
+        detail::require_finite(map.weights, c, "weights");
+        for (std::size_t j = 0; j < n; ++j) r.sweep(k, j) = map.weights(0, j);
+      }
+    });
+  }
   return r;
 }
 

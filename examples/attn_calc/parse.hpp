@@ -110,7 +110,7 @@ enum class output_format { text, md, latex, json, csv, csv_long, svg };
 /// --rms-norm, --activations, --block.
 enum class lesson_kind { none, pe, rope, norm, activations, block };
 /// Which of the unit's worked examples filled in the inputs the command line left out.
-enum class unit_example { none, e3_alignment_map, e5_additive };
+enum class unit_example { none, e3_alignment_map, e5_additive, e2_beta_sweep };
 
 /// A matrix read from the command line or a file: row-major, rows × cols numbers.
 struct matrix {
@@ -150,6 +150,7 @@ struct config {
   matrix W2;                              ///< additive: k × d_q
   std::vector<double> v;                  ///< additive: k
   double beta = 1.0;                      ///< sharpness: scores are multiplied by beta
+  std::vector<double> beta_sweep;         ///< --beta-sweep: the β values (empty: no sweep), one query's shares at each
   std::vector<char> mask;                 ///< empty, or one 0/1 per note (0 masks it out)
   std::vector<char> row_mask;             ///< empty, or T × n 0/1, row-major: row t for query t
   bool causal = false;                    ///< --mask causal: query t sees notes 1 … t + n − T (from 1)
@@ -701,6 +702,37 @@ inline std::vector<double> numbers_argument(std::string_view text, std::string_v
   return m.data;
 }
 
+/// --beta-sweep's values: LO:HI:STEP (LO, LO + STEP, … up to HI, each LO + k·STEP, HI itself
+/// when STEP divides the range within a millionth of a step), or the values separated by ','.
+/// At most 1001 values, in increasing order.
+inline std::vector<double> parse_sweep(std::string_view text) {
+  std::vector<double> out;
+  const std::string_view t = trim(text);
+  if (t.find(':') != std::string_view::npos) {
+    const std::size_t a = t.find(':'), b = t.find(':', a + 1);
+    need(b != std::string_view::npos && t.find(':', b + 1) == std::string_view::npos,
+         "--beta-sweep: " + shown(t) + " is not LO:HI:STEP (e.g. 0:4:0.25) or values separated by ','");
+    const double lo = parse_number(t.substr(0, a), "--beta-sweep (LO)");
+    const double hi = parse_number(t.substr(a + 1, b - a - 1), "--beta-sweep (HI)");
+    const double step = parse_number(t.substr(b + 1), "--beta-sweep (STEP)");
+    need(step > 0, "--beta-sweep: the STEP " + attn::report::shortest(step) + " is not above 0");
+    need(lo < hi, "--beta-sweep: LO must be below HI, and " + attn::report::shortest(lo) + " is not below " +
+                      attn::report::shortest(hi));
+    const double steps = std::floor((hi - lo) / step + 1e-6);
+    need(steps <= 1000, "--beta-sweep: " + shown(t) + " is more than 1001 values of β");
+    for (std::size_t k = 0; k <= static_cast<std::size_t>(steps); ++k)
+      out.push_back(std::min(hi, lo + static_cast<double>(k) * step));
+  } else {
+    out = numbers_argument(t, "--beta-sweep");
+    need(out.size() <= 1001, "--beta-sweep: more than 1001 values of β");
+    for (std::size_t k = 1; k < out.size(); ++k)
+      need(out[k - 1] < out[k], "--beta-sweep: the values must increase, and " + attn::report::shortest(out[k]) +
+                                    " follows " + attn::report::shortest(out[k - 1]));
+  }
+  need(out.size() >= 2, "--beta-sweep needs at least two values of β");
+  return out;
+}
+
 /// The most numbers a lesson prints (--pe's positions × d, a norm's rows): W8's PE is 1600; a
 /// lesson's table of 100000 numbers is already past reading.
 inline constexpr std::size_t most_lesson_numbers = 100000;
@@ -822,7 +854,7 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -839,7 +871,7 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
       {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
       {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
-      {"--head-labels", &head_labels}};
+      {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -989,7 +1021,8 @@ inline constexpr double max_jacobian_work = 5e8;
     const std::pair<std::string_view, bool> map_options[] = {
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
         {"--score", score.given}, {"--W", W.given}, {"--W1", W1.given}, {"--W2", W2.given}, {"--v", v.given},
-        {"--beta", beta.given}, {"--mask", !masks.empty()}, {"--note-labels", note_labels.given},
+        {"--beta", beta.given}, {"--beta-sweep", beta_sweep.given}, {"--mask", !masks.empty()},
+        {"--note-labels", note_labels.given},
         {"--query-labels", query_labels.given}, {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
         {"--dot-vs-scaled", dot_vs_scaled}};
     for (const auto& [option, given] : map_options)
@@ -1040,6 +1073,16 @@ inline constexpr double max_jacobian_work = 5e8;
       detail::need(!given, "--dot-vs-scaled shows the two maps: leave out " + std::string(option));
   }
 
+  if (beta_sweep.given) {
+    c.beta_sweep = detail::parse_sweep(beta_sweep.value);
+    const std::pair<std::string_view, bool> not_with_sweep[] = {
+        {"--beta", beta.given}, {"--self", self.given}, {"--dot-vs-scaled", dot_vs_scaled}, {"--jacobian", jacobian},
+        {"--steps", steps}, {"--no-attention", no_attention}, {"--map-only", map_only}, {"--row-axis", row_axis.given},
+        {"--col-axis", col_axis.given}, {"--no-values", no_values}, {"--scale", scale.given}};
+    for (const auto& [option, given] : not_with_sweep)
+      detail::need(!given, "--beta-sweep shows one query's shares at every β: leave out " + std::string(option));
+  }
+
   // Parameters a score does not use are refused: they are almost always a mistake.
   const bool general = c.score == score_kind::general, additive = c.score == score_kind::additive;
   detail::need(!W.given || general, "--W is only used by --score general");
@@ -1088,6 +1131,11 @@ inline constexpr double max_jacobian_work = 5e8;
     if (!q.given && !own_notes) c.example = unit_example::e3_alignment_map;
     if (!own_notes) use_unit_notes(c);
     if (!q.given) use_unit_queries(c);
+    if (!q.given && !own_notes && beta_sweep.given) {  // E2: चाय's state, q = (0, 0.5, 2), as β moves
+      c.queries = matrix{1, 3, {0, 0.5, 2}};
+      c.query_labels = {"चाय"};
+      c.example = unit_example::e2_beta_sweep;
+    }
     if (W.given) c.W = matrix_argument(W.value, "--W");
     if (W1.given) c.W1 = matrix_argument(W1.value, "--W1");
     if (W2.given) c.W2 = matrix_argument(W2.value, "--W2");
@@ -1158,6 +1206,13 @@ inline constexpr double max_jacobian_work = 5e8;
     return c;
   }
   detail::check_sizes(c);
+  if (!c.beta_sweep.empty()) {
+    detail::need(c.queries.rows == 1, "--beta-sweep follows one query's shares: give --q one row, not " +
+                                          std::to_string(c.queries.rows) + " (e.g. --q 0,0.5,2, E2's चाय)");
+    detail::need(c.format != output_format::svg || c.notes.rows <= 30,
+                 "--beta-sweep draws a line per note, and " + std::to_string(c.notes.rows) +
+                     " are more than a chart can tell apart (at most 30): use csv or json");
+  }
   if (c.jacobian) {
     const double work = jacobian_work(c);
     char amount[32];
@@ -1207,6 +1262,10 @@ Inputs
                         e.g. --v 1,1
   --beta B            sharpness, "how sure": the scores are multiplied by B (default 1)
                         e.g. --beta 2
+  --beta-sweep S      one query's share of each note as beta moves: LO:HI:STEP or values
+                      separated by ','; a table (text, md, latex), json, csv, csv-long, and
+                      in svg a chart, a line per note (without --q: E2, the query of चाय)
+                        e.g. --beta-sweep 0:4:0.25 --format svg    --q 0,1 --beta-sweep 0,1,2,4
   --mask M            one 1 (keep) or 0 (mask out) per note, as a row or a column; a
                       masked note gets weight 0. Or a matrix, one row per query (a 0
                       masks that note for that query), or causal: query t sees notes

@@ -579,6 +579,7 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
            "$W_1 = W_2 = I$, $\\mathbf v = (1, 1)$, $\\mathbf q = (0.5, -0.5)$ and three notes "
            "$(1, 0)$, $(0, 1)$, $(1, 1)$."}));
       break;
+    case unit_example::e2_beta_sweep:  // --beta-sweep has its document (sweep_document)
     case unit_example::none: {
       const std::string what = "attn-calc: " + std::to_string(T) + (T == 1 ? " query" : " queries") +
                                " looking at " + std::to_string(n) + (n == 1 ? " note" : " notes");
@@ -785,6 +786,7 @@ inline void json_head(report::json_writer& j, const config& c) {
   switch (c.example) {
     case unit_example::e3_alignment_map: j.string("Unit 18, section 1: \"I drink tea\" → मैं चाय पीता हूँ (E1, E3)"); break;
     case unit_example::e5_additive: j.string("Unit 18, section 1: an additive score by hand (E5)"); break;
+    case unit_example::e2_beta_sweep: j.string("Unit 18, section 1: how sure, β (E2): चाय's shares as β moves"); break;
     case unit_example::none: j.null(); break;
   }
 }
@@ -1383,6 +1385,224 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
   return render_text(lesson_document(c, L));
 }
 
+// ---------------------------------------------------------------------------------------------
+// --beta-sweep: one query's share of each note as β moves (E2), as a table and a chart.
+
+namespace detail {
+
+/// The β values as row labels: "0", "0.25", … (shortest).
+inline std::vector<report::cell> beta_cells(const config& c) {
+  std::vector<report::cell> out;
+  for (const double b : c.beta_sweep) out.emplace_back(report::shortest(b));
+  return out;
+}
+
+/// What a sweep's weights are: "α_j at each β", with the query's label.
+inline report::cell sweep_title(const config& c) {
+  if (c.title) return report::cell(*c.title);
+  const std::string q = c.query_labels[0];
+  return {"Shares α_j of query " + q + " as β moves (a row per β; each row sums to 1)",
+          "Shares $\\alpha_j$ of query " + ql(c, 0) + " as $\\beta$ moves (a row per $\\beta$; each row sums to 1)"};
+}
+
+}  // namespace detail
+
+/// --beta-sweep's document: the heading, what the sweep shows, the inputs, the scores and the
+/// shares at every β (a row per β, a column per note, each row's sum; — where masked).
+[[nodiscard]] inline std::vector<block> sweep_document(const config& c, const results& r) {
+  std::vector<block> doc;
+  const std::string lo = report::shortest(c.beta_sweep.front()), hi = report::shortest(c.beta_sweep.back());
+  const std::string what = "attn-calc: the shares of " + c.query_labels[0] + " as β moves from " + lo + " to " + hi;
+  doc.push_back(detail::heading({what, "attn-calc: the shares of " + detail::ql(c, 0) + " as $\\beta$ moves from " + lo +
+                                           " to " + hi}));
+  const report::cell f = detail::score_formula(c), masks = detail::mask_sentences(c);
+  std::string text = "Score: " + f.text + ". At every β the weights are softmax(β s_j): at β = 0 every kept " +
+                     std::string(c.note_noun()) + " gets the same share, and as β grows the share of the highest score "
+                     "climbs towards 1.";
+  std::string latex = "Score: " + f.latex + ". At every $\\beta$ the weights are $\\operatorname{softmax}(\\beta s_j)$: "
+                      "at $\\beta = 0$ every kept " + std::string(c.note_noun()) +
+                      " gets the same share, and as $\\beta$ grows the share of the highest score climbs towards 1.";
+  if (c.example == unit_example::e2_beta_sweep) {
+    text += " The unit's E2: चाय's state q = (0, 0.5, 2) over I, drink, tea; at β = 2 tea's share is 0.936.";
+    latex += " The unit's E2: " + detail::ql(c, 0) + "'s state $\\mathbf q = (0, 0.5, 2)$ over I, drink, tea; at "
+             "$\\beta = 2$ tea's share is 0.936.";
+  }
+  doc.push_back(detail::paragraph({text + masks.text, latex + masks.latex}));
+  detail::add_input_tables(c, doc);
+  const auto queries = detail::label_cells(c.query_labels, "q");
+  const auto notes_masked = detail::label_cells(c.note_labels, "h", c.mask);
+  doc.push_back(detail::table_block(detail::labelled(
+      report::matrix_table(r.scores, queries, notes_masked, c.decimals, {},
+                           {"Scores s_j = score(q, h_j)", "Scores $s_j = \\operatorname{score}(\\mathbf q, \\mathbf h_j)$"}),
+      c, "scores")));
+  auto t = report::matrix_table(r.sweep, detail::beta_cells(c), notes_masked, c.decimals, report::cell("β", "$\\beta$"),
+                                detail::sweep_title(c));
+  t.header.emplace_back("sum", "$\\sum_j$");
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    double sum = 0;
+    for (std::size_t j = 0; j < r.sweep.cols(); ++j) sum += r.sweep(k, j);
+    t.rows[k].push_back(report::number_cell(sum, c.decimals));
+    for (std::size_t j = 0; j < r.sweep.cols(); ++j)
+      if (!c.allowed(0, j)) t.rows[k][j + 1] = report::cell(detail::masked_text, detail::masked_latex);
+  }
+  doc.push_back(detail::table_block(detail::labelled(std::move(t), c, "sweep")));
+  return doc;
+}
+
+/// --beta-sweep as JSON: inputs, options, and the query's weights at every β (full precision,
+/// and as printed with null where masked).
+[[nodiscard]] inline std::string render_sweep_json(const config& c, const results& r) {
+  report::json_writer j;
+  j.begin_object();
+  detail::json_head(j, c);
+  j.key("mode").string("beta-sweep");
+  detail::json_inputs(j, c);
+  j.key("options").begin_object();
+  detail::json_masks(j, c);
+  j.key("decimals").integer(c.decimals);
+  j.end_object();
+  j.key("results").begin_object();
+  j.key("query").string(c.query_labels[0]);
+  j.key("scores").numbers(r.scores.row(0));
+  j.key("betas").numbers(c.beta_sweep);
+  j.key("weights").matrix(r.sweep);
+  j.key("rounded").begin_object();
+  j.key("weights").begin_array();
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    j.begin_array(true);
+    for (std::size_t n = 0; n < r.sweep.cols(); ++n) {
+      if (c.allowed(0, n)) j.string(report::fixed(r.sweep(k, n), c.decimals));
+      else j.null();
+    }
+    j.end_array();
+  }
+  j.end_array();
+  j.end_object();
+  j.end_object();
+  j.end_object();
+  return j.str();
+}
+
+/// --beta-sweep as CSV: wide (beta,<notes>, a row per β) or long (i,j,beta,note,weight).
+[[nodiscard]] inline std::string render_sweep_csv(const config& c, const results& r, bool long_form) {
+  std::string out = long_form ? "i,j,beta,note,weight\n" : "beta";
+  if (!long_form) {
+    for (const auto& l : c.note_labels) out += "," + report::csv_field(l);
+    out += "\n";
+  }
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    const std::string b = report::shortest(c.beta_sweep[k]);
+    if (!long_form) out += b;
+    for (std::size_t n = 0; n < r.sweep.cols(); ++n) {
+      const std::string w = c.allowed(0, n) ? report::fixed(r.sweep(k, n), c.decimals) : std::string();
+      if (long_form)
+        out += std::to_string(k + 1) + "," + std::to_string(n + 1) + "," + b + "," + report::csv_field(c.note_labels[n]) +
+               "," + w + "\n";
+      else
+        out += "," + w;
+    }
+    if (!long_form) out += "\n";
+  }
+  return out;
+}
+
+namespace detail {
+
+/// The lines of --beta-sweep's chart: Okabe and Ito's colour-blind-safe colours (yellow left
+/// out: too light on white), and a dash pattern each, so lines differ in grey print too.
+inline constexpr const char* sweep_colours[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9",
+                                                "#000000"};
+inline constexpr const char* sweep_dashes[] = {"", "8 4", "2 3", "8 3 2 3", "12 4", "4 4"};
+
+}  // namespace detail
+
+/// --beta-sweep as an SVG line chart: β across (labelled "β (how sure)"), the share from 0 to 1
+/// up, a line per note (a masked note, always 0, is left out and named in the legend), a
+/// marker at every β while there are at most 41, gridlines, a legend of the notes, a title.
+[[nodiscard]] inline std::string render_sweep_svg(const config& c, const results& r) {
+  using report::detail::num;
+  using report::detail::xml_escape;
+  const auto fx = [](double x) { return report::fixed(x, 1); };
+  const std::size_t K = c.beta_sweep.size(), n = c.notes.rows;
+  const std::string title = c.title ? *c.title : "How sure: the shares of " + c.query_labels[0] + " as \u03b2 moves";
+  int legend_w = 0;
+  for (std::size_t j = 0; j < n; ++j)
+    legend_w = std::max(legend_w, report::detail::text_width(c.note_labels[j] + (c.allowed(0, j) ? "" : " (masked)"), 13));
+  const int left = 72, top = 64, plot_w = 480, plot_h = 300, right = left + plot_w, bottom = top + plot_h;
+  const int W = std::max(right + 32 + 36 + legend_w + 16, 16 + report::detail::text_width(title, 16) + 16);
+  const int H = std::max(bottom + 64, top + 22 * static_cast<int>(n) + 16);
+  const double lo = c.beta_sweep.front(), hi = c.beta_sweep.back();
+  const auto X = [&](double b) { return left + (b - lo) / (hi - lo) * plot_w; };
+  const auto Y = [&](double w) { return bottom - w * plot_h; };
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
+                  "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\" aria-labelledby=\"sweep-title\" "
+                  "font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
+  s += "  <title id=\"sweep-title\">" + xml_escape(title) + "</title>\n";
+  s += "  <rect width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
+  s += "  <text x=\"16\" y=\"32\" font-size=\"16\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(title) + "</text>\n";
+  // gridlines and ticks: the share at 0, 0.25, … 1; β at five evenly spaced values
+  s += "  <g font-size=\"12\" fill=\"#555555\" stroke=\"none\">\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double w = k / 4.0, b = lo + (hi - lo) * k / 4.0;
+    s += "    <line x1=\"" + num(left) + "\" y1=\"" + fx(Y(w)) + "\" x2=\"" + num(right) + "\" y2=\"" + fx(Y(w)) +
+         "\" stroke=\"#e5e5e5\"/>\n";
+    s += "    <text x=\"" + num(left - 8) + "\" y=\"" + fx(Y(w)) + "\" dy=\"0.35em\" text-anchor=\"end\">" +
+         report::detail::tick_text(w) + "</text>\n";
+    s += "    <line x1=\"" + fx(X(b)) + "\" y1=\"" + num(bottom) + "\" x2=\"" + fx(X(b)) + "\" y2=\"" + num(bottom + 4) +
+         "\" stroke=\"#999999\"/>\n";
+    s += "    <text x=\"" + fx(X(b)) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
+         report::detail::tick_text(b) + "</text>\n";
+  }
+  s += "    <rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) + "\" height=\"" + num(plot_h) +
+       "\" fill=\"none\" stroke=\"#999999\"/>\n";
+  s += "    <text x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(bottom + 42) +
+       "\" text-anchor=\"middle\" font-style=\"italic\">\u03b2 (how sure)</text>\n";
+  const int ay = top + plot_h / 2;
+  s += "    <text x=\"24\" y=\"" + num(ay) + "\" text-anchor=\"middle\" font-style=\"italic\" transform=\"rotate(-90 24 " +
+       num(ay) + ")\">share of each " + c.note_noun() + " (weight \u03b1)</text>\n  </g>\n";
+  // a line per kept note, with its values in a tooltip
+  std::size_t drawn = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (!c.allowed(0, j)) continue;
+    const std::string colour = detail::sweep_colours[drawn % std::size(detail::sweep_colours)];
+    const std::string dash = detail::sweep_dashes[drawn % std::size(detail::sweep_dashes)];
+    ++drawn;
+    std::string points, tip;
+    for (std::size_t k = 0; k < K; ++k) {
+      points += (k ? " " : "") + fx(X(c.beta_sweep[k])) + "," + fx(Y(r.sweep(k, j)));
+      if (k == 0 || k + 1 == K) tip += (k ? " … " : ": ") + report::fixed(r.sweep(k, j), c.decimals) + " at \u03b2 = " +
+                                       report::shortest(c.beta_sweep[k]);
+    }
+    s += "  <g>\n    <title>" + xml_escape(c.note_labels[j]) + tip + "</title>\n";
+    s += "    <polyline points=\"" + points + "\" fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
+         (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+    if (K <= 41)
+      for (std::size_t k = 0; k < K; ++k)
+        s += "    <circle cx=\"" + fx(X(c.beta_sweep[k])) + "\" cy=\"" + fx(Y(r.sweep(k, j))) + "\" r=\"2.5\" fill=\"" +
+             colour + "\"/>\n";
+    s += "  </g>\n";
+  }
+  // the legend: a sample of each line and the note's label; a masked note is named, no line
+  s += "  <g font-size=\"13\" fill=\"#1b1b1b\">\n";
+  std::size_t shown_lines = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const int ly = top + 8 + 22 * static_cast<int>(j);
+    const bool kept = c.allowed(0, j);
+    if (kept) {
+      const std::string colour = detail::sweep_colours[shown_lines % std::size(detail::sweep_colours)];
+      const std::string dash = detail::sweep_dashes[shown_lines % std::size(detail::sweep_dashes)];
+      ++shown_lines;
+      s += "    <line x1=\"" + num(right + 32) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(right + 60) + "\" y2=\"" + num(ly) +
+           "\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
+           (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+    }
+    s += "    <text x=\"" + num(right + 68) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\">" + xml_escape(c.note_labels[j]) +
+         (kept ? "" : " (masked)") + "</text>\n";
+  }
+  s += "  </g>\n";
+  return s + "</svg>\n";
+}
+
 /// --dot-vs-scaled's decimals when --decimals is not given: enough that the smallest weight of
 /// at least 1e-5 shows two significant digits, 1 − ⌊log10 w⌋, between 3 and 5 (W4's dot map
 /// has 0.000335: 5 decimals, 0.00034; a weight below 1e-5 prints as 0.00000).
@@ -1398,6 +1618,18 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
 /// The output c.format asks for.
 [[nodiscard]] inline std::string render(const config& c, const results& r) {
   if (c.lesson != lesson_kind::none) return render_lesson(c, r.lesson);
+  if (!c.beta_sweep.empty()) {
+    switch (c.format) {
+      case output_format::md: return render_markdown(sweep_document(c, r));
+      case output_format::latex: return render_latex(sweep_document(c, r));
+      case output_format::json: return render_sweep_json(c, r);
+      case output_format::csv: return render_sweep_csv(c, r, false);
+      case output_format::csv_long: return render_sweep_csv(c, r, true);
+      case output_format::svg: return render_sweep_svg(c, r);
+      case output_format::text: break;
+    }
+    return render_text(sweep_document(c, r));
+  }
   if (c.dot_vs_scaled && !c.decimals_given) {
     config chosen = c;
     chosen.decimals = auto_decimals(r);

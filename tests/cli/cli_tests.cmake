@@ -55,6 +55,15 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv)
   attn_calc_golden(masked_${format} masked.${ext} --mask 0,1,1 --beta 40 --format ${format})
 endforeach()
 attn_calc_golden(quick_start quick_start.txt)  # README line 1: attn-calc with no arguments
+# --beta-sweep (E2: चाय's shares as β moves) in every format; a masked note is left out of the chart
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  attn_calc_golden(e2_beta_sweep_${format} e2_beta_sweep.${ext} --beta-sweep 0:4:0.25 --format ${format})
+endforeach()
+attn_calc_golden(beta_sweep_masked_svg beta_sweep_masked.svg --q 1,0.5,0 --mask 1,0,1 --beta-sweep 0,0.5,1,2,4,8
+                 --format svg)
 # --self (W3: one head; W7: two heads and W_O), per-row masks, --dot-vs-scaled (W4), every format
 set(w3 --self @${attn_cli_dir}/i_drink_tea.csv --words I,drink,tea --wq @${attn_cli_dir}/w3_wq.csv
        --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv)
@@ -214,6 +223,13 @@ attn_calc_bad(head_labels_count "--head-labels gives 3 labels but there are 2 he
 attn_calc_bad(head_labels_one_head "--head-labels gives 2 labels but there is 1 head (--heads not given)"
               --self @${attn_cli_dir}/i_drink_tea.csv --head-labels a,b)
 attn_calc_bad(head_labels_without_self "--head-labels needs --self" --head-labels a)
+attn_calc_bad(sweep_queries "--beta-sweep follows one query's shares: give --q one row, not 2" --q "1,0,0<semicolon>0,1,0"
+              --beta-sweep 0:2:1)
+attn_calc_bad(sweep_and_beta "--beta-sweep shows one query's shares at every β: leave out --beta" --beta 2 --beta-sweep 0:2:1)
+attn_calc_bad(sweep_spec "--beta-sweep: \"0:2\" is not LO:HI:STEP (e.g. 0:4:0.25) or values separated by ','"
+              --beta-sweep 0:2)
+attn_calc_bad(sweep_step "--beta-sweep: the STEP 0 is not above 0" --beta-sweep 0:2:0)
+attn_calc_bad(sweep_too_many "is more than 1001 values of β" --beta-sweep 0:1:0.0001)
 attn_calc_bad(dot_vs_scaled_score "--dot-vs-scaled shows both dot and scaled_dot: leave out --score" --dot-vs-scaled
               --score dot)
 # @files are read as lines; every message is one line of printable text, whatever the input held

@@ -171,6 +171,23 @@ rows = list(csv.reader(io.StringIO(run(*compare, "--format", "csv-long"), newlin
 if len(rows) != 1 + 2 * 3 * n or any(len(r) != 6 for r in rows):
     fail("csv-long of --dot-vs-scaled has the wrong shape")
 
+# --beta-sweep: the chart names every note, JSON and CSV give a row per β with the masked note empty
+sweep = ["--q", "0,0.5,2", "--notes", notes, "--note-labels", write_lines("notes.txt", NOTE_LABELS),
+         "--query-labels", "चाय", "--mask", ",".join(["1"] * (n - 1) + ["0"]), "--beta-sweep", "0:2:0.5"]
+texts = svg_texts(run(*sweep, "--format", "svg"), "the SVG of --beta-sweep")
+for label in NOTE_LABELS[:-1] + [NOTE_LABELS[-1] + " (masked)"]:
+    if label not in texts:
+        fail("the chart of --beta-sweep does not name " + repr(label))
+doc = json.loads(run(*sweep, "--format", "json"))
+if doc["results"]["betas"] != [0, 0.5, 1, 1.5, 2] or len(doc["results"]["weights"]) != 5:
+    fail("the JSON of --beta-sweep does not read back")
+for row, rounded in zip(doc["results"]["weights"], doc["results"]["rounded"]["weights"]):
+    if abs(sum(row) - 1) > 1e-15 * n or rounded[-1] is not None:
+        fail("a row of --beta-sweep's JSON does not sum to 1, or its masked note is not null")
+rows = list(csv.reader(io.StringIO(run(*sweep, "--format", "csv"), newline="")))
+if rows[0] != ["beta"] + [guarded(x) for x in NOTE_LABELS] or len(rows) != 6 or any(r[-1] != "" for r in rows[1:]):
+    fail("the CSV of --beta-sweep differs: " + repr(rows[:2]))
+
 # Large maps stay well-formed too
 q35 = ";".join(",".join(str((t * 7 + i) % 5) for i in range(4)) for t in range(35))
 h30 = ";".join(",".join(str((j * 3 + i) % 4) for i in range(4)) for j in range(30))
