@@ -887,6 +887,13 @@ TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d
                                                                          std::abs(rs.maps[0].scores(t, j))));
   CHECK(rs.Y.rows() == 0);  // the comparison is of maps
   CHECK(count(attn_calc::render(self, rs), "<title>scaled by 1/√2, head 2: ") == 4);
+  // --head-labels name the maps in titles; the LaTeX \labels keep the head's number (a label
+  // "s(" in a \label made to_latex throw: found by fuzz_cli)
+  auto named = parse({"--self", "1,0,2,0;0,1,0,2", "--heads", "2", "--head-labels", "back,s(", "--dot-vs-scaled",
+                      "--format", "latex"});
+  const std::string latex = attn_calc::render(named, attn_calc::compute(named));
+  CHECK(latex.find("\\label{attn:map-scaled-dot-head2}") != std::string::npos);
+  CHECK(latex.find("Weights, scaled by $1/\\sqrt{2}$, s(: ") != std::string::npos);
   // auto_decimals: two significant digits of the smallest weight ≥ 1e-5, 3 to 5 decimals
   CHECK(attn_calc::auto_decimals(r) == 5);  // W4's 0.000335
   CHECK(attn_calc::auto_decimals(rs) == 3);

@@ -359,11 +359,12 @@ inline report::cell head_sub(const config& c, std::size_t i) {
 /// A map's name for people, in titles: --dot-vs-scaled's "dot" is "dot product" and its
 /// "scaled_dot" "scaled by 1/√d" (with d's value); a head's name as it is. JSON and CSV keep
 /// map_panel::name ("dot", "scaled_dot"), which programs match.
-inline std::string display_name(const config& c, const map_panel& p, std::size_t d) {
-  if (!c.dot_vs_scaled) return p.name;
-  const std::string code = p.scaled ? "scaled_dot" : "dot";
-  const std::string human = p.scaled ? "scaled by 1/√" + std::to_string(d) : "dot product";
-  return human + p.name.substr(code.size());
+inline report::cell display_name(const config& c, const map_panel& p, std::size_t d) {
+  if (!c.dot_vs_scaled) return {p.name, report::latex_escape(p.name)};
+  const std::string code = p.scaled ? "scaled_dot" : "dot", rest = p.name.substr(code.size());
+  if (!p.scaled) return {"dot product" + rest, "dot product" + report::latex_escape(rest)};
+  const std::string k = std::to_string(d);
+  return {"scaled by 1/√" + k + rest, "scaled by $1/\\sqrt{" + k + "}$" + report::latex_escape(rest)};
 }
 
 /// d of --dot-vs-scaled's 1/√d: a head's d_k with --self, else a key's numbers.
@@ -377,9 +378,14 @@ inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, s
   const char* stem = note_stem(c);
   const auto queries = label_cells(c.query_labels, c.self_attention ? "x" : "q");
   const auto notes_masked = label_cells(c.note_labels, stem, c.mask);
-  const std::string shown_name = display_name(c, p, d);
-  const std::string name = shown_name.empty() ? "" : ", " + shown_name, lname = report::latex_escape(name);
-  const std::string id = p.name.empty() ? "" : "-" + slug(p.name);
+  const report::cell shown_name = display_name(c, p, d);
+  const std::string name = shown_name.text.empty() ? "" : ", " + shown_name.text;
+  const std::string lname = shown_name.text.empty() ? "" : ", " + shown_name.latex;
+  // the \label names the map by its code name and head number, never by --head-labels' text
+  // (which may hold what a \label cannot: "s(" threw from to_latex)
+  std::string code = c.dot_vs_scaled ? (p.scaled ? "scaled_dot" : "dot") : "";
+  if (c.heads > 1 || !c.head_labels.empty()) code += (code.empty() ? "head " : ", head ") + std::to_string(i + 1);
+  const std::string id = code.empty() ? "" : "-" + slug(code);
   const report::cell sub = head_sub(c, i), sums = sums_text(c, p.weights);
   const std::string b = c.beta != 1 ? "β " : "", lb = c.beta != 1 ? "\\beta " : "";
   report::cell scores, weights;
@@ -399,7 +405,7 @@ inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, s
     weights = {"Weights" + name + ": α_tj, the map (" + sums.text + ")",
                "Weights" + lname + ": $\\alpha_{tj}$, the map (" + sums.latex + ")"};
   }
-  if (c.title) weights = report::cell(*c.title + (shown_name.empty() ? "" : ": " + shown_name));
+  if (c.title) weights = report::cell(*c.title + (shown_name.text.empty() ? "" : ": " + shown_name.text));
   if (scores_too)
     doc.push_back(table_block(labelled(report::matrix_table(p.scores, queries, notes_masked, c.decimals, {}, scores),
                                        c, "scores" + id)));
@@ -1164,7 +1170,7 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   std::vector<report::heatmap_panel> panels;
   const std::string product = c.self_attention ? "S = Q Kᵀ" : "s = q · k";
   for (const auto& p : r.maps) {
-    std::string title = detail::display_name(c, p, d);
+    std::string title = detail::display_name(c, p, d).text;
     if (c.dot_vs_scaled && c.heads == 1) title += ": " + product + (p.scaled ? " / √" + std::to_string(d) : "");
     panels.push_back({p.weights.view(), title});
   }

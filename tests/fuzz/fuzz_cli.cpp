@@ -4,8 +4,8 @@
 // must give finite results or a usage_error, and every output format must render. Nothing else
 // may escape: an attn::dimension_error here is a size check the parser missed. The options of
 // self-attention (--self, --words, --wq, --wk, --wv, --wo, --heads), per-row masks (--mask
-// causal, a matrix, several --mask) and --dot-vs-scaled are checked the same way, with masked
-// weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
+// causal, a matrix, several --mask), --dot-vs-scaled, --head-labels and --beta-sweep are checked
+// the same way, with masked weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
 // labels, inline and from a file.
 
 #include <cstddef>
@@ -47,6 +47,12 @@ void check_config(const attn_calc::config& c) {
                   "values and keys disagree");
   for (const double x : c.values.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a value is not finite");
   ATTN_FUZZ_CHECK(std::isfinite(c.beta), "beta not finite");
+  if (!c.beta_sweep.empty()) {  // --beta-sweep: one query, 2 to 1001 finite values of β, increasing
+    ATTN_FUZZ_CHECK(t == 1 && c.beta_sweep.size() >= 2 && c.beta_sweep.size() <= 1001, "a sweep of another shape");
+    for (std::size_t k = 0; k < c.beta_sweep.size(); ++k)
+      ATTN_FUZZ_CHECK(std::isfinite(c.beta_sweep[k]) && (k == 0 || c.beta_sweep[k - 1] < c.beta_sweep[k]),
+                      "a sweep's β not finite or not increasing");
+  }
   ATTN_FUZZ_CHECK(c.decimals >= 0 && c.decimals <= 17, "decimals out of range");
   for (const double x : c.notes.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a note number is not finite");
   for (const double x : c.queries.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a query number is not finite");
@@ -120,6 +126,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         ATTN_FUZZ_CHECK(std::isfinite(m.weights(t, j)) && (c.allowed(t, j) || m.weights(t, j) == 0),
                         "a map weight that is not finite, or not 0 where a mask forbids it");
   }
+  ATTN_FUZZ_CHECK(r.sweep.rows() == c.beta_sweep.size(), "a sweep of another length");
+  for (std::size_t i = 0; i < r.sweep.size(); ++i)
+    ATTN_FUZZ_CHECK(std::isfinite(r.sweep.data()[i]), "a sweep's weight that is not finite was printed");
   for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md, attn_calc::output_format::latex,
                        attn_calc::output_format::json, attn_calc::output_format::csv,
                        attn_calc::output_format::csv_long, attn_calc::output_format::svg}) {
