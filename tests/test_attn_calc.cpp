@@ -575,7 +575,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 54);
+  CHECK(options.size() == 56);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -747,6 +747,96 @@ TEST_CASE("attn-calc --self --heads 2 --wo: Q, K, V, each head's scores and map,
   CHECK(maps.find("Queries") == std::string::npos);
 }
 
+/// `g` with a column of 1s appended, and `w` with the row `b` appended: g·w of these is g·w + b,
+/// one more term of the product (product's bound then covers a bias added first or last).
+std::pair<grid, grid> with_bias(grid g, grid w, const std::vector<double>& b) {
+  for (auto& row : g) row.push_back({1, 0});
+  std::vector<bounded> last;
+  for (const double x : b) last.push_back({x, 0});
+  w.push_back(last);
+  return {g, w};
+}
+
+TEST_CASE("attn-calc --cross: queries from one matrix, keys and values from another, projections and biases",
+          "[attn-calc]") {
+  // X_q: 3 queries of d_q = 2; X_kv: 4 words of d_kv = 3; two heads of d_k = 2, d_v = 1; W_O 2×2
+  const char* Xq = "1,0.5;-1,2;0.25,-0.5";
+  const char* Xkv = "1,0,0.5;0,1,-1;2,0.5,1;-0.5,1.5,0";
+  const char* WQ = "1,0,0.5,-1;0,1,2,0.5";
+  const char* WK = "0.5,1,0,1;1,0,1,1;-1,0.5,0.5,0";
+  const char* WV = "1,-1;0.5,2;0,1";
+  const char* WO = "1,0.5;-1,2";
+  const std::vector<double> bQ{0.5, -0.25, 0, 1}, bK{0, 0.5, -1, 0.25}, bV{1, -0.5}, bO{0.125, -2};
+  auto c = parse({"--q", Xq, "--cross", Xkv, "--heads", "2", "--wq", WQ, "--wk", WK, "--wv", WV, "--wo", WO,
+                  "--bq", "0.5,-0.25,0,1", "--bk", "0;0.5;-1;0.25", "--bv", "1,-0.5", "--bo", "0.125,-2",
+                  "--query-labels", "मैं,चाय,पीता", "--note-labels", "I,drink,tea,now", "--beta", "1.5"});
+  CHECK(c.cross);
+  CHECK(c.score == attn_calc::score_kind::scaled_dot);
+  CHECK(c.bK == bK);  // a column is read as well as a row
+  const auto r = attn_calc::compute(c);
+  const auto [xq, wq] = with_bias(exact(c.queries), exact(attn_calc::parse_matrix(WQ, "")), bQ);
+  const auto [xk, wk] = with_bias(exact(c.notes), exact(attn_calc::parse_matrix(WK, "")), bK);
+  const auto [xv, wv] = with_bias(exact(c.notes), exact(attn_calc::parse_matrix(WV, "")), bV);
+  const grid Q = product(xq, wq, 0, 4), K = product(xk, wk, 0, 4), V = product(xv, wv, 0, 2);
+  check_close(r.Q, Q, "Q");
+  check_close(r.K, K, "K");
+  check_close(r.V, V, "V");
+  REQUIRE(r.maps.size() == 2);
+  grid Z(3, std::vector<bounded>(2));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const grid S = product(Q, K, 2 * i, 2, true, 2 * i);  // 3 × 4
+    const ld scale = 1 / std::sqrt(ld{2});
+    const grid A = softmax_rows(S, scale, 1.5, [](std::size_t, std::size_t) { return true; });
+    REQUIRE(r.maps[i].weights.rows() == 3);
+    REQUIRE(r.maps[i].weights.cols() == 4);
+    check_close(r.maps[i].weights, A, "A_" + std::to_string(i + 1));
+    grid Vi(4, std::vector<bounded>(1));
+    for (std::size_t t = 0; t < 4; ++t) Vi[t][0] = V[t][i];
+    const grid Zi = product(A, Vi, 0, 1);
+    for (std::size_t t = 0; t < 3; ++t) Z[t][i] = Zi[t][0];
+  }
+  check_close(r.Z, Z, "Z");
+  const auto [z, wo] = with_bias(Z, exact(attn_calc::parse_matrix(WO, "")), bO);
+  check_close(r.Y, product(z, wo, 0, 2), "Y");
+  // the formats say what it is
+  const std::string text = rendered(c, r, attn_calc::output_format::text);
+  for (const char* part : {"cross-attention, 3 queries reading 4 words, 2 heads", "Queries Q = X_q W_Q + b_Q",
+                           "Keys K = X_kv W_K + b_K", "Values V = X_kv W_V + b_V", "Output Y = Z W_O + b_O",
+                           "Sentence read X_kv (one word per row)", "Bias b_K"})
+    CHECK(text.find(part) != std::string::npos);
+  const std::string json = rendered(c, r, attn_calc::output_format::json);
+  CHECK(attn_test::json_problem(json) == "");
+  CHECK(json.find("\"mode\": \"cross-attention\"") != std::string::npos);
+  CHECK(json.find("\"b_O\": [0.125, -2]") != std::string::npos);
+  const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find("Cross-attention maps of 2 heads") != std::string::npos);
+  CHECK(svg.find(">keys (words read)</text>") != std::string::npos);
+  CHECK(rendered(c, r, attn_calc::output_format::latex).find("$K = X_{kv} W_K + b_K$") != std::string::npos);
+  // E3's map is cross-attention of the Hindi states over I, drink, tea with no projections
+  const auto e3 = attn_calc::compute(parse({}));
+  const auto crossed = attn_calc::compute(parse({"--cross", "1,0,0;0,1,0;0,0,1", "--q", "2,0.5,0;0,0.5,2;0,2,0.5;1.5,1.5,0",
+                                                 "--score", "dot"}));
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(crossed.maps[0].weights(t, j) == e3.weights(t, j));
+  // what it refuses
+  CHECK(refusal({"--cross", Xkv}) == "--cross needs --q (the queries, one per row, that read the sentence)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq, "--wq", WK}) ==
+        "--wq has 3 rows but each query of --q has 2 numbers (Q = X_q W_Q, K = X_kv W_K, V = X_kv W_V)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq, "--wq", WQ, "--wk", WK, "--bk", "1,2"}) ==
+        "--bk has 2 numbers but W_K has 4 columns (a bias adds one number to each column)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq}) ==
+        "W_K (the identity: --wk not given) has 3 columns but W_Q (the identity: --wq not given) has 2 columns (the "
+        "queries and the keys need the same size, h·d_k)");
+  CHECK(refusal({"--cross", Xkv, "--self", Xkv}) == "--self and --cross are two kinds of attention: give one");
+  CHECK(refusal({"--bq", "1"}) == "--bq needs --self (the sentence of self-attention) or --cross (cross-attention)");
+  CHECK(refusal({"--self", Xkv, "--bo", "1,2,3"}) == "--bo needs --wo (b_O is added to Y = Z W_O)");
+  CHECK(refusal({"--cross", Xkv, "--q", "1,0,0", "--words", "a,b,c,d"}).starts_with(
+      "--cross takes the keys and values from its sentence: leave out --words"));
+  CHECK(refusal({"--cross", Xkv, "--q", "1,0,0", "--note-labels", "a,b"}) ==
+        "--note-labels gives 2 labels but there are 4 words");
+}
+
 TEST_CASE("attn-calc --self: identity projections, one head, --score dot, and W3's map", "[attn-calc]") {
   // W3 (the unit's "I drink tea" with 3×2 projections): drink looks hardest at tea
   auto c = parse({"--self", "1,0,0;0,1,0;0,0,1", "--words", "I,drink,tea", "--wq", "1,0;0,1;1,1", "--wk",
@@ -916,8 +1006,10 @@ TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled
   CHECK(refusal({"--self", X, "--jacobian"}) == "--jacobian is for --q and --notes, not --self");
   CHECK(refusal({"--self", X, "--steps"}) == "--steps is for --q and --notes, not --self");
   CHECK(refusal({"--self", X, "--score", "additive"}) == "--self scores with dot or scaled_dot (the default), not --score additive");
-  for (const char* option : {"--words", "--wq", "--wk", "--wv", "--wo", "--heads"})
-    CHECK(refusal({option, "1"}) == std::string(option) + " needs --self (the sentence of self-attention)");
+  CHECK(refusal({"--words", "1"}) == "--words needs --self (the sentence of self-attention)");
+  for (const char* option : {"--wq", "--wk", "--wv", "--wo", "--heads", "--head-labels", "--bq", "--bk", "--bv", "--bo"})
+    CHECK(refusal({option, "1"}) ==
+          std::string(option) + " needs --self (the sentence of self-attention) or --cross (cross-attention)");
   CHECK(refusal({"--self", X, "--wq", "1,0;0,1"}) == "--wq has 2 rows but each word of --self has 3 numbers (Q = X W_Q, K = X W_K, V = X W_V)");
   CHECK(refusal({"--self", X, "--wk", "1,0;0,1;1,1"}) ==
         "--wk has 2 columns but W_Q (the identity: --wq not given) has 3 columns (the queries and the keys need the same size, h·d_k)");

@@ -14,6 +14,7 @@
 /// input held is shown escaped and, past 60 bytes, shortened.
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -175,7 +176,13 @@ struct config {
   /// word per row), labelled by --words; W_Q, W_K (d_model × h·d_k) and W_V (d_model × h·d_v)
   /// default to the identity (left empty here), W_O (h·d_v × d_out) to none.
   bool self_attention = false;
+  /// --cross X_kv: cross-attention, the queries X_q from --q and the keys and values from the
+  /// sentence X_kv (one word per row); self_attention is true too (the projections' mode), and
+  /// W_Q defaults to the identity of d_q, W_K and W_V to that of d_kv.
+  bool cross = false;
   matrix WQ, WK, WV, WO;
+  /// --bq, --bk, --bv, --bo: the projections' biases (h·d_k, h·d_k, h·d_v, d_out), or empty
+  std::vector<double> bQ, bK, bV, bO;
   std::size_t heads = 1;                  ///< --heads: h, PyTorch's layout
   std::vector<std::string> head_labels;   ///< --head-labels: one name per head (empty: head 1, head 2, ...)
   bool dot_vs_scaled = false;             ///< --dot-vs-scaled: the dot map and the scaled-dot map
@@ -554,7 +561,7 @@ inline std::string label_semicolons(const std::vector<std::string>& labels) {
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
   const std::string note = c.keys_and_values() ? "key" : "note";
-  switch (c.score) {
+  switch (c.cross ? score_kind::general : c.score) {  // --cross: check_projections checked Q against K
     case score_kind::dot:
     case score_kind::scaled_dot:
       need(dq == dh, "--q has " + count(dq, "number") + " per query but each " + note + " has " +
@@ -563,6 +570,7 @@ inline void check_sizes(const config& c) {
                          c.queries.semicolon_hint() + c.notes.semicolon_hint());
       break;
     case score_kind::general:
+      if (c.cross) break;
       need(c.W.rows == dq && c.W.cols == dh,
            "--W is " + std::to_string(c.W.rows) + "x" + std::to_string(c.W.cols) +
                " but --score general needs (query length) x (" + note + " length) = " + std::to_string(dq) +
@@ -585,7 +593,7 @@ inline void check_sizes(const config& c) {
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
                                  " but " + there_are(n, c.note_noun()));
-  need(c.note_labels.size() == n, (c.self_attention ? "--words gives " : "--note-labels gives ") +
+  need(c.note_labels.size() == n, (c.self_attention && !c.cross ? "--words gives " : "--note-labels gives ") +
                                       count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()) +
                                       label_semicolons(c.note_labels));
   need(c.query_labels.size() == c.queries.rows,
@@ -602,12 +610,18 @@ inline std::string projection_columns(const matrix& m, std::string_view option, 
 /// --self's checks: W_Q, W_K and W_V have a row per number of a word, W_Q and W_K as many
 /// columns, h divides the columns of W_Q and of W_V, and W_O has a row per column of W_V.
 inline void check_projections(const config& c) {
-  const std::size_t d = c.queries.cols;
-  for (const auto& [m, option] : {std::pair<const matrix&, std::string_view>{c.WQ, "--wq"}, {c.WK, "--wk"}, {c.WV, "--wv"}})
-    need(m.empty() || m.rows == d, std::string(option) + " has " + count(m.rows, "row") + " but each word of --self has " +
-                                       count(d, "number") + " (Q = X W_Q, K = X W_K, V = X W_V)");
-  const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
-  need(dq == dk, projection_columns(c.WK, "--wk", "W_K", d) + " but " + projection_columns(c.WQ, "--wq", "W_Q", d) +
+  const std::size_t d = c.queries.cols, dkv = c.notes.cols;
+  const std::string qs = c.cross ? "each query of --q" : "each word of --self";
+  const std::string kvs = c.cross ? "each word of --cross" : "each word of --self";
+  const std::string formula = c.cross ? " (Q = X_q W_Q, K = X_kv W_K, V = X_kv W_V)" : " (Q = X W_Q, K = X W_K, V = X W_V)";
+  for (const auto& [m, option, rows, what] :
+       {std::tuple<const matrix&, std::string_view, std::size_t, const std::string&>{c.WQ, "--wq", d, qs},
+        {c.WK, "--wk", dkv, kvs}, {c.WV, "--wv", dkv, kvs}})
+    need(m.empty() || m.rows == rows,
+         std::string(option) + " has " + count(m.rows, "row") + " but " + what + " has " + count(rows, "number") + formula);
+  const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? dkv : c.WK.cols,
+                    dv = c.WV.empty() ? dkv : c.WV.cols;
+  need(dq == dk, projection_columns(c.WK, "--wk", "W_K", dkv) + " but " + projection_columns(c.WQ, "--wq", "W_Q", d) +
                      " (the queries and the keys need the same size, h·d_k)");
   for (const auto& [cols, name] : {std::pair<std::size_t, std::string_view>{dq, "W_Q"}, {dv, "W_V"}})
     need(cols % c.heads == 0, "--heads " + std::to_string(c.heads) + " does not divide the " + count(cols, "column") +
@@ -615,6 +629,38 @@ inline void check_projections(const config& c) {
   need(c.WO.empty() || c.WO.rows == dv, "--wo has " + count(c.WO.rows, "row") + " but " +
                                             (c.WV.empty() ? "W_V (the identity: --wv not given)" : "--wv") + " has " +
                                             count(dv, "column") + " (Y = [Z_1 … Z_h] W_O)");
+  for (const auto& [b, option, cols, name] :
+       {std::tuple<const std::vector<double>&, std::string_view, std::size_t, std::string_view>{c.bQ, "--bq", dq, "W_Q"},
+        {c.bK, "--bk", dk, "W_K"}, {c.bV, "--bv", dv, "W_V"}, {c.bO, "--bo", c.WO.cols, "W_O"}})
+    need(b.empty() || b.size() == cols, std::string(option) + " has " + count(b.size(), "number") + " but " +
+                                            std::string(name) + " has " + count(cols, "column") +
+                                            " (a bias adds one number to each column)");
+}
+
+/// An option's text and whether it was given (read_projections' arguments).
+struct option_text {
+  std::string_view value;
+  bool given = false;
+};
+
+/// Reads --wq, --wk, --wv, --wo and the biases --bq, --bk, --bv, --bo (each one row or one
+/// column of numbers) into c, then checks them (check_projections).
+inline void read_projections(config& c, const option_text (&o)[8]) {
+  const std::string_view names[] = {"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo"};
+  matrix* weights[] = {&c.WQ, &c.WK, &c.WV, &c.WO};
+  std::vector<double>* biases[] = {&c.bQ, &c.bK, &c.bV, &c.bO};
+  for (std::size_t k = 0; k < 8; ++k) {
+    if (!o[k].given) continue;
+    if (k < 4) {
+      *weights[k] = matrix_argument(o[k].value, names[k]);
+    } else {
+      const matrix m = matrix_argument(o[k].value, names[k]);
+      need(m.rows == 1 || m.cols == 1, std::string(names[k]) + " must be one row or one column of numbers, not " +
+                                           std::to_string(m.rows) + "x" + std::to_string(m.cols));
+      *biases[k - 4] = m.data;
+    }
+  }
+  check_projections(c);
 }
 
 /// Reads every --mask into c (the queries and notes already read): `causal`; one 0/1 per note,
@@ -854,7 +900,8 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep,
+      cross, bq, bk, bv, bo;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -871,7 +918,9 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
       {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
       {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
-      {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}};
+      {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}, {"--cross", &cross},
+      {"--bq", &bq},             {"--bk", &bk},                   {"--bv", &bv},
+      {"--bo", &bo}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -1022,6 +1071,7 @@ inline constexpr double max_jacobian_work = 5e8;
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
         {"--score", score.given}, {"--W", W.given}, {"--W1", W1.given}, {"--W2", W2.given}, {"--v", v.given},
         {"--beta", beta.given}, {"--beta-sweep", beta_sweep.given}, {"--mask", !masks.empty()},
+        {"--cross", cross.given}, {"--bq", bq.given}, {"--bk", bk.given}, {"--bv", bv.given}, {"--bo", bo.given},
         {"--note-labels", note_labels.given},
         {"--query-labels", query_labels.given}, {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
         {"--dot-vs-scaled", dot_vs_scaled}};
@@ -1046,12 +1096,29 @@ inline constexpr double max_jacobian_work = 5e8;
     detail::need(!steps || c.lesson != L::block, "--block prints every intermediate value already: leave out --steps");
   }
 
-  // --self computes the queries, keys and values itself; its options mean nothing without it
-  const std::pair<std::string_view, const raw&> self_only[] = {
-      {"--words", words}, {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads},
-      {"--head-labels", head_labels}};
-  for (const auto& [option, given] : self_only)
-    detail::need(self.given || !given.given, std::string(option) + " needs --self (the sentence of self-attention)");
+  // --self and --cross compute the queries, keys and values themselves; their options mean
+  // nothing without them
+  detail::need(self.given || cross.given || !words.given, "--words needs --self (the sentence of self-attention)");
+  detail::need(!self.given || !cross.given, "--self and --cross are two kinds of attention: give one");
+  const std::pair<std::string_view, const raw&> projected_only[] = {
+      {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads}, {"--head-labels", head_labels},
+      {"--bq", bq}, {"--bk", bk}, {"--bv", bv}, {"--bo", bo}};
+  for (const auto& [option, given] : projected_only)
+    detail::need(self.given || cross.given || !given.given,
+                 std::string(option) + " needs --self (the sentence of self-attention) or --cross (cross-attention)");
+  detail::need(!bo.given || wo.given, "--bo needs --wo (b_O is added to Y = Z W_O)");
+  if (cross.given) {
+    const std::pair<std::string_view, bool> not_with_cross[] = {
+        {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given}, {"--words", words.given},
+        {"--jacobian", jacobian}, {"--steps", steps}, {"--no-attention", no_attention}};
+    for (const auto& [option, given] : not_with_cross)
+      detail::need(!given, "--cross takes the keys and values from its sentence: leave out " + std::string(option) +
+                               (option == "--words" ? " (--query-labels and --note-labels name the words)" : ""));
+    detail::need(q.given, "--cross needs --q (the queries, one per row, that read the sentence)");
+    detail::need(c.score == score_kind::dot || c.score == score_kind::scaled_dot,
+                 "--cross scores with dot or scaled_dot (the default), not --score " + std::string(score_name(c.score)));
+    if (!score.given) c.score = score_kind::scaled_dot;
+  }
   if (self.given) {
     const std::pair<std::string_view, bool> not_with_self[] = {
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
@@ -1111,11 +1178,24 @@ inline constexpr double max_jacobian_work = 5e8;
                    "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
                        detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
     }
-    for (const auto& [text, option, target] :
-         {std::tuple<const raw&, std::string_view, matrix&>{wq, "--wq", c.WQ}, {wk, "--wk", c.WK}, {wv, "--wv", c.WV},
-          {wo, "--wo", c.WO}})
-      if (text.given) target = matrix_argument(text.value, option);
-    detail::check_projections(c);
+    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
+                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
+                                 {bv.value, bv.given}, {bo.value, bo.given}});
+  } else if (cross.given) {
+    c.self_attention = c.cross = true;
+    c.queries = matrix_argument(q.value, "--q");
+    c.notes = matrix_argument(cross.value, "--cross");
+    c.note_labels = detail::numbered("x", c.notes.rows);
+    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
+    if (head_labels.given) {
+      c.head_labels = labels_argument(head_labels.value, "--head-labels");
+      detail::need(c.head_labels.size() == c.heads,
+                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
+                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
+    }
+    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
+                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
+                                 {bv.value, bv.given}, {bo.value, bo.given}});
   } else if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;
@@ -1286,22 +1366,36 @@ Self-attention (every word asks every word: Q = X W_Q, K = X W_K, V = X W_V)
   --words L           with --self: names of the words, for the rows and the columns,
                       separated by ',', or @file: one per line (default x1, x2, ...)
                         e.g. --words I,drink,tea    --words @words.txt
-  --wq W              with --self: W_Q, d_model x h*d_k (default: the identity)
+  --wq W              with --self or --cross: W_Q, d_model x h*d_k (default: the
+                      identity)
                         e.g. --wq @wq.csv    --wq "1,0;0,1;1,1"
-  --wk W              with --self: W_K, d_model x h*d_k (default: the identity)
+  --wk W              with --self or --cross: W_K, d_kv x h*d_k (default: the identity)
+                      (d_kv: the numbers of a word of --cross; with --self, d_model)
                         e.g. --wk @wk.csv
-  --wv W              with --self: W_V, d_model x h*d_v (default: the identity)
+  --wv W              with --self or --cross: W_V, d_kv x h*d_v (default: the identity)
                         e.g. --wv @wv.csv
-  --wo W              with --self: W_O, h*d_v x d_out; Y = [Z_1 ... Z_h] W_O (default:
-                      none, Y is the heads' outputs side by side)
+  --wo W              with --self or --cross: W_O, h*d_v x d_out; Y = [Z_1 ... Z_h] W_O
+                      (default: none, Y is the heads' outputs side by side)
                         e.g. --heads 2 --wo @wo.csv
-  --heads H           with --self: H heads; head i takes columns (i-1)*d_k+1..i*d_k of
+  --heads H           with --self or --cross: H heads; head i takes columns (i-1)*d_k+1..i*d_k of
                       Q and K and (i-1)*d_v+1..i*d_v of V (PyTorch's layout); svg draws
                       the heads' maps as one grid on one colour scale (default 1)
                         e.g. --self @x.csv --wq @wq.csv --wk @wk.csv --wv @wv.csv --heads 2
-  --head-labels L     with --self: names of the heads' maps, one per head, separated by
-                      ',', or @file: one per line (default head 1, head 2, ...)
+  --head-labels L     with --self or --cross: names of the heads' maps, one per head,
+                      separated by ',', or @file: one per line (default head 1, head 2, ...)
                         e.g. --heads 2 --head-labels "previous word,same word"
+  --bq B, --bk B, --bv B, --bo B
+                      with --self or --cross: the biases of the projections, one row or
+                      column each: Q = X W_Q + b_Q (h*d_k numbers), K = X W_K + b_K (h*d_k),
+                      V = X W_V + b_V (h*d_v), Y = Z W_O + b_O (d_out; needs --wo)
+                        e.g. --bq 0.5,0 --bk 0,0 --bv @bv.csv
+  --cross X           cross-attention: the queries from --q (X_q, one per row), the keys
+                      and values from the sentence X (X_kv, one word per row): Q = X_q W_Q,
+                      K = X W_K, V = X W_V; takes --wq, --wk, --wv, --wo, the biases,
+                      --heads, --head-labels, --mask; --query-labels and --note-labels
+                      name the rows and the words (default q1, ... and x1, ...)
+                        e.g. --q @hindi.csv --cross @english.csv --wq @wq.csv --wk @wk.csv
+                             --wv @wv.csv --note-labels I,drink,tea
   --dot-vs-scaled     the dot map and the scaled-dot map (divided by sqrt d) of the same
                       input, side by side: both tables, and an svg of the two maps; unless
                       --decimals is given, enough decimals that the smallest weight of at

@@ -423,18 +423,43 @@ inline std::string identity_names(const config& c) {
   return out;
 }
 
+/// The biases in Q's, K's and V's formulas: " + b_Q|| + b_V" (fields split by '|'; empty
+/// where there is none), text and LaTeX alike.
+inline report::cell bias_terms(const config& c) {
+  const std::string t = std::string(c.bQ.empty() ? "" : " + b_Q") + "|" + (c.bK.empty() ? "" : " + b_K") + "|" +
+                        (c.bV.empty() ? "" : " + b_V");
+  return {t, t};
+}
+
+/// Field k (from 0) of `s` split at '|'.
+inline std::string field(const std::string& s, std::size_t k) {
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < k; ++i) from = s.find('|', from) + 1;
+  return s.substr(from, s.find('|', from) - from);
+}
+
 /// --self's heading and paragraph: the formulas with their sizes, β, the masks.
 inline void add_self_intro(const config& c, const results& r, std::vector<block>& doc) {
-  const std::size_t T = c.queries.rows, h = c.heads, dk = r.Q.cols() / h, dv = r.V.cols() / h;
-  const std::string what = "attn-calc: self-attention of " + std::to_string(T) + (T == 1 ? " word" : " words") +
+  const std::size_t T = c.queries.rows, n = c.notes.rows, h = c.heads, dk = r.Q.cols() / h, dv = r.V.cols() / h;
+  const std::string what = (c.cross ? "attn-calc: cross-attention, " + std::to_string(T) +
+                                          (T == 1 ? " query" : " queries") + " reading " + std::to_string(n) +
+                                          (n == 1 ? " word" : " words")
+                                    : "attn-calc: self-attention of " + std::to_string(T) + (T == 1 ? " word" : " words")) +
                            (h == 1 ? "" : ", " + std::to_string(h) + " heads") +
                            (c.dot_vs_scaled ? ", dot against scaled_dot" : "");
   doc.push_back(heading({what, report::latex_escape(what)}));
   const std::string ids = identity_names(c);
   const std::string k = std::to_string(dk), v = std::to_string(dv);
-  std::string text = "Every word asks every word: Q = X W_Q, K = X W_K, V = X W_V" +
+  const report::cell b = bias_terms(c);
+  std::string text = (c.cross ? "Each query reads the sentence: Q = X_q W_Q" + b.text.substr(0, b.text.find('|')) +
+                                    ", K = X_kv W_K" + field(b.text, 1) + ", V = X_kv W_V" + field(b.text, 2)
+                              : "Every word asks every word: Q = X W_Q" + b.text.substr(0, b.text.find('|')) +
+                                    ", K = X W_K" + field(b.text, 1) + ", V = X W_V" + field(b.text, 2)) +
                      (ids.empty() ? "" : " (" + ids + ": the identity, not given)") + ".";
-  std::string latex = "Every word asks every word: $Q = X W_Q$, $K = X W_K$, $V = X W_V$" +
+  std::string latex = (c.cross ? "Each query reads the sentence: $Q = X_q W_Q" + b.latex.substr(0, b.latex.find('|')) +
+                                     "$, $K = X_{kv} W_K" + field(b.latex, 1) + "$, $V = X_{kv} W_V" + field(b.latex, 2) + "$"
+                               : "Every word asks every word: $Q = X W_Q" + b.latex.substr(0, b.latex.find('|')) +
+                                     "$, $K = X W_K" + field(b.latex, 1) + "$, $V = X W_V" + field(b.latex, 2) + "$") +
                       (ids.empty() ? "" : " ($" + ids + "$: the identity, not given)") + ".";
   if (h > 1) {  // "columns (i − 1)·2 + 1 … i·2", or "column i" for heads of one column
     const auto columns = [](const std::string& w) -> report::cell {
@@ -454,9 +479,10 @@ inline void add_self_intro(const config& c, const results& r, std::vector<block>
     latex += " The maps with dot, $S = Q K^{\\mathsf T}$, and with scaled\\_dot, " + scale_latex +
              "; $A = \\operatorname{softmax}(\\beta S)$ over each row.";
   } else {
-    const std::string y = c.WO.empty() ? (h == 1 ? "Y = A V" : "Y = [A_1 V_1 … A_h V_h]") : "Y = [A_1 V_1 … A_h V_h] W_O";
+    const std::string bo = c.bO.empty() ? "" : " + b_O", lbo = c.bO.empty() ? "" : " + b_O";
+    const std::string y = c.WO.empty() ? (h == 1 ? "Y = A V" : "Y = [A_1 V_1 … A_h V_h]") : "Y = [A_1 V_1 … A_h V_h] W_O" + bo;
     const std::string ly = c.WO.empty() ? (h == 1 ? "$Y = A V$" : "$Y = [A_1 V_1 \\dots A_h V_h]$")
-                                        : "$Y = [A_1 V_1 \\dots A_h V_h] W_O$";
+                                        : "$Y = [A_1 V_1 \\dots A_h V_h] W_O" + lbo + "$";
     text += (c.score == score_kind::scaled_dot ? " " + scale_text : std::string(" S = Q Kᵀ (dot: not divided by √d_k)")) +
             ", A = softmax(β S) over each row, " + y + ".";
     latex += (c.score == score_kind::scaled_dot ? " " + scale_latex
@@ -472,20 +498,39 @@ inline void add_self_intro(const config& c, const results& r, std::vector<block>
 /// --self's document: X, the projections given, Q, K, V, every map's scores and weights, Z, Y.
 inline void add_self_tables(const config& c, const results& r, std::vector<block>& doc) {
   using report::matrix_table;
-  const auto words = label_cells(c.query_labels, "x");
+  const auto words = label_cells(c.query_labels, c.cross ? "q" : "x");
+  const auto read = label_cells(c.note_labels, "x");  // the rows of K and V (--self: the same words)
   auto table = [&](const auto& m, const std::vector<report::cell>& rows, report::cell title, const std::string& name,
                    int decimals) {
     doc.push_back(table_block(labelled(matrix_table(m, rows, component_cells(m.cols()), decimals, {}, std::move(title)),
                                        c, name)));
   };
-  table(c.queries.view(), words, {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, "X", -1);
+  if (c.cross) {
+    table(c.queries.view(), words, {"Queries X_q (one per row)", "Queries $X_q$ (one per row)"}, "Xq", -1);
+    table(c.notes.view(), read, {"Sentence read X_kv (one word per row)", "Sentence read $X_{kv}$ (one word per row)"},
+          "Xkv", -1);
+  } else {
+    table(c.queries.view(), words, {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, "X", -1);
+  }
   for (const auto& [m, name, option] : {std::tuple<const matrix&, const char*, const char*>{c.WQ, "W_Q", "WQ"},
                                         {c.WK, "W_K", "WK"}, {c.WV, "W_V", "WV"}, {c.WO, "W_O", "WO"}})
     if (!m.empty())
       table(m.view(), component_cells(m.rows), {name, std::string("$") + name + "$"}, option, -1);
-  table(r.Q, words, {"Queries Q = X W_Q", "Queries $Q = X W_Q$"}, "Q", c.decimals);
-  table(r.K, words, {"Keys K = X W_K", "Keys $K = X W_K$"}, "K", c.decimals);
-  table(r.V, words, {"Values V = X W_V", "Values $V = X W_V$"}, "V", c.decimals);
+  for (const auto& [b, name, option] : {std::tuple<const std::vector<double>&, const char*, const char*>{c.bQ, "b_Q", "bQ"},
+                                        {c.bK, "b_K", "bK"}, {c.bV, "b_V", "bV"}, {c.bO, "b_O", "bO"}})
+    if (!b.empty())
+      table(attn::MatrixView<const double>(b.data(), 1, b.size()), {report::cell(name, std::string("$") + name + "$")},
+            {std::string("Bias ") + name, std::string("Bias $") + name + "$"}, option, -1);
+  const report::cell bt = bias_terms(c);
+  const std::string xkv = c.cross ? "X_kv" : "X", lxkv = c.cross ? "X_{kv}" : "X";
+  table(r.Q, words, {"Queries Q = " + std::string(c.cross ? "X_q" : "X") + " W_Q" + field(bt.text, 0),
+                     "Queries $Q = " + std::string(c.cross ? "X_q" : "X") + " W_Q" + field(bt.latex, 0) + "$"}, "Q",
+        c.decimals);
+  table(r.K, read, {"Keys K = " + xkv + " W_K" + field(bt.text, 1), "Keys $K = " + lxkv + " W_K" + field(bt.latex, 1) + "$"},
+        "K", c.decimals);
+  table(r.V, read, {"Values V = " + xkv + " W_V" + field(bt.text, 2),
+                    "Values $V = " + lxkv + " W_V" + field(bt.latex, 2) + "$"},
+        "V", c.decimals);
   for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true, scaled_d(c, r));
   if (c.dot_vs_scaled) return;
   const bool concat = c.heads > 1 || !c.WO.empty();
@@ -494,7 +539,8 @@ inline void add_self_tables(const config& c, const results& r, std::vector<block
           {c.heads == 1 ? "The head's output Z = A V" : "The heads' outputs side by side, Z = [A_1 V_1 … A_h V_h]",
            c.heads == 1 ? "The head's output $Z = A V$" : "The heads' outputs side by side, $Z = [A_1 V_1 \\dots A_h V_h]$"},
           "Z", c.decimals);
-  const report::cell y = !c.WO.empty() ? report::cell{"Output Y = Z W_O", "Output $Y = Z W_O$"}
+  const std::string bo = c.bO.empty() ? "" : " + b_O";
+  const report::cell y = !c.WO.empty() ? report::cell{"Output Y = Z W_O" + bo, "Output $Y = Z W_O" + bo + "$"}
                          : concat      ? report::cell{"Output Y = [A_1 V_1 … A_h V_h] (the heads' outputs side by side; no W_O)",
                                                       "Output $Y = [A_1 V_1 \\dots A_h V_h]$ (the heads' outputs side by side; no $W_O$)"}
                                        : report::cell{"Output Y = A V", "Output $Y = A V$"};
@@ -890,22 +936,30 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
   const int dp = c.decimals;
   j.begin_object();
   detail::json_head(j, c);
-  j.key("mode").string(c.self_attention ? "self-attention" : "dot-vs-scaled");
+  j.key("mode").string(c.cross ? "cross-attention" : c.self_attention ? "self-attention" : "dot-vs-scaled");
   const std::size_t h = c.heads, d = c.queries.cols;
   if (c.self_attention) {
-    const matrix I = detail::identity(d);
+    const matrix I = detail::identity(d), I_kv = detail::identity(c.notes.cols);
     j.key("inputs").begin_object();
-    j.key("sentence").matrix(c.queries.view());
-    j.key("words").strings(c.query_labels);
+    if (c.cross) {
+      j.key("queries").matrix(c.queries.view());
+      j.key("query_labels").strings(c.query_labels);
+    }
+    j.key("sentence").matrix(c.notes.view());
+    j.key("words").strings(c.note_labels);
     std::vector<std::string> identities;
-    for (const auto& [m, name] : {std::pair<const matrix&, const char*>{c.WQ, "W_Q"}, {c.WK, "W_K"}, {c.WV, "W_V"}}) {
-      j.key(name).matrix(m.empty() ? I.view() : m.view());
+    for (const auto& [m, name, id] : {std::tuple<const matrix&, const char*, const matrix&>{c.WQ, "W_Q", I},
+                                      {c.WK, "W_K", I_kv}, {c.WV, "W_V", I_kv}}) {
+      j.key(name).matrix(m.empty() ? id.view() : m.view());
       if (m.empty()) identities.emplace_back(name);
     }
     j.key("W_O");
     if (c.WO.empty()) j.null();
     else j.matrix(c.WO.view());
     j.key("identity").strings(identities);
+    for (const auto& [b, name] : {std::pair<const std::vector<double>&, const char*>{c.bQ, "b_Q"}, {c.bK, "b_K"},
+                                  {c.bV, "b_V"}, {c.bO, "b_O"}})
+      if (!b.empty()) j.key(name).numbers(b);
     j.end_object();
   } else {
     detail::json_inputs(j, c);
@@ -1147,7 +1201,10 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   report::heatmap_options opt;
   opt.decimals = c.values_shown ? c.decimals : -1;
   opt.legend_title = "weight \u03b1";  // as alignment_map_options
-  if (c.self_attention) {
+  if (c.cross) {
+    opt.row_axis = "queries (words written)";
+    opt.col_axis = "keys (words read)";
+  } else if (c.self_attention) {
     opt.row_axis = "queries (words)";
     opt.col_axis = "keys (words)";
   } else {  // --dot-vs-scaled: W4's lesson is the queries' dot products with the keys
@@ -1158,9 +1215,9 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   if (c.dot_vs_scaled)
     opt.title = "Dot against scaled dot: the same scores divided by " + detail::root_text(d).text;
   else if (c.heads > 1)
-    opt.title = "Self-attention maps of " + std::to_string(c.heads) + " heads";
+    opt.title = std::string(c.cross ? "Cross" : "Self") + "-attention maps of " + std::to_string(c.heads) + " heads";
   else
-    opt.title = "Self-attention map A";
+    opt.title = std::string(c.cross ? "Cross" : "Self") + "-attention map A";
   if (!sums.empty()) opt.title += " (" + sums + ")";
   detail::svg_options(c, opt);
   if (r.maps.size() == 1) {

@@ -2,8 +2,9 @@
 #   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
 #                              byte for byte (tests/golden/)
 #   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a mask in every format, no
-#                              arguments (README line 1), --self (W3, W7's two heads), per-row and
-#                              causal masks, --dot-vs-scaled (W4)
+#                              arguments (README line 1), --self (W3, W7's two heads), --head-labels,
+#                              per-row and causal masks, --dot-vs-scaled (W4), --beta-sweep (E2),
+#                              --cross with projections and biases
 #   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
 #                              every format each has
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
@@ -89,6 +90,14 @@ attn_calc_golden(self_w7_head_labels_svg self_w7_head_labels.svg ${w7} --head-la
                  --format svg)
 attn_calc_golden(self_w7_head_labels_md self_w7_head_labels.md ${w7} --head-labels "looks back,looks at itself"
                  --format md --map-only)
+# --cross: the decoder's states (d_q = 2) reading "I drink tea" (d_kv = 3) with W3's W_K and W_V,
+# a W_Q of its own and biases
+set(cross --q @${attn_cli_dir}/cross_queries.csv --cross @${attn_cli_dir}/i_drink_tea.csv
+          --query-labels "मैं,चाय,पीता,हूँ" --note-labels I,drink,tea --wq @${attn_cli_dir}/cross_wq.csv
+          --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv --bq 0.5,0 --bv 0,-0.25)
+attn_calc_golden(cross_text cross.txt ${cross})
+attn_calc_golden(cross_json cross.json ${cross} --format json)
+attn_calc_golden(cross_svg cross.svg ${cross} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_text w4_dot_vs_scaled.txt ${w4} --decimals 5)
 attn_calc_golden(w4_dot_vs_scaled_svg w4_dot_vs_scaled.svg ${w4} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_json w4_dot_vs_scaled.json ${w4} --format json)
@@ -230,6 +239,13 @@ attn_calc_bad(sweep_spec "--beta-sweep: \"0:2\" is not LO:HI:STEP (e.g. 0:4:0.25
               --beta-sweep 0:2)
 attn_calc_bad(sweep_step "--beta-sweep: the STEP 0 is not above 0" --beta-sweep 0:2:0)
 attn_calc_bad(sweep_too_many "is more than 1001 values of β" --beta-sweep 0:1:0.0001)
+attn_calc_bad(cross_without_q "--cross needs --q (the queries, one per row, that read the sentence)"
+              --cross @${attn_cli_dir}/i_drink_tea.csv)
+attn_calc_bad(cross_wk_rows "--wk has 4 rows but each word of --cross has 3 numbers" --q 1,0 --cross @${attn_cli_dir}/i_drink_tea.csv
+              --wq @${attn_cli_dir}/cross_wq.csv --wk "1,0<semicolon>0,1<semicolon>1,1<semicolon>0,0")
+attn_calc_bad(bias_size "--bv has 3 numbers but W_V has 2 columns (a bias adds one number to each column)"
+              --self @${attn_cli_dir}/i_drink_tea.csv --wq @${attn_cli_dir}/w3_wq.csv --wk @${attn_cli_dir}/w3_wk.csv
+              --wv @${attn_cli_dir}/w3_wv.csv --bv 1,2,3)
 attn_calc_bad(dot_vs_scaled_score "--dot-vs-scaled shows both dot and scaled_dot: leave out --score" --dot-vs-scaled
               --score dot)
 # @files are read as lines; every message is one line of printable text, whatever the input held
