@@ -541,6 +541,12 @@ TEST_CASE("a wide map (1 x 3000 keys) is wrapped into bands: cells of 12 px, lab
     CHECK(attribute(rect, "height") >= attn_calc::detail::svg_min_cell);
   }
   CHECK(cells == 3000);
+  // with 4 queries, every query's label in every band (12-px cells had left every other one out)
+  const auto four = parse({"--q", "0.01,0.02;0.03,0;0,0.01;0.02,0.02", "--notes", notes, "--format", "svg"});
+  const std::string rows = attn_calc::render(four, attn_calc::compute(four));
+  const std::size_t row_bands = count(rows, ">q1</text>");  // a band of at most 50 columns: at least 60
+  CHECK(row_bands >= 60);
+  for (const char* q : {">q2</text>", ">q3</text>", ">q4</text>"}) CHECK(count(rows, q) == row_bands);
   // the column labels, upright, 12 px type: within a band (one y) their x differ by at least 13 px
   std::map<int, std::vector<int>> bands;  // y → the x of each label
   std::size_t labels = 0;

@@ -479,7 +479,8 @@ TEST_CASE("heatmap_svg with min_cell wraps a wide map into bands, masks and tool
   CHECK(count(svg, "<title>") == 80);                            // a tooltip per cell
   CHECK(count(svg, "<title>b \xE2\x86\x92 k40: masked</title>") == 1);
   CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 2 + 1);     // k40's two cells, the swatch
-  CHECK(count(svg, ">a</text>") == 4);                           // the row labels in every band
+  CHECK(count(svg, ">a</text>") == 4);                           // every row's label in every band
+  CHECK(count(svg, ">b</text>") == 4);
   CHECK(count(svg, "url(#attn-scale)") == 1);                    // one legend
   // one entry per cell: b's k14 (the second band's first column) masked
   opt.masked = std::vector<bool>(80, false);

@@ -600,8 +600,8 @@ struct column_band {
 
 /// heatmap_svg of a map too wide for opt.max_width at opt.min_cell px a cell: the columns in
 /// bands of m (as many as fit at min_cell), one band under another, each with its own column
-/// labels (thinned as fit_layout thins them, so they never overlap) and the row labels; one
-/// title, one legend beside the first band.
+/// labels (thinned as fit_layout thins them, so they never overlap) and every row's label (the
+/// cells as tall as a label needs); one title, one legend beside the first band.
 template <class View>
 [[nodiscard]] std::string wrapped_heatmap_svg(const View& v, const std::vector<std::string>& row_labels,
                                               const std::vector<std::string>& col_labels, const heatmap_options& opt) {
@@ -612,7 +612,9 @@ template <class View>
   const int row_axis_w = opt.row_axis.empty() ? 0 : 24, gap = 24;
   const int room = opt.max_width - (svg_pad + row_axis_w + widest(row_labels, 12) + 12) - key.width;
   const std::size_t m = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(room, 1) / opt.min_cell), 1, C);
-  const heatmap_layout L = fit_layout(opt, cells.texts, row_labels, col_labels, static_cast<int>(m), key.width);
+  heatmap_layout L = fit_layout(opt, cells.texts, row_labels, col_labels, static_cast<int>(m), key.width);
+  L.cell_h = std::max(L.cell_h, L.label_size + 2);  // rows tall enough for every row's label
+  L.row_step = 1;
   const std::size_t bands = (C + m - 1) / m;
   const bool tooltips = R * C <= most_cells_with_tooltips || L.value_size > 0;
   const int gx = svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12;
