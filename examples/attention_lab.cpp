@@ -1,5 +1,6 @@
 // W6. The attention lab: who looks at whom (Unit 18, section 6).
 //   attention_lab [--svg FILE] [WORD…]      (default: the cat sat on the mat → attention_lab.svg)
+//   attention_lab --help                    (what it does, and where its word vectors come from)
 // Type a sentence of your own; the lab prints its self-attention map as a table and draws it as
 // an SVG heatmap. A trained model learns each word's vector; this lab has none to learn, so it
 // makes them from the letters: every pair of neighbouring letters (with the word's start and end)
@@ -23,6 +24,23 @@
 namespace {
 
 constexpr std::size_t dims = 8;
+
+/// Where the word vectors come from: printed with every map, in --help, and said in the SVG's title.
+constexpr const char* provenance =
+    "Word vectors: made here from each word's letters, not learned. Every pair of neighbouring\n"
+    "letters (with ^ and $ for the word's start and end) is hashed (FNV-1a) to one of 8 directions\n"
+    "and adds +1 or -1 to it; the vector is scaled to length 3. Words that share letter pairs\n"
+    "(cat, sat, mat) point the same way. A trained model learns its vectors instead, so its maps\n"
+    "differ: this lab shows how attention turns vectors into a map, not what a model has learned.\n";
+
+constexpr const char* usage =
+    "Usage: attention_lab [--svg FILE] [WORD...]\n"
+    "W6, the attention lab: self-attention of a sentence (Q = K = V = X, scale 1/sqrt 8). Prints\n"
+    "the map as a table and draws it as an SVG heatmap (default attention_lab.svg).\n"
+    "With no words: the cat sat on the mat.\n"
+    "  --svg FILE   where to write the heatmap\n"
+    "  --help       print this help\n"
+    "e.g. attention_lab the bank by the river bank\n\n";
 
 // A word's vector from its letter pairs: FNV-1a of each pair picks a direction and a sign.
 std::vector<double> word_vector(std::string_view word) {
@@ -51,10 +69,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> words;
   for (int a = 1; a < argc; ++a) {
     const std::string_view arg = argv[a];
-    if (arg == "--svg" && a + 1 < argc)
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage, stdout);
+      std::fputs(provenance, stdout);
+      return 0;
+    }
+    if (arg == "--svg" && a + 1 < argc) {
       svg_path = argv[++a];
-    else
+    } else if (arg.starts_with("-")) {
+      std::fprintf(stderr, "attention_lab: unknown option or missing value: %s (attention_lab --help)\n", argv[a]);
+      return 2;
+    } else {
       words.emplace_back(arg);
+    }
   }
   if (words.empty()) words = {"the", "cat", "sat", "on", "the", "mat"};
 
@@ -70,6 +97,8 @@ int main(int argc, char** argv) {
   std::string sentence;
   for (const std::string& w : words) sentence += (sentence.empty() ? "" : " ") + w;
   std::printf("W6. The attention lab: \"%s\"\n\n", sentence.c_str());
+  std::fputs(provenance, stdout);
+  std::printf("\n");
   const auto table = unit::matrix_table(
       check, "Self-attention map (rows: the word asking; columns: the words it looks at)", A, words,
       words, nullptr, true);
@@ -102,7 +131,7 @@ int main(int argc, char** argv) {
   report::heatmap_options look = report::alignment_map_options(A);  // [0, 1], "each row sums to 1"
   look.title = "Self-attention map \xCE\xB1 of \"";
   look.title += sentence;
-  look.title += '"';
+  look.title += "\" (word vectors from letter pairs, not learned)";
   look.row_axis = "the word asking";
   look.col_axis = "the words it looks at";
   svg << report::heatmap_svg(A, words, words, look);

@@ -118,6 +118,51 @@ TEST_CASE("options that reproduce E2 and E5", "[attn-calc]") {
   CHECK_THAT(masked.weights(0, 0) + masked.weights(0, 1), Catch::Matchers::WithinAbs(1.0, 1e-15));
 }
 
+TEST_CASE("attn-calc --beta-sweep: E2's shares at every β, as the softmax by hand gives them", "[attn-calc]") {
+  const auto c = parse({"--beta-sweep", "0:4:0.25"});  // without --q: E2, चाय's q = (0, 0.5, 2)
+  CHECK(c.example == attn_calc::unit_example::e2_beta_sweep);
+  REQUIRE(c.beta_sweep.size() == 17);
+  const auto r = attn_calc::compute(c);
+  REQUIRE(r.sweep.rows() == 17);
+  const long double s[] = {0, 0.5L, 2};
+  for (std::size_t k = 0; k < 17; ++k) {
+    const long double beta = 0.25L * static_cast<long double>(k);
+    CHECK(c.beta_sweep[k] == static_cast<double>(beta));  // k/4 is exact in binary
+    long double sum = 0;
+    for (const long double x : s) sum += std::exp(beta * x);
+    for (std::size_t j = 0; j < 3; ++j) {
+      // the softmax in double: each e^(β s − max) within an ulp, a sum of three, a division:
+      // a relative error of at most (n + 4)ε = 7ε; 8ε allows the scores' product
+      const long double want = std::exp(beta * s[j]) / sum;
+      CHECK(std::abs(static_cast<long double>(r.sweep(k, j)) - want) <= 8 * std::numeric_limits<double>::epsilon() * want);
+    }
+  }
+  CHECK(r.sweep(0, 0) == 1.0 / 3);                                // β = 0: even shares
+  CHECK(attn::report::fixed(r.sweep(8, 2), 6) == "0.936240");     // β = 2: the unit's 0.936
+  // LO:HI:STEP ends at HI when STEP divides the range (to a millionth of a step), else before it
+  CHECK(attn_calc::detail::parse_sweep("0:0.3:0.1") == std::vector<double>{0, 0.1, 0.2, 0.3});
+  CHECK(attn_calc::detail::parse_sweep("0:1:0.3") == std::vector<double>{0, 0.3, 0.6, 0.8999999999999999});
+  CHECK(attn_calc::detail::parse_sweep("0,1,2.5") == std::vector<double>{0, 1, 2.5});
+  CHECK(refusal({"--beta-sweep", "0,2,1"}) == "--beta-sweep: the values must increase, and 1 follows 2");
+  CHECK(refusal({"--beta-sweep", "2:0:1"}) == "--beta-sweep: LO must be below HI, and 2 is not below 0");
+  CHECK(refusal({"--beta-sweep", "1"}) == "--beta-sweep needs at least two values of β");
+  CHECK(refusal({"--beta-sweep", "0:1:1", "--self", "1,0;0,1"}).starts_with("--beta-sweep shows one query's shares"));
+  CHECK(refusal({"--pe", "--beta-sweep", "0:1:1"}) == "--pe prints its own numbers, not a map: leave out --beta-sweep");
+  // a masked note keeps exactly 0 at every β; the others share 1
+  const auto m = parse({"--q", "1,0.5,0", "--mask", "1,0,1", "--beta-sweep", "0,1,8"});
+  const auto rm = attn_calc::compute(m);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CHECK(rm.sweep(k, 1) == 0.0);
+    CHECK_THAT(rm.sweep(k, 0) + rm.sweep(k, 2), Catch::Matchers::WithinAbs(1.0, 4 * std::numeric_limits<double>::epsilon()));
+  }
+  const std::string svg = attn_calc::render(parse({"--q", "1,0.5,0", "--mask", "1,0,1", "--beta-sweep", "0,1,8",
+                                                   "--format", "svg"}), rm);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<polyline") == 2);  // I and tea; drink, masked, is named in the legend only
+  CHECK(svg.find(">drink (masked)</text>") != std::string::npos);
+  CHECK(svg.find(">β (how sure)</text>") != std::string::npos);
+}
+
 TEST_CASE("attn-calc with --jacobian: E7's Jacobian for tea, checked by finite differences", "[attn-calc]") {
   const auto r = attn_calc::compute(parse({"--q", "0,0.5,2", "--jacobian"}));
   REQUIRE(r.note_jacobians.size() == 1);
@@ -145,7 +190,8 @@ TEST_CASE("every kind of bad input is refused with a message that names it", "[a
   CHECK(refusal({"--score", "additive", "--q", "1,2", "--notes", "1,0", "--W1", "1,0", "--W2", "1,0", "--v", "1,2"}) ==
         "--W1 has 1 row but --v has 2 numbers (both are the hidden size k)");
   CHECK(refusal({"--mask", "1,0"}) == "--mask has 2 entries but there are 3 notes");
-  CHECK(refusal({"--mask", "1,0.5,0"}) == "--mask: entries must be 1 (keep) or 0 (mask out)");
+  CHECK(refusal({"--mask", "1,0.5,0"}) ==
+        "--mask: the entry in row 1, column 2 is 0.5; entries must be 1 (keep) or 0 (mask out)");
   CHECK(refusal({"--query-labels", "a,b"}) == "--query-labels gives 2 labels but there are 4 queries");
   CHECK(refusal({"--note-labels", "I,dr\nink,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
   CHECK(refusal({"--note-labels", "I,\xC3(,tea"}) == "--note-labels: label 2 is not printable UTF-8 text");
@@ -469,6 +515,58 @@ TEST_CASE("the SVG options reach the picture: title, axes, values, scale, masked
   CHECK(refusal({"--format", "svg", "--title", "a\x01"}) == "--title: \"a\\x01\" is not printable UTF-8 text");
 }
 
+namespace {
+/// The number after `name="` in an SVG element (0 if absent).
+int attribute(const std::string& element, const std::string& name) {
+  const auto at = element.find(" " + name + "=\"");
+  return at == std::string::npos ? 0 : std::stoi(element.substr(at + name.size() + 3));
+}
+}  // namespace
+
+TEST_CASE("a wide map (1 x 3000 keys) is wrapped into bands: cells of 12 px, labels that never overlap", "[attn-calc]") {
+  // before: one row of 1-px cells, 3166 px wide (a lesson column shrank it to a quarter)
+  std::string notes;
+  for (int j = 0; j < 3000; ++j) notes += (j ? ";" : "") + std::to_string(j % 7) + "," + std::to_string(j % 5);
+  const auto c = parse({"--q", "0.01,0.02", "--notes", notes, "--format", "svg"});
+  const std::string svg = attn_calc::render(c, attn_calc::compute(c));
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(attribute(svg, "width") <= 760);
+  // every cell at least attn_calc::detail::svg_min_cell wide and high
+  std::size_t cells = 0;
+  for (auto at = svg.find("<rect x="); at != std::string::npos; at = svg.find("<rect x=", at + 1)) {
+    const std::string rect = svg.substr(at, svg.find('>', at) - at);
+    if (rect.find("url(#attn-scale)") != std::string::npos) continue;  // the legend's bar
+    ++cells;
+    CHECK(attribute(rect, "width") >= attn_calc::detail::svg_min_cell);
+    CHECK(attribute(rect, "height") >= attn_calc::detail::svg_min_cell);
+  }
+  CHECK(cells == 3000);
+  // with 4 queries, every query's label in every band (12-px cells had left every other one out)
+  const auto four = parse({"--q", "0.01,0.02;0.03,0;0,0.01;0.02,0.02", "--notes", notes, "--format", "svg"});
+  const std::string rows = attn_calc::render(four, attn_calc::compute(four));
+  const std::size_t row_bands = count(rows, ">q1</text>");  // a band of at most 50 columns: at least 60
+  CHECK(row_bands >= 60);
+  for (const char* q : {">q2</text>", ">q3</text>", ">q4</text>"}) CHECK(count(rows, q) == row_bands);
+  // the column labels, upright, 12 px type: within a band (one y) their x differ by at least 13 px
+  std::map<int, std::vector<int>> bands;  // y → the x of each label
+  std::size_t labels = 0;
+  for (auto at = svg.find("transform=\"rotate(-90 "); at != std::string::npos;
+       at = svg.find("transform=\"rotate(-90 ", at + 1)) {
+    const std::size_t start = svg.rfind("<text", at);
+    const std::string text = svg.substr(start, at - start);
+    if (text.find("font-style") != std::string::npos) continue;  // the rows' axis title
+    bands[attribute(text, "y")].push_back(attribute(text, "x"));
+    ++labels;
+  }
+  CHECK(bands.size() > 1);
+  CHECK(labels >= 3000 / 2);  // thinned to every other label at most
+  for (const auto& [y, xs] : bands)
+    for (std::size_t k = 1; k < xs.size(); ++k) {
+      INFO("band at y = " << y << ", label " << k);
+      CHECK(xs[k] - xs[k - 1] >= 13);
+    }
+}
+
 TEST_CASE("attn-calc --help gives every option an example, and docs/course-authors.md shows each", "[attn-calc]") {
   const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
   REQUIRE_FALSE(docs.empty());
@@ -483,7 +581,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 51);
+  CHECK(options.size() == 56);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -655,6 +753,96 @@ TEST_CASE("attn-calc --self --heads 2 --wo: Q, K, V, each head's scores and map,
   CHECK(maps.find("Queries") == std::string::npos);
 }
 
+/// `g` with a column of 1s appended, and `w` with the row `b` appended: g·w of these is g·w + b,
+/// one more term of the product (product's bound then covers a bias added first or last).
+std::pair<grid, grid> with_bias(grid g, grid w, const std::vector<double>& b) {
+  for (auto& row : g) row.push_back({1, 0});
+  std::vector<bounded> last;
+  for (const double x : b) last.push_back({x, 0});
+  w.push_back(last);
+  return {g, w};
+}
+
+TEST_CASE("attn-calc --cross: queries from one matrix, keys and values from another, projections and biases",
+          "[attn-calc]") {
+  // X_q: 3 queries of d_q = 2; X_kv: 4 words of d_kv = 3; two heads of d_k = 2, d_v = 1; W_O 2×2
+  const char* Xq = "1,0.5;-1,2;0.25,-0.5";
+  const char* Xkv = "1,0,0.5;0,1,-1;2,0.5,1;-0.5,1.5,0";
+  const char* WQ = "1,0,0.5,-1;0,1,2,0.5";
+  const char* WK = "0.5,1,0,1;1,0,1,1;-1,0.5,0.5,0";
+  const char* WV = "1,-1;0.5,2;0,1";
+  const char* WO = "1,0.5;-1,2";
+  const std::vector<double> bQ{0.5, -0.25, 0, 1}, bK{0, 0.5, -1, 0.25}, bV{1, -0.5}, bO{0.125, -2};
+  auto c = parse({"--q", Xq, "--cross", Xkv, "--heads", "2", "--wq", WQ, "--wk", WK, "--wv", WV, "--wo", WO,
+                  "--bq", "0.5,-0.25,0,1", "--bk", "0;0.5;-1;0.25", "--bv", "1,-0.5", "--bo", "0.125,-2",
+                  "--query-labels", "मैं,चाय,पीता", "--note-labels", "I,drink,tea,now", "--beta", "1.5"});
+  CHECK(c.cross);
+  CHECK(c.score == attn_calc::score_kind::scaled_dot);
+  CHECK(c.bK == bK);  // a column is read as well as a row
+  const auto r = attn_calc::compute(c);
+  const auto [xq, wq] = with_bias(exact(c.queries), exact(attn_calc::parse_matrix(WQ, "")), bQ);
+  const auto [xk, wk] = with_bias(exact(c.notes), exact(attn_calc::parse_matrix(WK, "")), bK);
+  const auto [xv, wv] = with_bias(exact(c.notes), exact(attn_calc::parse_matrix(WV, "")), bV);
+  const grid Q = product(xq, wq, 0, 4), K = product(xk, wk, 0, 4), V = product(xv, wv, 0, 2);
+  check_close(r.Q, Q, "Q");
+  check_close(r.K, K, "K");
+  check_close(r.V, V, "V");
+  REQUIRE(r.maps.size() == 2);
+  grid Z(3, std::vector<bounded>(2));
+  for (std::size_t i = 0; i < 2; ++i) {
+    const grid S = product(Q, K, 2 * i, 2, true, 2 * i);  // 3 × 4
+    const ld scale = 1 / std::sqrt(ld{2});
+    const grid A = softmax_rows(S, scale, 1.5, [](std::size_t, std::size_t) { return true; });
+    REQUIRE(r.maps[i].weights.rows() == 3);
+    REQUIRE(r.maps[i].weights.cols() == 4);
+    check_close(r.maps[i].weights, A, "A_" + std::to_string(i + 1));
+    grid Vi(4, std::vector<bounded>(1));
+    for (std::size_t t = 0; t < 4; ++t) Vi[t][0] = V[t][i];
+    const grid Zi = product(A, Vi, 0, 1);
+    for (std::size_t t = 0; t < 3; ++t) Z[t][i] = Zi[t][0];
+  }
+  check_close(r.Z, Z, "Z");
+  const auto [z, wo] = with_bias(Z, exact(attn_calc::parse_matrix(WO, "")), bO);
+  check_close(r.Y, product(z, wo, 0, 2), "Y");
+  // the formats say what it is
+  const std::string text = rendered(c, r, attn_calc::output_format::text);
+  for (const char* part : {"cross-attention, 3 queries reading 4 words, 2 heads", "Queries Q = X_q W_Q + b_Q",
+                           "Keys K = X_kv W_K + b_K", "Values V = X_kv W_V + b_V", "Output Y = Z W_O + b_O",
+                           "Sentence read X_kv (one word per row)", "Bias b_K"})
+    CHECK(text.find(part) != std::string::npos);
+  const std::string json = rendered(c, r, attn_calc::output_format::json);
+  CHECK(attn_test::json_problem(json) == "");
+  CHECK(json.find("\"mode\": \"cross-attention\"") != std::string::npos);
+  CHECK(json.find("\"b_O\": [0.125, -2]") != std::string::npos);
+  const std::string svg = rendered(c, r, attn_calc::output_format::svg);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find("Cross-attention maps of 2 heads") != std::string::npos);
+  CHECK(svg.find(">keys (words read)</text>") != std::string::npos);
+  CHECK(rendered(c, r, attn_calc::output_format::latex).find("$K = X_{kv} W_K + b_K$") != std::string::npos);
+  // E3's map is cross-attention of the Hindi states over I, drink, tea with no projections
+  const auto e3 = attn_calc::compute(parse({}));
+  const auto crossed = attn_calc::compute(parse({"--cross", "1,0,0;0,1,0;0,0,1", "--q", "2,0.5,0;0,0.5,2;0,2,0.5;1.5,1.5,0",
+                                                 "--score", "dot"}));
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t j = 0; j < 3; ++j) CHECK(crossed.maps[0].weights(t, j) == e3.weights(t, j));
+  // what it refuses
+  CHECK(refusal({"--cross", Xkv}) == "--cross needs --q (the queries, one per row, that read the sentence)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq, "--wq", WK}) ==
+        "--wq has 3 rows but each query of --q has 2 numbers (Q = X_q W_Q, K = X_kv W_K, V = X_kv W_V)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq, "--wq", WQ, "--wk", WK, "--bk", "1,2"}) ==
+        "--bk has 2 numbers but W_K has 4 columns (a bias adds one number to each column)");
+  CHECK(refusal({"--cross", Xkv, "--q", Xq}) ==
+        "W_K (the identity: --wk not given) has 3 columns but W_Q (the identity: --wq not given) has 2 columns (the "
+        "queries and the keys need the same size, h·d_k)");
+  CHECK(refusal({"--cross", Xkv, "--self", Xkv}) == "--self and --cross are two kinds of attention: give one");
+  CHECK(refusal({"--bq", "1"}) == "--bq needs --self (the sentence of self-attention) or --cross (cross-attention)");
+  CHECK(refusal({"--self", Xkv, "--bo", "1,2,3"}) == "--bo needs --wo (b_O is added to Y = Z W_O)");
+  CHECK(refusal({"--cross", Xkv, "--q", "1,0,0", "--words", "a,b,c,d"}).starts_with(
+      "--cross takes the keys and values from its sentence: leave out --words"));
+  CHECK(refusal({"--cross", Xkv, "--q", "1,0,0", "--note-labels", "a,b"}) ==
+        "--note-labels gives 2 labels but there are 4 words");
+}
+
 TEST_CASE("attn-calc --self: identity projections, one head, --score dot, and W3's map", "[attn-calc]") {
   // W3 (the unit's "I drink tea" with 3×2 projections): drink looks hardest at tea
   auto c = parse({"--self", "1,0,0;0,1,0;0,0,1", "--words", "I,drink,tea", "--wq", "1,0;0,1;1,1", "--wk",
@@ -771,8 +959,12 @@ TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d
   CHECK(text.find("with d = 16 (√16 = 4)") != std::string::npos);
   const std::string svg = rendered(c, r, attn_calc::output_format::svg);
   CHECK(attn_test::xml_problem(svg) == "");
-  CHECK(svg.find(">dot: s = q · h</text>") != std::string::npos);
-  CHECK(svg.find(">scaled_dot: s = q · h / √16</text>") != std::string::npos);
+  // human titles, not code names; the axes name the keys; 5 decimals (auto_decimals) show 0.00034
+  CHECK(svg.find(">dot product: s = q · k</text>") != std::string::npos);
+  CHECK(svg.find(">scaled by 1/√16: s = q · k / √16</text>") != std::string::npos);
+  CHECK(svg.find("scaled_dot") == std::string::npos);
+  CHECK(svg.find(">keys</text>") != std::string::npos);
+  CHECK(svg.find(">0.00034</text>") != std::string::npos);
   CHECK(count(svg, "<linearGradient") == 1);
   const auto csv = attn_test::read_csv(rendered(c, r, attn_calc::output_format::csv));
   CHECK(csv[2] == std::vector<std::string>{"scaled_dot", "q", "0.86681", "0.11731", "0.01588"});
@@ -790,7 +982,17 @@ TEST_CASE("attn-calc --dot-vs-scaled: W4, the softmax saturates without the √d
                                                                      4 * std::numeric_limits<double>::epsilon() *
                                                                          std::abs(rs.maps[0].scores(t, j))));
   CHECK(rs.Y.rows() == 0);  // the comparison is of maps
-  CHECK(count(attn_calc::render(self, rs), "<title>scaled_dot, head 2: ") == 4);
+  CHECK(count(attn_calc::render(self, rs), "<title>scaled by 1/√2, head 2: ") == 4);
+  // --head-labels name the maps in titles; the LaTeX \labels keep the head's number (a label
+  // "s(" in a \label made to_latex throw: found by fuzz_cli)
+  auto named = parse({"--self", "1,0,2,0;0,1,0,2", "--heads", "2", "--head-labels", "back,s(", "--dot-vs-scaled",
+                      "--format", "latex"});
+  const std::string latex = attn_calc::render(named, attn_calc::compute(named));
+  CHECK(latex.find("\\label{attn:map-scaled-dot-head2}") != std::string::npos);
+  CHECK(latex.find("Weights, scaled by $1/\\sqrt{2}$, s(: ") != std::string::npos);
+  // auto_decimals: two significant digits of the smallest weight ≥ 1e-5, 3 to 5 decimals
+  CHECK(attn_calc::auto_decimals(r) == 5);  // W4's 0.000335
+  CHECK(attn_calc::auto_decimals(rs) == 3);
 }
 
 TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled cannot use", "[attn-calc]") {
@@ -801,7 +1003,8 @@ TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled
         "--mask is 2x2: give one row of 3 entries (every word the same), 3 rows of 3 (one per word) or causal");
   CHECK(refusal({"--self", X, "--mask", "1,1"}) == "--mask has 2 entries but there are 3 words");
   CHECK(refusal({"--mask", "causal", "--mask", " causal "}) == "--mask causal is given twice");
-  CHECK(refusal({"--mask", "1,0,2;1,1,1;1,1,1;1,1,1"}) == "--mask: entries must be 1 (keep) or 0 (mask out)");
+  CHECK(refusal({"--mask", "1,0,2;1,1,1;1,1,1;1,1,1"}) ==
+        "--mask: the entry in row 1, column 3 is 2; entries must be 1 (keep) or 0 (mask out)");
   CHECK(refusal({"--mask"}) == "--mask needs a value");
   CHECK(refusal({"--self", X, "--q", "1,0,0"}) == "--self takes the queries, keys and values from the sentence: leave out --q");
   CHECK(refusal({"--self", X, "--note-labels", "a,b,c"}) ==
@@ -809,8 +1012,10 @@ TEST_CASE("attn-calc refuses what --self, --heads, the masks and --dot-vs-scaled
   CHECK(refusal({"--self", X, "--jacobian"}) == "--jacobian is for --q and --notes, not --self");
   CHECK(refusal({"--self", X, "--steps"}) == "--steps is for --q and --notes, not --self");
   CHECK(refusal({"--self", X, "--score", "additive"}) == "--self scores with dot or scaled_dot (the default), not --score additive");
-  for (const char* option : {"--words", "--wq", "--wk", "--wv", "--wo", "--heads"})
-    CHECK(refusal({option, "1"}) == std::string(option) + " needs --self (the sentence of self-attention)");
+  CHECK(refusal({"--words", "1"}) == "--words needs --self (the sentence of self-attention)");
+  for (const char* option : {"--wq", "--wk", "--wv", "--wo", "--heads", "--head-labels", "--bq", "--bk", "--bv", "--bo"})
+    CHECK(refusal({option, "1"}) ==
+          std::string(option) + " needs --self (the sentence of self-attention) or --cross (cross-attention)");
   CHECK(refusal({"--self", X, "--wq", "1,0;0,1"}) == "--wq has 2 rows but each word of --self has 3 numbers (Q = X W_Q, K = X W_K, V = X W_V)");
   CHECK(refusal({"--self", X, "--wk", "1,0;0,1;1,1"}) ==
         "--wk has 2 columns but W_Q (the identity: --wq not given) has 3 columns (the queries and the keys need the same size, h·d_k)");

@@ -457,6 +457,45 @@ TEST_CASE("heatmap_svg draws masked cells hatched and names them in the legend",
   CHECK(plain.find(">NaN</text>") == std::string::npos);
 }
 
+TEST_CASE("heatmap_svg with min_cell wraps a wide map into bands, masks and tooltips kept", "[report]") {
+  // 2 × 40 in 300 px: cells of 12 px leave room for 13 columns a band, so 4 bands (13, 13, 13, 1)
+  attn::Matrix<double> w(2, 40);
+  std::vector<std::string> rows{"a", "b"}, cols;
+  for (std::size_t j = 0; j < 40; ++j) {
+    w(0, j) = static_cast<double>(j) / 40;
+    w(1, j) = 1 - w(0, j);
+    cols.push_back("k" + std::to_string(j + 1));
+  }
+  report::heatmap_options opt;
+  opt.max_width = 300;
+  const std::string unwrapped = report::heatmap_svg(w, rows, cols, opt);
+  opt.min_cell = 12;
+  opt.masked = std::vector<bool>(40, false);
+  opt.masked[39] = true;  // one per column: the last band's one column
+  const std::string svg = report::heatmap_svg(w, rows, cols, opt);
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(int_attributes(unwrapped.substr(unwrapped.find("<rect x=")), "width").front() < 12);
+  CHECK(int_attributes(svg, "width").front() <= 300);
+  CHECK(count(svg, "<title>") == 80);                            // a tooltip per cell
+  CHECK(count(svg, "<title>b \xE2\x86\x92 k40: masked</title>") == 1);
+  CHECK(count(svg, "fill=\"url(#attn-masked)\"") == 2 + 1);     // k40's two cells, the swatch
+  CHECK(count(svg, ">a</text>") == 4);                           // every row's label in every band
+  CHECK(count(svg, ">b</text>") == 4);
+  CHECK(count(svg, "url(#attn-scale)") == 1);                    // one legend
+  // one entry per cell: b's k14 (the second band's first column) masked
+  opt.masked = std::vector<bool>(80, false);
+  opt.masked[40 + 13] = true;
+  CHECK(count(report::heatmap_svg(w, rows, cols, opt), "<title>b \xE2\x86\x92 k14: masked</title>") == 1);
+  // a map that fits is drawn exactly as without min_cell
+  opt.masked.clear();
+  opt.max_width = 0;
+  CHECK(report::heatmap_svg(w, rows, cols, opt) == [&] {
+    report::heatmap_options plain = opt;
+    plain.min_cell = 0;
+    return report::heatmap_svg(w, rows, cols, plain);
+  }());
+}
+
 TEST_CASE("the alignment map's title says what its rows sum to", "[report]") {
   const attn::Matrix<double, 3, 3> notes{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
   const attn::Matrix<double, 2, 3> states{{2, 0.5, 0}, {0, 0.5, 2}};

@@ -69,6 +69,8 @@ struct results {
   /// --self: Q = X W_Q, K = X W_K, V = X W_V, the heads' outputs Z = [A_1 V_1 … A_h V_h] and
   /// Y = Z W_O (or Z); Z and Y are left empty with --dot-vs-scaled, which compares maps.
   attn::Matrix<double> Q, K, V, Z, Y;
+  /// --beta-sweep: sweep(k, j) = the one query's weight on note j at β = c.beta_sweep[k]
+  attn::Matrix<double> sweep;
   lesson_results lesson;  ///< --pe, --rope, --layer-norm, --rms-norm, --activations, --block (lessons.hpp)
 };
 
@@ -164,47 +166,56 @@ inline void sum_rows(map_panel& p) {
   }
 }
 
+/// A map's name: "head 2" (or --head-labels' i-th), "dot", "scaled_dot", "dot, head 2".
 inline std::string head_name(const config& c, std::size_t i, bool scaled) {
   std::string name = c.dot_vs_scaled ? (scaled ? "scaled_dot" : "dot") : "";
-  if (c.heads > 1) name += (name.empty() ? "head " : ", head ") + std::to_string(i + 1);
+  const std::string head = c.head_labels.empty() ? "head " + std::to_string(i + 1) : c.head_labels[i];
+  if (c.heads > 1 || !c.head_labels.empty()) name += (name.empty() ? "" : ", ") + head;
   return name;
 }
 
 /// --self: self-attention with projections through attn::multi_head_attention (Q, K, V, the
 /// heads' maps, Z, Y), and each head's scores through attn::align on its columns of Q and K.
+/// With --cross the queries X_q are c.queries and the keys and values come from X_kv =
+/// c.notes (multi_head_attention's cross form); W_Q defaults to the identity of d_q, W_K and
+/// W_V to that of d_kv; the biases are added as the library adds them.
 inline void self_attention(const config& c, results& r) {
-  const std::size_t T = c.queries.rows, d = c.queries.cols, h = c.heads;
-  const matrix I = identity(d);
-  const auto or_identity = [&](const matrix& m) { return m.empty() ? I.view() : m.view(); };
+  const std::size_t T = c.queries.rows, n = c.notes.rows, d = c.queries.cols, h = c.heads;
+  const matrix I = identity(d), I_kv = identity(c.notes.cols);
+  const auto or_identity = [](const matrix& m, const matrix& id) { return m.empty() ? id.view() : m.view(); };
   attn::multi_head_parameters<double> p;
-  p.W_Q = or_identity(c.WQ);
-  p.W_K = or_identity(c.WK);
-  p.W_V = or_identity(c.WV);
+  p.W_Q = or_identity(c.WQ, I);
+  p.W_K = or_identity(c.WK, I_kv);
+  p.W_V = or_identity(c.WV, I_kv);
   if (!c.WO.empty()) p.W_O = c.WO.view();
+  p.b_Q = c.bQ;
+  p.b_K = c.bK;
+  p.b_V = c.bV;
+  p.b_O = c.bO;
   p.heads = h;
   const std::size_t dk = p.W_Q.cols() / h, dv = p.W_V.cols() / h;
   const attn::options opt = options_of(c);
   for (const bool scaled : {false, true}) {
     if (!c.dot_vs_scaled && scaled != (c.score == score_kind::scaled_dot)) continue;
     p.score = scaled ? attn::dot_product_score_choice{attn::scaled_dot} : attn::dot_product_score_choice{attn::dot};
-    attn::Matrix<double> maps(h * T, T), Y(T, c.WO.empty() ? p.W_V.cols() : c.WO.cols);
+    attn::Matrix<double> maps(h * T, n), Y(T, c.WO.empty() ? p.W_V.cols() : c.WO.cols);
     attn::multi_head_cache<double> cache;
-    attn::multi_head_attention(c.queries.view(), p, attn::multi_head_views<double>{.out = Y.view(), .maps = maps.view()},
-                               cache, opt);
+    attn::multi_head_attention(c.queries.view(), c.notes.view(), p,
+                               attn::multi_head_views<double>{.out = Y.view(), .maps = maps.view()}, cache, opt);
     r.Q = cache.queries;
     r.K = cache.keys;
     r.V = cache.values;
     for (std::size_t i = 0; i < h; ++i) {
       const auto columns = [&](const attn::Matrix<double>& m, std::size_t width) {
-        return attn::MatrixView<const double>(m.data() + i * width, T, width, m.cols());
+        return attn::MatrixView<const double>(m.data() + i * width, m.rows(), width, m.cols());
       };
-      map_panel panel{head_name(c, i, scaled), scaled, {}, attn::Matrix<double>(T, T), {}};
+      map_panel panel{head_name(c, i, scaled), scaled, {}, attn::Matrix<double>(T, n), {}};
       const auto scores_of = [&](const auto& score) {
         return attn::align(columns(r.Q, dk), columns(r.K, dk), columns(r.V, dv), score, opt).scores;
       };
       panel.scores = scaled ? scores_of(attn::scaled_dot) : scores_of(attn::dot);
       for (std::size_t t = 0; t < T; ++t)
-        for (std::size_t j = 0; j < T; ++j) panel.weights(t, j) = maps(i * T + t, j);
+        for (std::size_t j = 0; j < n; ++j) panel.weights(t, j) = maps(i * T + t, j);
       sum_rows(panel);
       r.maps.push_back(std::move(panel));
     }
@@ -315,6 +326,18 @@ inline void dot_and_scaled(const config& c, results& r) {
     if (c.score == score_kind::additive) detail::hidden_steps(c, r);
   }
   if (c.no_attention) r.no_attention = attn::no_attention(queries, values);
+  if (!c.beta_sweep.empty()) {  // the map again at every β of the sweep, through attn::align
+    r.sweep = attn::Matrix<double>(c.beta_sweep.size(), n);
+    with_score(c, [&](const auto& score) {
+      for (std::size_t k = 0; k < c.beta_sweep.size(); ++k) {
+        attn::options at = opt;
+        at.beta = c.beta_sweep[k];
+        const auto map = attn::align(queries, keys, values, score, at);
+        detail::require_finite(map.weights, c, "weights");
+        for (std::size_t j = 0; j < n; ++j) r.sweep(k, j) = map.weights(0, j);
+      }
+    });
+  }
   return r;
 }
 

@@ -1,12 +1,16 @@
 // attn-calc: the attention numbers of a lesson, computed and printed as text, Markdown, LaTeX,
 // JSON, CSV or an SVG heatmap. With no arguments it prints the unit's "I drink tea" example.
 // Exit status: 0 on success, 2 on bad input (one line on stderr says what), 1 if the output
-// cannot be written.
+// cannot be written. With --output FILE the output is written atomically (write_file): a run
+// that fails leaves an existing FILE as it was.
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <random>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "attn/error.hpp"
 #include "calc.hpp"
@@ -31,6 +35,33 @@ int fail(const char* message, int code = 2) {
   return code;
 }
 
+/// Writes `s` to `path` atomically: into a new temporary file beside it (same directory, so the
+/// rename cannot cross file systems), flushed and closed, then renamed over `path`. On any
+/// failure the temporary is removed and `path` is as it was (absent, or its old bytes).
+int write_file(const std::string& path, const std::string& s) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (fs::is_directory(target, ec)) return fail(("--output: \"" + path + "\" is a directory, not a file").c_str(), 1);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::random_device seed;
+  fs::path temp;
+  std::FILE* out = nullptr;
+  for (int attempt = 0; attempt < 16 && out == nullptr; ++attempt) {
+    temp = dir / ("." + target.filename().string() + ".attn-calc-" + std::to_string(seed() % 1000000000u) + ".tmp");
+    out = std::fopen(temp.string().c_str(), "wbx");  // x: fails if it exists, never clobbers
+  }
+  if (out == nullptr) return fail(("--output: cannot create a file in \"" + dir.string() + "\"").c_str(), 1);
+  const bool written = std::fwrite(s.data(), 1, s.size(), out) == s.size() && std::fflush(out) == 0;
+  const bool closed = std::fclose(out) == 0;
+  if (written && closed) {
+    fs::rename(temp, target, ec);
+    if (!ec) return 0;
+  }
+  fs::remove(temp, ec);
+  return fail(("--output: cannot write \"" + path + "\"").c_str(), 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -38,7 +69,8 @@ int main(int argc, char** argv) {
     const attn_calc::config c = attn_calc::parse_args(argc, argv);
     if (c.help) return write_all(std::string(attn_calc::help_text));
     const attn_calc::results r = attn_calc::compute(c);
-    return write_all(attn_calc::render(c, r));
+    const std::string out = attn_calc::render(c, r);
+    return c.output ? write_file(*c.output, out) : write_all(out);
   } catch (const attn_calc::usage_error& e) {
     return fail(e.what());
   } catch (const attn::dimension_error& e) {  // a size the parser did not foresee

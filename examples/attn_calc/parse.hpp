@@ -14,6 +14,7 @@
 /// input held is shown escaped and, past 60 bytes, shortened.
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -110,13 +111,27 @@ enum class output_format { text, md, latex, json, csv, csv_long, svg };
 /// --rms-norm, --activations, --block.
 enum class lesson_kind { none, pe, rope, norm, activations, block };
 /// Which of the unit's worked examples filled in the inputs the command line left out.
-enum class unit_example { none, e3_alignment_map, e5_additive };
+enum class unit_example { none, e3_alignment_map, e5_additive, e2_beta_sweep };
 
 /// A matrix read from the command line or a file: row-major, rows × cols numbers.
 struct matrix {
   std::size_t rows = 0;
   std::size_t cols = 0;
   std::vector<double> data;
+  std::string origin;                ///< what messages call it: "--mask", "--mask (mask.txt)"
+  std::vector<std::size_t> lines;    ///< from a file: the line of each row (else empty)
+  std::string semicolons;            ///< inline text of one number per row, rows split by ';' (else
+                                     ///< empty): "0;0.5;2" where "0,0.5,2" was likely meant
+
+  matrix() = default;
+  matrix(std::size_t r, std::size_t c, std::vector<double> numbers) : rows(r), cols(c), data(std::move(numbers)) {}
+
+  /// "--mask (mask.txt), line 3" for row r (from 0) of a file; the origin alone inline.
+  [[nodiscard]] std::string where(std::size_t r) const {
+    return lines.empty() ? origin : origin + ", line " + std::to_string(lines[r]);
+  }
+  /// For a message about this matrix's size: a hint when ';' split what ',' likely meant, or "".
+  [[nodiscard]] std::string semicolon_hint() const;
 
   [[nodiscard]] attn::MatrixView<const double> view() const {
     return attn::MatrixView<const double>(data.data(), rows, cols);
@@ -136,12 +151,14 @@ struct config {
   matrix W2;                              ///< additive: k × d_q
   std::vector<double> v;                  ///< additive: k
   double beta = 1.0;                      ///< sharpness: scores are multiplied by beta
+  std::vector<double> beta_sweep;         ///< --beta-sweep: the β values (empty: no sweep), one query's shares at each
   std::vector<char> mask;                 ///< empty, or one 0/1 per note (0 masks it out)
   std::vector<char> row_mask;             ///< empty, or T × n 0/1, row-major: row t for query t
   bool causal = false;                    ///< --mask causal: query t sees notes 1 … t + n − T (from 1)
   std::vector<std::string> query_labels;  ///< one per query
   std::vector<std::string> note_labels;   ///< one per note
   int decimals = 3;                       ///< digits after the point in printed numbers
+  bool decimals_given = false;            ///< --decimals given (else --dot-vs-scaled chooses, see auto_decimals)
   bool jacobian = false;                  ///< also ∂c/∂h_j and ∂c/∂q, checked by finite differences
   bool steps = false;                     ///< also the hand steps: e^(βs) and their sum; additive's W1h + W2q, tanh
   bool no_attention = false;              ///< also Unit 17's baseline: every query gets the last note
@@ -153,12 +170,21 @@ struct config {
   double scale_lo = 0.0, scale_hi = 1.0;  ///< svg: the colour scale's range
   std::string latex_label = "attn";       ///< latex: the tables' \\label prefix (attn:map, ...)
   bool help = false;                      ///< --help: print the help and nothing else
+  /// --output FILE: the output goes to FILE, written atomically (main.cpp), not to stdout
+  std::optional<std::string> output;
   /// --self: self-attention of the sentence X, which is both the queries and the notes (one
   /// word per row), labelled by --words; W_Q, W_K (d_model × h·d_k) and W_V (d_model × h·d_v)
   /// default to the identity (left empty here), W_O (h·d_v × d_out) to none.
   bool self_attention = false;
+  /// --cross X_kv: cross-attention, the queries X_q from --q and the keys and values from the
+  /// sentence X_kv (one word per row); self_attention is true too (the projections' mode), and
+  /// W_Q defaults to the identity of d_q, W_K and W_V to that of d_kv.
+  bool cross = false;
   matrix WQ, WK, WV, WO;
+  /// --bq, --bk, --bv, --bo: the projections' biases (h·d_k, h·d_k, h·d_v, d_out), or empty
+  std::vector<double> bQ, bK, bV, bO;
   std::size_t heads = 1;                  ///< --heads: h, PyTorch's layout
+  std::vector<std::string> head_labels;   ///< --head-labels: one name per head (empty: head 1, head 2, ...)
   bool dot_vs_scaled = false;             ///< --dot-vs-scaled: the dot map and the scaled-dot map
   /// The lessons of the unit's §8–§9 (lessons.hpp); with one of them the map's inputs are unused.
   lesson_kind lesson = lesson_kind::none;
@@ -305,7 +331,23 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
   return lines;
 }
 
+/// A UTF-8 byte-order mark (U+FEFF) inside a file, past its start (where lines_of skips one):
+/// refused by name, as files joined with cat leave it; shown, it would be invisible.
+inline void no_byte_order_mark(std::string_view line, const std::string& where) {
+  if (line.find("\xEF\xBB\xBF") != std::string_view::npos)
+    throw usage_error(where + ": a byte-order mark (U+FEFF) in the middle of the file, where it does not belong (two "
+                              "files joined? remove it; one at the very start of a file is fine)");
+}
+
 }  // namespace detail
+
+inline std::string matrix::semicolon_hint() const {
+  if (semicolons.empty()) return "";
+  std::string commas = semicolons;
+  std::replace(commas.begin(), commas.end(), ';', ',');
+  return " (" + origin + " " + shown(semicolons) + " is " + std::to_string(rows) +
+         " rows of 1 number: ';' separates rows, ',' the numbers of a row; did you mean " + shown(commas) + "?)";
+}
 
 /// Returns the matrix `text` spells. Inline (`file` false): rows separated by ';' or line
 /// breaks. A file's contents (`file` true): one row per line (lines starting with '#' skipped,
@@ -314,8 +356,10 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
 /// for a bad number, rows of different lengths, or no numbers at all.
 [[nodiscard]] inline matrix parse_matrix(std::string_view text, std::string_view what, bool file = false) {
   matrix m;
+  m.origin = std::string(what);
   std::vector<double> row;
   if (!file) {
+    const std::string_view whole = trim(text);
     while (true) {
       const auto end = text.find_first_of(";\r\n");
       const std::string_view line = trim(text.substr(0, end));
@@ -327,11 +371,13 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
       if (end == std::string_view::npos) break;
       text.remove_prefix(end + 1);
     }
+    if (m.cols == 1 && m.rows > 1 && whole.find(';') != std::string_view::npos) m.semicolons = std::string(whole);
   } else {
     std::size_t first_line = 0;
     for (const auto& [number, raw] : detail::lines_of(text)) {
       const std::string where = std::string(what) + ", line " + std::to_string(number);
       if (raw.find('\0') != std::string_view::npos) throw usage_error(where + ": a NUL byte (is this a text file?)");
+      detail::no_byte_order_mark(raw, where);
       const std::string_view line = trim(raw);
       if (line.empty() || line.front() == '#') continue;
       if (line.find(';') != std::string_view::npos)
@@ -342,6 +388,7 @@ inline std::vector<text_line> lines_of(std::string_view contents) {
       detail::read_row(line, where, first_line == 0, row);
       if (first_line == 0) first_line = number;
       detail::add_row(m, row, where, " (line " + std::to_string(first_line) + ")");
+      m.lines.push_back(number);
     }
   }
   if (m.rows == 0) throw usage_error(std::string(what) + ": no numbers given");
@@ -428,6 +475,7 @@ inline constexpr std::size_t max_file_bytes = std::size_t{64} << 20;
   std::vector<std::string> labels;
   for (const auto& [number, raw] : detail::lines_of(contents)) {
     const std::string_view label = trim(raw);
+    detail::no_byte_order_mark(raw, std::string(what) + ", line " + std::to_string(number));
     if (label.empty()) continue;
     if (!printable_utf8(label))
       throw usage_error(std::string(what) + ", line " + std::to_string(number) + ": the label is not printable UTF-8 text");
@@ -500,18 +548,29 @@ inline void need(bool ok, const std::string& message) {
   if (!ok) throw usage_error(message);
 }
 
+/// For a count of labels that is wrong: a hint when a label holds ';' ("I;drink;tea"), or "".
+inline std::string label_semicolons(const std::vector<std::string>& labels) {
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    if (labels[i].find(';') != std::string::npos)
+      return " (label " + std::to_string(i + 1) + ", " + shown(labels[i]) +
+             ", holds ';': labels are separated by ',')";
+  return "";
+}
+
 /// Every size check, after all options are read.
 inline void check_sizes(const config& c) {
   const std::size_t dq = c.queries.cols, dh = c.notes.cols, n = c.notes.rows;
   const std::string note = c.keys_and_values() ? "key" : "note";
-  switch (c.score) {
+  switch (c.cross ? score_kind::general : c.score) {  // --cross: check_projections checked Q against K
     case score_kind::dot:
     case score_kind::scaled_dot:
       need(dq == dh, "--q has " + count(dq, "number") + " per query but each " + note + " has " +
                          std::to_string(dh) + "; --score " + std::string(score_name(c.score)) +
-                         " needs the same length (--score general or additive allow different ones)");
+                         " needs the same length (--score general or additive allow different ones)" +
+                         c.queries.semicolon_hint() + c.notes.semicolon_hint());
       break;
     case score_kind::general:
+      if (c.cross) break;
       need(c.W.rows == dq && c.W.cols == dh,
            "--W is " + std::to_string(c.W.rows) + "x" + std::to_string(c.W.cols) +
                " but --score general needs (query length) x (" + note + " length) = " + std::to_string(dq) +
@@ -534,11 +593,12 @@ inline void check_sizes(const config& c) {
   if (!c.mask.empty())
     need(c.mask.size() == n, "--mask has " + count(c.mask.size(), "entry", "entries") +
                                  " but " + there_are(n, c.note_noun()));
-  need(c.note_labels.size() == n, (c.self_attention ? "--words gives " : "--note-labels gives ") +
-                                      count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()));
+  need(c.note_labels.size() == n, (c.self_attention && !c.cross ? "--words gives " : "--note-labels gives ") +
+                                      count(c.note_labels.size(), "label") + " but " + there_are(n, c.note_noun()) +
+                                      label_semicolons(c.note_labels));
   need(c.query_labels.size() == c.queries.rows,
        "--query-labels gives " + count(c.query_labels.size(), "label") + " but " +
-           there_are(c.queries.rows, "query", "queries"));
+           there_are(c.queries.rows, "query", "queries") + label_semicolons(c.query_labels));
 }
 
 /// "--wq has 4 columns" or, when the option is not given, "W_Q (the identity: --wq not given) has 3 columns".
@@ -550,12 +610,18 @@ inline std::string projection_columns(const matrix& m, std::string_view option, 
 /// --self's checks: W_Q, W_K and W_V have a row per number of a word, W_Q and W_K as many
 /// columns, h divides the columns of W_Q and of W_V, and W_O has a row per column of W_V.
 inline void check_projections(const config& c) {
-  const std::size_t d = c.queries.cols;
-  for (const auto& [m, option] : {std::pair<const matrix&, std::string_view>{c.WQ, "--wq"}, {c.WK, "--wk"}, {c.WV, "--wv"}})
-    need(m.empty() || m.rows == d, std::string(option) + " has " + count(m.rows, "row") + " but each word of --self has " +
-                                       count(d, "number") + " (Q = X W_Q, K = X W_K, V = X W_V)");
-  const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
-  need(dq == dk, projection_columns(c.WK, "--wk", "W_K", d) + " but " + projection_columns(c.WQ, "--wq", "W_Q", d) +
+  const std::size_t d = c.queries.cols, dkv = c.notes.cols;
+  const std::string qs = c.cross ? "each query of --q" : "each word of --self";
+  const std::string kvs = c.cross ? "each word of --cross" : "each word of --self";
+  const std::string formula = c.cross ? " (Q = X_q W_Q, K = X_kv W_K, V = X_kv W_V)" : " (Q = X W_Q, K = X W_K, V = X W_V)";
+  for (const auto& [m, option, rows, what] :
+       {std::tuple<const matrix&, std::string_view, std::size_t, const std::string&>{c.WQ, "--wq", d, qs},
+        {c.WK, "--wk", dkv, kvs}, {c.WV, "--wv", dkv, kvs}})
+    need(m.empty() || m.rows == rows,
+         std::string(option) + " has " + count(m.rows, "row") + " but " + what + " has " + count(rows, "number") + formula);
+  const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? dkv : c.WK.cols,
+                    dv = c.WV.empty() ? dkv : c.WV.cols;
+  need(dq == dk, projection_columns(c.WK, "--wk", "W_K", dkv) + " but " + projection_columns(c.WQ, "--wq", "W_Q", d) +
                      " (the queries and the keys need the same size, h·d_k)");
   for (const auto& [cols, name] : {std::pair<std::size_t, std::string_view>{dq, "W_Q"}, {dv, "W_V"}})
     need(cols % c.heads == 0, "--heads " + std::to_string(c.heads) + " does not divide the " + count(cols, "column") +
@@ -563,6 +629,38 @@ inline void check_projections(const config& c) {
   need(c.WO.empty() || c.WO.rows == dv, "--wo has " + count(c.WO.rows, "row") + " but " +
                                             (c.WV.empty() ? "W_V (the identity: --wv not given)" : "--wv") + " has " +
                                             count(dv, "column") + " (Y = [Z_1 … Z_h] W_O)");
+  for (const auto& [b, option, cols, name] :
+       {std::tuple<const std::vector<double>&, std::string_view, std::size_t, std::string_view>{c.bQ, "--bq", dq, "W_Q"},
+        {c.bK, "--bk", dk, "W_K"}, {c.bV, "--bv", dv, "W_V"}, {c.bO, "--bo", c.WO.cols, "W_O"}})
+    need(b.empty() || b.size() == cols, std::string(option) + " has " + count(b.size(), "number") + " but " +
+                                            std::string(name) + " has " + count(cols, "column") +
+                                            " (a bias adds one number to each column)");
+}
+
+/// An option's text and whether it was given (read_projections' arguments).
+struct option_text {
+  std::string_view value;
+  bool given = false;
+};
+
+/// Reads --wq, --wk, --wv, --wo and the biases --bq, --bk, --bv, --bo (each one row or one
+/// column of numbers) into c, then checks them (check_projections).
+inline void read_projections(config& c, const option_text (&o)[8]) {
+  const std::string_view names[] = {"--wq", "--wk", "--wv", "--wo", "--bq", "--bk", "--bv", "--bo"};
+  matrix* weights[] = {&c.WQ, &c.WK, &c.WV, &c.WO};
+  std::vector<double>* biases[] = {&c.bQ, &c.bK, &c.bV, &c.bO};
+  for (std::size_t k = 0; k < 8; ++k) {
+    if (!o[k].given) continue;
+    if (k < 4) {
+      *weights[k] = matrix_argument(o[k].value, names[k]);
+    } else {
+      const matrix m = matrix_argument(o[k].value, names[k]);
+      need(m.rows == 1 || m.cols == 1, std::string(names[k]) + " must be one row or one column of numbers, not " +
+                                           std::to_string(m.rows) + "x" + std::to_string(m.cols));
+      *biases[k - 4] = m.data;
+    }
+  }
+  check_projections(c);
 }
 
 /// Reads every --mask into c (the queries and notes already read): `causal`; one 0/1 per note,
@@ -578,11 +676,15 @@ inline void read_masks(config& c, const std::vector<std::string_view>& values) {
       continue;
     }
     const matrix m = matrix_argument(value, "--mask");
-    for (const double x : m.data) need(x == 0.0 || x == 1.0, "--mask: entries must be 1 (keep) or 0 (mask out)");
+    for (std::size_t k = 0; k < m.data.size(); ++k)
+      need(m.data[k] == 0.0 || m.data[k] == 1.0,
+           m.where(k / m.cols) + ": the entry in row " + std::to_string(k / m.cols + 1) + ", column " +
+               std::to_string(k % m.cols + 1) + " is " + attn::report::shortest(m.data[k]) +
+               "; entries must be 1 (keep) or 0 (mask out)");
     const bool one_row = m.rows == 1 || (m.cols == 1 && m.rows == n && n > 1);
     if (one_row || (m.cols == 1 && !(n == 1 && m.rows == T))) {
       need(m.data.size() == n, "--mask has " + count(m.data.size(), "entry", "entries") + " but " +
-                                   there_are(n, c.note_noun()));
+                                   there_are(n, c.note_noun()) + m.semicolon_hint());
       if (c.mask.empty()) c.mask.assign(n, 1);
       for (std::size_t j = 0; j < n; ++j) c.mask[j] = static_cast<char>(c.mask[j] != 0 && m.data[j] == 1.0);
       continue;
@@ -644,6 +746,37 @@ inline std::vector<double> numbers_argument(std::string_view text, std::string_v
   need(m.rows == 1 || m.cols == 1, std::string(option) + " must be one row or one column of numbers, not " +
                                        std::to_string(m.rows) + "x" + std::to_string(m.cols));
   return m.data;
+}
+
+/// --beta-sweep's values: LO:HI:STEP (LO, LO + STEP, … up to HI, each LO + k·STEP, HI itself
+/// when STEP divides the range within a millionth of a step), or the values separated by ','.
+/// At most 1001 values, in increasing order.
+inline std::vector<double> parse_sweep(std::string_view text) {
+  std::vector<double> out;
+  const std::string_view t = trim(text);
+  if (t.find(':') != std::string_view::npos) {
+    const std::size_t a = t.find(':'), b = t.find(':', a + 1);
+    need(b != std::string_view::npos && t.find(':', b + 1) == std::string_view::npos,
+         "--beta-sweep: " + shown(t) + " is not LO:HI:STEP (e.g. 0:4:0.25) or values separated by ','");
+    const double lo = parse_number(t.substr(0, a), "--beta-sweep (LO)");
+    const double hi = parse_number(t.substr(a + 1, b - a - 1), "--beta-sweep (HI)");
+    const double step = parse_number(t.substr(b + 1), "--beta-sweep (STEP)");
+    need(step > 0, "--beta-sweep: the STEP " + attn::report::shortest(step) + " is not above 0");
+    need(lo < hi, "--beta-sweep: LO must be below HI, and " + attn::report::shortest(lo) + " is not below " +
+                      attn::report::shortest(hi));
+    const double steps = std::floor((hi - lo) / step + 1e-6);
+    need(steps <= 1000, "--beta-sweep: " + shown(t) + " is more than 1001 values of β");
+    for (std::size_t k = 0; k <= static_cast<std::size_t>(steps); ++k)
+      out.push_back(std::min(hi, lo + static_cast<double>(k) * step));
+  } else {
+    out = numbers_argument(t, "--beta-sweep");
+    need(out.size() <= 1001, "--beta-sweep: more than 1001 values of β");
+    for (std::size_t k = 1; k < out.size(); ++k)
+      need(out[k - 1] < out[k], "--beta-sweep: the values must increase, and " + attn::report::shortest(out[k]) +
+                                    " follows " + attn::report::shortest(out[k - 1]));
+  }
+  need(out.size() >= 2, "--beta-sweep needs at least two values of β");
+  return out;
 }
 
 /// The most numbers a lesson prints (--pe's positions × d, a norm's rows): W8's PE is 1600; a
@@ -767,7 +900,8 @@ inline constexpr double max_jacobian_work = 5e8;
   };
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
-      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2;
+      pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep,
+      cross, bq, bk, bv, bo;
   std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
@@ -783,7 +917,10 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--rope", &rope},         {"--position", &position},       {"--pair", &pair},
       {"--layer-norm", &layer_norm}, {"--rms-norm", &rms_norm},   {"--ln-gamma", &ln_gamma},
       {"--ln-beta", &ln_beta},   {"--eps", &eps},                 {"--activations", &activations},
-      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2}};
+      {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
+      {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}, {"--cross", &cross},
+      {"--bq", &bq},             {"--bk", &bk},                   {"--bv", &bv},
+      {"--bo", &bo}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -839,6 +976,11 @@ inline constexpr double max_jacobian_work = 5e8;
     }
   }
 
+  if (output.given) {
+    detail::need(!output.value.empty(), "--output needs a file name");
+    detail::need(output.value.find('\0') == std::string_view::npos, "--output: the file name holds a NUL byte");
+    c.output = std::string(output.value);
+  }
   if (score.given) {
     const std::string_view s = trim(score.value);
     if (s == "dot") c.score = score_kind::dot;
@@ -928,7 +1070,9 @@ inline constexpr double max_jacobian_work = 5e8;
     const std::pair<std::string_view, bool> map_options[] = {
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
         {"--score", score.given}, {"--W", W.given}, {"--W1", W1.given}, {"--W2", W2.given}, {"--v", v.given},
-        {"--beta", beta.given}, {"--mask", !masks.empty()}, {"--note-labels", note_labels.given},
+        {"--beta", beta.given}, {"--beta-sweep", beta_sweep.given}, {"--mask", !masks.empty()},
+        {"--cross", cross.given}, {"--bq", bq.given}, {"--bk", bk.given}, {"--bv", bv.given}, {"--bo", bo.given},
+        {"--note-labels", note_labels.given},
         {"--query-labels", query_labels.given}, {"--jacobian", jacobian}, {"--no-attention", no_attention}, {"--map-only", map_only},
         {"--dot-vs-scaled", dot_vs_scaled}};
     for (const auto& [option, given] : map_options)
@@ -936,7 +1080,7 @@ inline constexpr double max_jacobian_work = 5e8;
     // --block takes its sentence and attention from --self and its projections (W9's when not given)
     const std::pair<std::string_view, bool> block_options[] = {
         {"--self", self.given}, {"--words", words.given}, {"--wq", wq.given}, {"--wk", wk.given},
-        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}};
+        {"--wv", wv.given}, {"--wo", wo.given}, {"--heads", heads.given}, {"--head-labels", head_labels.given}};
     for (const auto& [option, given] : block_options)
       detail::need(!given || c.lesson == L::block, lo + " prints its own numbers, not a map: leave out " + std::string(option));
     detail::need(self.given == ffn_w1.given && self.given == ffn_w2.given,
@@ -952,11 +1096,29 @@ inline constexpr double max_jacobian_work = 5e8;
     detail::need(!steps || c.lesson != L::block, "--block prints every intermediate value already: leave out --steps");
   }
 
-  // --self computes the queries, keys and values itself; its options mean nothing without it
-  const std::pair<std::string_view, const raw&> self_only[] = {
-      {"--words", words}, {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads}};
-  for (const auto& [option, given] : self_only)
-    detail::need(self.given || !given.given, std::string(option) + " needs --self (the sentence of self-attention)");
+  // --self and --cross compute the queries, keys and values themselves; their options mean
+  // nothing without them
+  detail::need(self.given || cross.given || !words.given, "--words needs --self (the sentence of self-attention)");
+  detail::need(!self.given || !cross.given, "--self and --cross are two kinds of attention: give one");
+  const std::pair<std::string_view, const raw&> projected_only[] = {
+      {"--wq", wq}, {"--wk", wk}, {"--wv", wv}, {"--wo", wo}, {"--heads", heads}, {"--head-labels", head_labels},
+      {"--bq", bq}, {"--bk", bk}, {"--bv", bv}, {"--bo", bo}};
+  for (const auto& [option, given] : projected_only)
+    detail::need(self.given || cross.given || !given.given,
+                 std::string(option) + " needs --self (the sentence of self-attention) or --cross (cross-attention)");
+  detail::need(!bo.given || wo.given, "--bo needs --wo (b_O is added to Y = Z W_O)");
+  if (cross.given) {
+    const std::pair<std::string_view, bool> not_with_cross[] = {
+        {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given}, {"--words", words.given},
+        {"--jacobian", jacobian}, {"--steps", steps}, {"--no-attention", no_attention}};
+    for (const auto& [option, given] : not_with_cross)
+      detail::need(!given, "--cross takes the keys and values from its sentence: leave out " + std::string(option) +
+                               (option == "--words" ? " (--query-labels and --note-labels name the words)" : ""));
+    detail::need(q.given, "--cross needs --q (the queries, one per row, that read the sentence)");
+    detail::need(c.score == score_kind::dot || c.score == score_kind::scaled_dot,
+                 "--cross scores with dot or scaled_dot (the default), not --score " + std::string(score_name(c.score)));
+    if (!score.given) c.score = score_kind::scaled_dot;
+  }
   if (self.given) {
     const std::pair<std::string_view, bool> not_with_self[] = {
         {"--q", q.given}, {"--notes", notes.given}, {"--keys", keys.given}, {"--values", values.given},
@@ -976,6 +1138,16 @@ inline constexpr double max_jacobian_work = 5e8;
     for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--jacobian", jacobian},
                                         {"--steps", steps}, {"--no-attention", no_attention}})
       detail::need(!given, "--dot-vs-scaled shows the two maps: leave out " + std::string(option));
+  }
+
+  if (beta_sweep.given) {
+    c.beta_sweep = detail::parse_sweep(beta_sweep.value);
+    const std::pair<std::string_view, bool> not_with_sweep[] = {
+        {"--beta", beta.given}, {"--self", self.given}, {"--dot-vs-scaled", dot_vs_scaled}, {"--jacobian", jacobian},
+        {"--steps", steps}, {"--no-attention", no_attention}, {"--map-only", map_only}, {"--row-axis", row_axis.given},
+        {"--col-axis", col_axis.given}, {"--no-values", no_values}, {"--scale", scale.given}};
+    for (const auto& [option, given] : not_with_sweep)
+      detail::need(!given, "--beta-sweep shows one query's shares at every β: leave out " + std::string(option));
   }
 
   // Parameters a score does not use are refused: they are almost always a mistake.
@@ -1000,11 +1172,30 @@ inline constexpr double max_jacobian_work = 5e8;
     if (words.given) c.query_labels = labels_argument(words.value, "--words");
     c.note_labels = c.query_labels;
     if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
-    for (const auto& [text, option, target] :
-         {std::tuple<const raw&, std::string_view, matrix&>{wq, "--wq", c.WQ}, {wk, "--wk", c.WK}, {wv, "--wv", c.WV},
-          {wo, "--wo", c.WO}})
-      if (text.given) target = matrix_argument(text.value, option);
-    detail::check_projections(c);
+    if (head_labels.given) {
+      c.head_labels = labels_argument(head_labels.value, "--head-labels");
+      detail::need(c.head_labels.size() == c.heads,
+                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
+                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
+    }
+    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
+                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
+                                 {bv.value, bv.given}, {bo.value, bo.given}});
+  } else if (cross.given) {
+    c.self_attention = c.cross = true;
+    c.queries = matrix_argument(q.value, "--q");
+    c.notes = matrix_argument(cross.value, "--cross");
+    c.note_labels = detail::numbered("x", c.notes.rows);
+    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
+    if (head_labels.given) {
+      c.head_labels = labels_argument(head_labels.value, "--head-labels");
+      detail::need(c.head_labels.size() == c.heads,
+                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
+                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
+    }
+    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
+                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
+                                 {bv.value, bv.given}, {bo.value, bo.given}});
   } else if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;
@@ -1020,6 +1211,11 @@ inline constexpr double max_jacobian_work = 5e8;
     if (!q.given && !own_notes) c.example = unit_example::e3_alignment_map;
     if (!own_notes) use_unit_notes(c);
     if (!q.given) use_unit_queries(c);
+    if (!q.given && !own_notes && beta_sweep.given) {  // E2: चाय's state, q = (0, 0.5, 2), as β moves
+      c.queries = matrix{1, 3, {0, 0.5, 2}};
+      c.query_labels = {"चाय"};
+      c.example = unit_example::e2_beta_sweep;
+    }
     if (W.given) c.W = matrix_argument(W.value, "--W");
     if (W1.given) c.W1 = matrix_argument(W1.value, "--W1");
     if (W2.given) c.W2 = matrix_argument(W2.value, "--W2");
@@ -1040,6 +1236,7 @@ inline constexpr double max_jacobian_work = 5e8;
 
   if (beta.given) c.beta = parse_number(beta.value, "--beta");
   if (decimals.given) c.decimals = parse_int(decimals.value, "--decimals", 0, 17);
+  c.decimals_given = decimals.given;
   detail::read_masks(c, masks);
   if (note_labels.given) c.note_labels = labels_argument(note_labels.value, "--note-labels");
   if (query_labels.given) c.query_labels = labels_argument(query_labels.value, "--query-labels");
@@ -1089,6 +1286,13 @@ inline constexpr double max_jacobian_work = 5e8;
     return c;
   }
   detail::check_sizes(c);
+  if (!c.beta_sweep.empty()) {
+    detail::need(c.queries.rows == 1, "--beta-sweep follows one query's shares: give --q one row, not " +
+                                          std::to_string(c.queries.rows) + " (e.g. --q 0,0.5,2, E2's चाय)");
+    detail::need(c.format != output_format::svg || c.notes.rows <= 30,
+                 "--beta-sweep draws a line per note, and " + std::to_string(c.notes.rows) +
+                     " are more than a chart can tell apart (at most 30): use csv or json");
+  }
   if (c.jacobian) {
     const double work = jacobian_work(c);
     char amount[32];
@@ -1138,6 +1342,10 @@ Inputs
                         e.g. --v 1,1
   --beta B            sharpness, "how sure": the scores are multiplied by B (default 1)
                         e.g. --beta 2
+  --beta-sweep S      one query's share of each note as beta moves: LO:HI:STEP or values
+                      separated by ','; a table (text, md, latex), json, csv, csv-long, and
+                      in svg a chart, a line per note (without --q: E2, the query of चाय)
+                        e.g. --beta-sweep 0:4:0.25 --format svg    --q 0,1 --beta-sweep 0,1,2,4
   --mask M            one 1 (keep) or 0 (mask out) per note, as a row or a column; a
                       masked note gets weight 0. Or a matrix, one row per query (a 0
                       masks that note for that query), or causal: query t sees notes
@@ -1158,24 +1366,47 @@ Self-attention (every word asks every word: Q = X W_Q, K = X W_K, V = X W_V)
   --words L           with --self: names of the words, for the rows and the columns,
                       separated by ',', or @file: one per line (default x1, x2, ...)
                         e.g. --words I,drink,tea    --words @words.txt
-  --wq W              with --self: W_Q, d_model x h*d_k (default: the identity)
+  --wq W              with --self or --cross: W_Q, d_model x h*d_k (default: the
+                      identity)
                         e.g. --wq @wq.csv    --wq "1,0;0,1;1,1"
-  --wk W              with --self: W_K, d_model x h*d_k (default: the identity)
+  --wk W              with --self or --cross: W_K, d_kv x h*d_k (default: the identity)
+                      (d_kv: the numbers of a word of --cross; with --self, d_model)
                         e.g. --wk @wk.csv
-  --wv W              with --self: W_V, d_model x h*d_v (default: the identity)
+  --wv W              with --self or --cross: W_V, d_kv x h*d_v (default: the identity)
                         e.g. --wv @wv.csv
-  --wo W              with --self: W_O, h*d_v x d_out; Y = [Z_1 ... Z_h] W_O (default:
-                      none, Y is the heads' outputs side by side)
+  --wo W              with --self or --cross: W_O, h*d_v x d_out; Y = [Z_1 ... Z_h] W_O
+                      (default: none, Y is the heads' outputs side by side)
                         e.g. --heads 2 --wo @wo.csv
-  --heads H           with --self: H heads; head i takes columns (i-1)*d_k+1..i*d_k of
+  --heads H           with --self or --cross: H heads; head i takes columns (i-1)*d_k+1..i*d_k of
                       Q and K and (i-1)*d_v+1..i*d_v of V (PyTorch's layout); svg draws
                       the heads' maps as one grid on one colour scale (default 1)
                         e.g. --self @x.csv --wq @wq.csv --wk @wk.csv --wv @wv.csv --heads 2
+  --head-labels L     with --self or --cross: names of the heads' maps, one per head,
+                      separated by ',', or @file: one per line (default head 1, head 2, ...)
+                        e.g. --heads 2 --head-labels "previous word,same word"
+  --bq B, --bk B, --bv B, --bo B
+                      with --self or --cross: the biases of the projections, one row or
+                      column each: Q = X W_Q + b_Q (h*d_k numbers), K = X W_K + b_K (h*d_k),
+                      V = X W_V + b_V (h*d_v), Y = Z W_O + b_O (d_out; needs --wo)
+                        e.g. --bq 0.5,0 --bk 0,0 --bv @bv.csv
+  --cross X           cross-attention: the queries from --q (X_q, one per row), the keys
+                      and values from the sentence X (X_kv, one word per row): Q = X_q W_Q,
+                      K = X W_K, V = X W_V; takes --wq, --wk, --wv, --wo, the biases,
+                      --heads, --head-labels, --mask; --query-labels and --note-labels
+                      name the rows and the words (default q1, ... and x1, ...)
+                        e.g. --q @hindi.csv --cross @english.csv --wq @wq.csv --wk @wk.csv
+                             --wv @wv.csv --note-labels I,drink,tea
   --dot-vs-scaled     the dot map and the scaled-dot map (divided by sqrt d) of the same
-                      input, side by side: both tables, and an svg of the two maps
+                      input, side by side: both tables, and an svg of the two maps; unless
+                      --decimals is given, enough decimals that the smallest weight of at
+                      least 1e-5 shows two significant digits (3 to 5)
                         e.g. --q 1,1,1,1 --notes "1,1,1,1;0.5,0.5,0.5,0.5;0,0,0,0" --dot-vs-scaled
 
-Output (on stdout)
+Output (on stdout, or in a file with --output)
+  --output FILE       write the output to FILE instead of stdout, atomically: a temporary
+                      file beside FILE is renamed over it once complete, so a failed run
+                      leaves an existing FILE as it was
+                        e.g. --format svg --output map.svg
   --format F          text (default), md, latex, json, csv (the map, a row per query),
                       csv-long (the map, a row per cell: i,j,query,note,weight) or svg
                       (the map as a heatmap)
@@ -1262,7 +1493,8 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
   --help              print this help
                         e.g. attn-calc --help
 
-Exit status: 0 on success; 2 on bad input, with one line on stderr that says what.
+Exit status: 0 on success; 2 on bad input, with one line on stderr that says what; 1 if
+the output cannot be written.
 )";
 
 /// parse_args for main's argc/argv (argv[0], the program name, is skipped).

@@ -9,8 +9,9 @@
 ///   svg              the map as a heatmap.
 /// --self and --dot-vs-scaled print every map: its scores and weights in the documents (--self
 /// also X, Q, K, V, Z and Y), a map per entry of JSON's `maps` and a first column `map` in CSV,
-/// and one SVG grid of the maps on one colour scale. With masks per query (causal, a mask
-/// matrix) the tables show a masked weight as — and the SVG hatches it.
+/// and one SVG grid of the maps on one colour scale. A masked weight (every kind of --mask) is
+/// one marker per format (detail::masked_text): — in text and Markdown, --- in LaTeX, an
+/// empty CSV field, null among JSON's rounded weights, a hatched SVG cell.
 /// Every number printed is rounded from the unrounded result (row sums too). A lesson
 /// (lessons.hpp) is its heading, paragraphs and tables in text, md and latex; every table in
 /// JSON; its main table in csv and every table a row per number in csv-long; --pe's heatmap on
@@ -144,6 +145,15 @@ inline report::cell score_formula(const config& c) {
 /// The stem of a note's LaTeX fallback: x_j for --self's words, h_j for notes.
 inline const char* note_stem(const config& c) { return c.self_attention ? "x" : "h"; }
 
+/// Whether any mask is given (--mask: a row, a matrix or causal).
+inline bool any_mask(const config& c) { return !c.mask.empty() || c.per_row_mask(); }
+
+/// The marker of a masked cell (its weight is exactly 0, so that it reads apart from a weight
+/// that rounds to 0): — in text and Markdown, --- (an em dash) in LaTeX, an empty field in CSV,
+/// null among JSON's rounded numbers; SVG hatches the cell ("masked" in its tooltip and legend).
+inline constexpr const char* masked_text = "—";
+inline constexpr const char* masked_latex = "---";
+
 /// What the masks do, as sentences (each with a leading space; none without a mask).
 inline report::cell mask_sentences(const config& c) {
   std::string text, latex;
@@ -182,7 +192,7 @@ inline report::cell mask_sentences(const config& c) {
     text += m;
     latex += m;
   }
-  if (c.per_row_mask()) {
+  if (any_mask(c)) {
     text += " A masked entry is shown as —.";
     latex += " A masked entry is shown as ---.";
   }
@@ -216,18 +226,17 @@ inline report::table labelled(report::table t, const config& c, const std::strin
 
 /// The map: the weights with each row's sum, under --title or a title that says what the rows
 /// sum to.
-/// `t` (a row per query, a column per note after the label) with every entry a mask of its own
-/// per query forbids shown as — (its weight is 0).
+/// `t` (a row per query, a column per note after the label) with every entry a mask forbids
+/// shown as — (masked_text; its weight is 0).
 inline report::table dash_masked(report::table t, const config& c) {
-  if (!c.per_row_mask()) return t;
+  if (!any_mask(c)) return t;
   for (std::size_t q = 0; q < c.queries.rows; ++q)
     for (std::size_t j = 0; j < c.notes.rows; ++j)
-      if (!c.allowed(q, j)) t.rows[q][j + 1] = report::cell("—", "---");
+      if (!c.allowed(q, j)) t.rows[q][j + 1] = report::cell(masked_text, masked_latex);
   return t;
 }
 
-/// A map's table: the weights with each row's sum; with masks of their own per query, a
-/// masked weight shown as — (it is 0).
+/// A map's table: the weights with each row's sum; a masked weight shown as — (it is 0).
 inline report::table weights_table(const config& c, const attn::Matrix<double>& weights,
                                    const std::vector<double>& row_sums, const std::vector<report::cell>& queries,
                                    const std::vector<report::cell>& notes_masked, report::cell title) {
@@ -347,14 +356,36 @@ inline report::cell head_sub(const config& c, std::size_t i) {
   return {"_" + std::to_string(i + 1), "_{" + std::to_string(i + 1) + "}"};
 }
 
+/// A map's name for people, in titles: --dot-vs-scaled's "dot" is "dot product" and its
+/// "scaled_dot" "scaled by 1/√d" (with d's value); a head's name as it is. JSON and CSV keep
+/// map_panel::name ("dot", "scaled_dot"), which programs match.
+inline report::cell display_name(const config& c, const map_panel& p, std::size_t d) {
+  if (!c.dot_vs_scaled) return {p.name, report::latex_escape(p.name)};
+  const std::string code = p.scaled ? "scaled_dot" : "dot", rest = p.name.substr(code.size());
+  if (!p.scaled) return {"dot product" + rest, "dot product" + report::latex_escape(rest)};
+  const std::string k = std::to_string(d);
+  return {"scaled by 1/√" + k + rest, "scaled by $1/\\sqrt{" + k + "}$" + report::latex_escape(rest)};
+}
+
+/// d of --dot-vs-scaled's 1/√d: a head's d_k with --self, else a key's numbers.
+inline std::size_t scaled_d(const config& c, const results& r) {
+  return c.self_attention ? r.Q.cols() / c.heads : c.notes.cols;
+}
+
 /// The scores' and the weights' tables of map p (head i of --self, or one of --dot-vs-scaled's).
 inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, std::vector<block>& doc,
-                           bool scores_too) {
+                           bool scores_too, std::size_t d) {
   const char* stem = note_stem(c);
   const auto queries = label_cells(c.query_labels, c.self_attention ? "x" : "q");
   const auto notes_masked = label_cells(c.note_labels, stem, c.mask);
-  const std::string name = p.name.empty() ? "" : ", " + p.name, lname = report::latex_escape(name);
-  const std::string id = p.name.empty() ? "" : "-" + slug(p.name);
+  const report::cell shown_name = display_name(c, p, d);
+  const std::string name = shown_name.text.empty() ? "" : ", " + shown_name.text;
+  const std::string lname = shown_name.text.empty() ? "" : ", " + shown_name.latex;
+  // the \label names the map by its code name and head number, never by --head-labels' text
+  // (which may hold what a \label cannot: "s(" threw from to_latex)
+  std::string code = c.dot_vs_scaled ? (p.scaled ? "scaled_dot" : "dot") : "";
+  if (c.heads > 1 || !c.head_labels.empty()) code += (code.empty() ? "head " : ", head ") + std::to_string(i + 1);
+  const std::string id = code.empty() ? "" : "-" + slug(code);
   const report::cell sub = head_sub(c, i), sums = sums_text(c, p.weights);
   const std::string b = c.beta != 1 ? "β " : "", lb = c.beta != 1 ? "\\beta " : "";
   report::cell scores, weights;
@@ -374,7 +405,7 @@ inline void add_map_tables(const config& c, const map_panel& p, std::size_t i, s
     weights = {"Weights" + name + ": α_tj, the map (" + sums.text + ")",
                "Weights" + lname + ": $\\alpha_{tj}$, the map (" + sums.latex + ")"};
   }
-  if (c.title) weights = report::cell(*c.title + (p.name.empty() ? "" : ": " + p.name));
+  if (c.title) weights = report::cell(*c.title + (shown_name.text.empty() ? "" : ": " + shown_name.text));
   if (scores_too)
     doc.push_back(table_block(labelled(report::matrix_table(p.scores, queries, notes_masked, c.decimals, {}, scores),
                                        c, "scores" + id)));
@@ -392,18 +423,43 @@ inline std::string identity_names(const config& c) {
   return out;
 }
 
+/// The biases in Q's, K's and V's formulas: " + b_Q|| + b_V" (fields split by '|'; empty
+/// where there is none), text and LaTeX alike.
+inline report::cell bias_terms(const config& c) {
+  const std::string t = std::string(c.bQ.empty() ? "" : " + b_Q") + "|" + (c.bK.empty() ? "" : " + b_K") + "|" +
+                        (c.bV.empty() ? "" : " + b_V");
+  return {t, t};
+}
+
+/// Field k (from 0) of `s` split at '|'.
+inline std::string field(const std::string& s, std::size_t k) {
+  std::size_t from = 0;
+  for (std::size_t i = 0; i < k; ++i) from = s.find('|', from) + 1;
+  return s.substr(from, s.find('|', from) - from);
+}
+
 /// --self's heading and paragraph: the formulas with their sizes, β, the masks.
 inline void add_self_intro(const config& c, const results& r, std::vector<block>& doc) {
-  const std::size_t T = c.queries.rows, h = c.heads, dk = r.Q.cols() / h, dv = r.V.cols() / h;
-  const std::string what = "attn-calc: self-attention of " + std::to_string(T) + (T == 1 ? " word" : " words") +
+  const std::size_t T = c.queries.rows, n = c.notes.rows, h = c.heads, dk = r.Q.cols() / h, dv = r.V.cols() / h;
+  const std::string what = (c.cross ? "attn-calc: cross-attention, " + std::to_string(T) +
+                                          (T == 1 ? " query" : " queries") + " reading " + std::to_string(n) +
+                                          (n == 1 ? " word" : " words")
+                                    : "attn-calc: self-attention of " + std::to_string(T) + (T == 1 ? " word" : " words")) +
                            (h == 1 ? "" : ", " + std::to_string(h) + " heads") +
                            (c.dot_vs_scaled ? ", dot against scaled_dot" : "");
   doc.push_back(heading({what, report::latex_escape(what)}));
   const std::string ids = identity_names(c);
   const std::string k = std::to_string(dk), v = std::to_string(dv);
-  std::string text = "Every word asks every word: Q = X W_Q, K = X W_K, V = X W_V" +
+  const report::cell b = bias_terms(c);
+  std::string text = (c.cross ? "Each query reads the sentence: Q = X_q W_Q" + b.text.substr(0, b.text.find('|')) +
+                                    ", K = X_kv W_K" + field(b.text, 1) + ", V = X_kv W_V" + field(b.text, 2)
+                              : "Every word asks every word: Q = X W_Q" + b.text.substr(0, b.text.find('|')) +
+                                    ", K = X W_K" + field(b.text, 1) + ", V = X W_V" + field(b.text, 2)) +
                      (ids.empty() ? "" : " (" + ids + ": the identity, not given)") + ".";
-  std::string latex = "Every word asks every word: $Q = X W_Q$, $K = X W_K$, $V = X W_V$" +
+  std::string latex = (c.cross ? "Each query reads the sentence: $Q = X_q W_Q" + b.latex.substr(0, b.latex.find('|')) +
+                                     "$, $K = X_{kv} W_K" + field(b.latex, 1) + "$, $V = X_{kv} W_V" + field(b.latex, 2) + "$"
+                               : "Every word asks every word: $Q = X W_Q" + b.latex.substr(0, b.latex.find('|')) +
+                                     "$, $K = X W_K" + field(b.latex, 1) + "$, $V = X W_V" + field(b.latex, 2) + "$") +
                       (ids.empty() ? "" : " ($" + ids + "$: the identity, not given)") + ".";
   if (h > 1) {  // "columns (i − 1)·2 + 1 … i·2", or "column i" for heads of one column
     const auto columns = [](const std::string& w) -> report::cell {
@@ -423,9 +479,10 @@ inline void add_self_intro(const config& c, const results& r, std::vector<block>
     latex += " The maps with dot, $S = Q K^{\\mathsf T}$, and with scaled\\_dot, " + scale_latex +
              "; $A = \\operatorname{softmax}(\\beta S)$ over each row.";
   } else {
-    const std::string y = c.WO.empty() ? (h == 1 ? "Y = A V" : "Y = [A_1 V_1 … A_h V_h]") : "Y = [A_1 V_1 … A_h V_h] W_O";
+    const std::string bo = c.bO.empty() ? "" : " + b_O", lbo = c.bO.empty() ? "" : " + b_O";
+    const std::string y = c.WO.empty() ? (h == 1 ? "Y = A V" : "Y = [A_1 V_1 … A_h V_h]") : "Y = [A_1 V_1 … A_h V_h] W_O" + bo;
     const std::string ly = c.WO.empty() ? (h == 1 ? "$Y = A V$" : "$Y = [A_1 V_1 \\dots A_h V_h]$")
-                                        : "$Y = [A_1 V_1 \\dots A_h V_h] W_O$";
+                                        : "$Y = [A_1 V_1 \\dots A_h V_h] W_O" + lbo + "$";
     text += (c.score == score_kind::scaled_dot ? " " + scale_text : std::string(" S = Q Kᵀ (dot: not divided by √d_k)")) +
             ", A = softmax(β S) over each row, " + y + ".";
     latex += (c.score == score_kind::scaled_dot ? " " + scale_latex
@@ -441,21 +498,40 @@ inline void add_self_intro(const config& c, const results& r, std::vector<block>
 /// --self's document: X, the projections given, Q, K, V, every map's scores and weights, Z, Y.
 inline void add_self_tables(const config& c, const results& r, std::vector<block>& doc) {
   using report::matrix_table;
-  const auto words = label_cells(c.query_labels, "x");
+  const auto words = label_cells(c.query_labels, c.cross ? "q" : "x");
+  const auto read = label_cells(c.note_labels, "x");  // the rows of K and V (--self: the same words)
   auto table = [&](const auto& m, const std::vector<report::cell>& rows, report::cell title, const std::string& name,
                    int decimals) {
     doc.push_back(table_block(labelled(matrix_table(m, rows, component_cells(m.cols()), decimals, {}, std::move(title)),
                                        c, name)));
   };
-  table(c.queries.view(), words, {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, "X", -1);
+  if (c.cross) {
+    table(c.queries.view(), words, {"Queries X_q (one per row)", "Queries $X_q$ (one per row)"}, "Xq", -1);
+    table(c.notes.view(), read, {"Sentence read X_kv (one word per row)", "Sentence read $X_{kv}$ (one word per row)"},
+          "Xkv", -1);
+  } else {
+    table(c.queries.view(), words, {"Sentence X (one word per row)", "Sentence $X$ (one word per row)"}, "X", -1);
+  }
   for (const auto& [m, name, option] : {std::tuple<const matrix&, const char*, const char*>{c.WQ, "W_Q", "WQ"},
                                         {c.WK, "W_K", "WK"}, {c.WV, "W_V", "WV"}, {c.WO, "W_O", "WO"}})
     if (!m.empty())
       table(m.view(), component_cells(m.rows), {name, std::string("$") + name + "$"}, option, -1);
-  table(r.Q, words, {"Queries Q = X W_Q", "Queries $Q = X W_Q$"}, "Q", c.decimals);
-  table(r.K, words, {"Keys K = X W_K", "Keys $K = X W_K$"}, "K", c.decimals);
-  table(r.V, words, {"Values V = X W_V", "Values $V = X W_V$"}, "V", c.decimals);
-  for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true);
+  for (const auto& [b, name, option] : {std::tuple<const std::vector<double>&, const char*, const char*>{c.bQ, "b_Q", "bQ"},
+                                        {c.bK, "b_K", "bK"}, {c.bV, "b_V", "bV"}, {c.bO, "b_O", "bO"}})
+    if (!b.empty())
+      table(attn::MatrixView<const double>(b.data(), 1, b.size()), {report::cell(name, std::string("$") + name + "$")},
+            {std::string("Bias ") + name, std::string("Bias $") + name + "$"}, option, -1);
+  const report::cell bt = bias_terms(c);
+  const std::string xkv = c.cross ? "X_kv" : "X", lxkv = c.cross ? "X_{kv}" : "X";
+  table(r.Q, words, {"Queries Q = " + std::string(c.cross ? "X_q" : "X") + " W_Q" + field(bt.text, 0),
+                     "Queries $Q = " + std::string(c.cross ? "X_q" : "X") + " W_Q" + field(bt.latex, 0) + "$"}, "Q",
+        c.decimals);
+  table(r.K, read, {"Keys K = " + xkv + " W_K" + field(bt.text, 1), "Keys $K = " + lxkv + " W_K" + field(bt.latex, 1) + "$"},
+        "K", c.decimals);
+  table(r.V, read, {"Values V = " + xkv + " W_V" + field(bt.text, 2),
+                    "Values $V = " + lxkv + " W_V" + field(bt.latex, 2) + "$"},
+        "V", c.decimals);
+  for (std::size_t p = 0; p < r.maps.size(); ++p) add_map_tables(c, r.maps[p], p % c.heads, doc, true, scaled_d(c, r));
   if (c.dot_vs_scaled) return;
   const bool concat = c.heads > 1 || !c.WO.empty();
   if (concat && !c.WO.empty())
@@ -463,7 +539,8 @@ inline void add_self_tables(const config& c, const results& r, std::vector<block
           {c.heads == 1 ? "The head's output Z = A V" : "The heads' outputs side by side, Z = [A_1 V_1 … A_h V_h]",
            c.heads == 1 ? "The head's output $Z = A V$" : "The heads' outputs side by side, $Z = [A_1 V_1 \\dots A_h V_h]$"},
           "Z", c.decimals);
-  const report::cell y = !c.WO.empty() ? report::cell{"Output Y = Z W_O", "Output $Y = Z W_O$"}
+  const std::string bo = c.bO.empty() ? "" : " + b_O";
+  const report::cell y = !c.WO.empty() ? report::cell{"Output Y = Z W_O" + bo, "Output $Y = Z W_O" + bo + "$"}
                          : concat      ? report::cell{"Output Y = [A_1 V_1 … A_h V_h] (the heads' outputs side by side; no W_O)",
                                                       "Output $Y = [A_1 V_1 \\dots A_h V_h]$ (the heads' outputs side by side; no $W_O$)"}
                                        : report::cell{"Output Y = A V", "Output $Y = A V$"};
@@ -495,7 +572,8 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
 [[nodiscard]] inline std::vector<block> maps_document(const config& c, const results& r) {
   std::vector<block> doc;
   if (c.map_only) {
-    for (std::size_t p = 0; p < r.maps.size(); ++p) detail::add_map_tables(c, r.maps[p], p % c.heads, doc, false);
+    for (std::size_t p = 0; p < r.maps.size(); ++p)
+      detail::add_map_tables(c, r.maps[p], p % c.heads, doc, false, detail::scaled_d(c, r));
     return doc;
   }
   if (c.self_attention) {
@@ -503,7 +581,7 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
     detail::add_self_tables(c, r, doc);
   } else {
     detail::add_dot_vs_scaled_intro(c, doc);
-    for (const auto& p : r.maps) detail::add_map_tables(c, p, 0, doc, true);
+    for (const auto& p : r.maps) detail::add_map_tables(c, p, 0, doc, true, detail::scaled_d(c, r));
   }
   return doc;
 }
@@ -553,6 +631,7 @@ inline void add_dot_vs_scaled_intro(const config& c, std::vector<block>& doc) {
            "$W_1 = W_2 = I$, $\\mathbf v = (1, 1)$, $\\mathbf q = (0.5, -0.5)$ and three notes "
            "$(1, 0)$, $(0, 1)$, $(1, 1)$."}));
       break;
+    case unit_example::e2_beta_sweep:  // --beta-sweep has its document (sweep_document)
     case unit_example::none: {
       const std::string what = "attn-calc: " + std::to_string(T) + (T == 1 ? " query" : " queries") +
                                " looking at " + std::to_string(n) + (n == 1 ? " note" : " notes");
@@ -759,6 +838,7 @@ inline void json_head(report::json_writer& j, const config& c) {
   switch (c.example) {
     case unit_example::e3_alignment_map: j.string("Unit 18, section 1: \"I drink tea\" → मैं चाय पीता हूँ (E1, E3)"); break;
     case unit_example::e5_additive: j.string("Unit 18, section 1: an additive score by hand (E5)"); break;
+    case unit_example::e2_beta_sweep: j.string("Unit 18, section 1: how sure, β (E2): चाय's shares as β moves"); break;
     case unit_example::none: j.null(); break;
   }
 }
@@ -814,6 +894,28 @@ inline void json_rounded_matrix(report::json_writer& j, const attn::Matrix<doubl
   j.end_array();
 }
 
+/// Row t of a map's weights as printed, null where a mask forbids the note (masked_text).
+inline void json_rounded_weights(report::json_writer& j, const config& c, const attn::Matrix<double>& w, std::size_t t) {
+  j.begin_array(true);
+  for (std::size_t k = 0; k < w.cols(); ++k) {
+    if (c.allowed(t, k)) j.string(report::fixed(w(t, k), c.decimals));
+    else j.null();
+  }
+  j.end_array();
+}
+
+/// A map's weights as printed, null where masked.
+inline void json_rounded_weights(report::json_writer& j, const config& c, const attn::Matrix<double>& w) {
+  j.begin_array();
+  for (std::size_t t = 0; t < w.rows(); ++t) json_rounded_weights(j, c, w, t);
+  j.end_array();
+}
+
+/// A weight of a CSV: as printed, or an empty field where masked (masked_text).
+inline std::string csv_weight(const config& c, const attn::Matrix<double>& w, std::size_t t, std::size_t k) {
+  return c.allowed(t, k) ? report::fixed(w(t, k), c.decimals) : std::string();
+}
+
 /// The worst |Σ_j α_tj − 1| over the rows of `weights`; a row with nothing allowed sums to 0 by design.
 inline double worst_row_sum_error(const config& c, const std::vector<double>& row_sums) {
   double worst = 0;
@@ -834,22 +936,30 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
   const int dp = c.decimals;
   j.begin_object();
   detail::json_head(j, c);
-  j.key("mode").string(c.self_attention ? "self-attention" : "dot-vs-scaled");
+  j.key("mode").string(c.cross ? "cross-attention" : c.self_attention ? "self-attention" : "dot-vs-scaled");
   const std::size_t h = c.heads, d = c.queries.cols;
   if (c.self_attention) {
-    const matrix I = detail::identity(d);
+    const matrix I = detail::identity(d), I_kv = detail::identity(c.notes.cols);
     j.key("inputs").begin_object();
-    j.key("sentence").matrix(c.queries.view());
-    j.key("words").strings(c.query_labels);
+    if (c.cross) {
+      j.key("queries").matrix(c.queries.view());
+      j.key("query_labels").strings(c.query_labels);
+    }
+    j.key("sentence").matrix(c.notes.view());
+    j.key("words").strings(c.note_labels);
     std::vector<std::string> identities;
-    for (const auto& [m, name] : {std::pair<const matrix&, const char*>{c.WQ, "W_Q"}, {c.WK, "W_K"}, {c.WV, "W_V"}}) {
-      j.key(name).matrix(m.empty() ? I.view() : m.view());
+    for (const auto& [m, name, id] : {std::tuple<const matrix&, const char*, const matrix&>{c.WQ, "W_Q", I},
+                                      {c.WK, "W_K", I_kv}, {c.WV, "W_V", I_kv}}) {
+      j.key(name).matrix(m.empty() ? id.view() : m.view());
       if (m.empty()) identities.emplace_back(name);
     }
     j.key("W_O");
     if (c.WO.empty()) j.null();
     else j.matrix(c.WO.view());
     j.key("identity").strings(identities);
+    for (const auto& [b, name] : {std::pair<const std::vector<double>&, const char*>{c.bQ, "b_Q"}, {c.bK, "b_K"},
+                                  {c.bV, "b_V"}, {c.bO, "b_O"}})
+      if (!b.empty()) j.key(name).numbers(b);
     j.end_object();
   } else {
     detail::json_inputs(j, c);
@@ -886,7 +996,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     j.key("scores");
     detail::json_rounded_matrix(j, p.scores, dp);
     j.key("weights");
-    detail::json_rounded_matrix(j, p.weights, dp);
+    detail::json_rounded_weights(j, c, p.weights);
     j.end_object();
     j.end_object();
   }
@@ -937,7 +1047,8 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     j.key("context").numbers(r.contexts.row(t));
     j.key("rounded").begin_object();
     j.key("scores").rounded(r.scores.row(t), dp);
-    j.key("weights").rounded(r.weights.row(t), dp);
+    j.key("weights");
+    detail::json_rounded_weights(j, c, r.weights, t);
     j.key("context").rounded(r.contexts.row(t), dp);
     j.end_object();
     if (c.no_attention) {
@@ -999,7 +1110,8 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
 }
 
 /// CSV of the map: wide (header `query,<note labels>`, a row per query) or long
-/// (`i,j,query,note,weight`, a row per cell, i and j counted from 1).
+/// (`i,j,query,note,weight`, a row per cell, i and j counted from 1); a masked weight is an
+/// empty field.
 [[nodiscard]] inline std::string render_csv(const config& c, const results& r, bool long_form) {
   if (!r.maps.empty()) {
     // --self, --dot-vs-scaled: with several maps a first column names the map
@@ -1015,7 +1127,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
         const std::string first = (named ? report::csv_field(p.name) + "," : "");
         if (!long_form) out += first + report::csv_field(c.query_labels[q]);
         for (std::size_t n = 0; n < c.notes.rows; ++n) {
-          const std::string w = report::fixed(p.weights(q, n), c.decimals);
+          const std::string w = detail::csv_weight(c, p.weights, q, n);
           if (long_form)
             out += first + std::to_string(q + 1) + "," + std::to_string(n + 1) + "," + report::csv_field(c.query_labels[q]) +
                    "," + report::csv_field(c.note_labels[n]) + "," + w + "\n";
@@ -1032,7 +1144,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
     for (const auto& l : c.note_labels) t.header.emplace_back(l);
     for (std::size_t q = 0; q < c.queries.rows; ++q) {
       std::vector<report::cell> row{report::cell(c.query_labels[q])};
-      for (std::size_t n = 0; n < c.notes.rows; ++n) row.emplace_back(report::fixed(r.weights(q, n), c.decimals));
+      for (std::size_t n = 0; n < c.notes.rows; ++n) row.emplace_back(detail::csv_weight(c, r.weights, q, n));
       t.rows.push_back(std::move(row));
     }
     return report::to_csv(t);
@@ -1041,7 +1153,7 @@ inline double worst_row_sum_error(const config& c, const std::vector<double>& ro
   for (std::size_t q = 0; q < c.queries.rows; ++q)
     for (std::size_t n = 0; n < c.notes.rows; ++n)
       out += std::to_string(q + 1) + "," + std::to_string(n + 1) + "," + report::csv_field(c.query_labels[q]) +
-             "," + report::csv_field(c.note_labels[n]) + "," + report::fixed(r.weights(q, n), c.decimals) + "\n";
+             "," + report::csv_field(c.note_labels[n]) + "," + detail::csv_weight(c, r.weights, q, n) + "\n";
   return out;
 }
 
@@ -1059,6 +1171,10 @@ inline std::vector<bool> svg_masked(const config& c) {
     for (std::size_t j = 0; j < c.notes.rows; ++j) masked.push_back(!c.allowed(t, j));
   return masked;
 }
+
+/// The narrowest cell of a map's SVG (px): a wider map (E6's 35×30 is 19 px a cell; 1 × 3000
+/// keys would be 1 px) is wrapped into bands of columns instead (heatmap_options::min_cell).
+inline constexpr int svg_min_cell = 12;
 
 /// What --title, --row-axis, --col-axis and --scale ask of an SVG.
 inline void svg_options(const config& c, report::heatmap_options& opt) {
@@ -1084,27 +1200,34 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   const std::string sums = report::row_sums_text(all);
   report::heatmap_options opt;
   opt.decimals = c.values_shown ? c.decimals : -1;
-  if (c.self_attention) {
+  opt.legend_title = "weight \u03b1";  // as alignment_map_options
+  if (c.cross) {
+    opt.row_axis = "queries (words written)";
+    opt.col_axis = "keys (words read)";
+  } else if (c.self_attention) {
     opt.row_axis = "queries (words)";
     opt.col_axis = "keys (words)";
-  } else {
-    opt.row_axis = "queries (words written)";
-    opt.col_axis = "notes (words read)";
+  } else {  // --dot-vs-scaled: W4's lesson is the queries' dot products with the keys
+    opt.row_axis = "queries";
+    opt.col_axis = "keys";
   }
-  const std::size_t d = c.self_attention ? r.Q.cols() / c.heads : c.notes.cols;
+  const std::size_t d = detail::scaled_d(c, r);
   if (c.dot_vs_scaled)
     opt.title = "Dot against scaled dot: the same scores divided by " + detail::root_text(d).text;
   else if (c.heads > 1)
-    opt.title = "Self-attention maps of " + std::to_string(c.heads) + " heads";
+    opt.title = std::string(c.cross ? "Cross" : "Self") + "-attention maps of " + std::to_string(c.heads) + " heads";
   else
-    opt.title = "Self-attention map A";
+    opt.title = std::string(c.cross ? "Cross" : "Self") + "-attention map A";
   if (!sums.empty()) opt.title += " (" + sums + ")";
   detail::svg_options(c, opt);
-  if (r.maps.size() == 1) return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
+  if (r.maps.size() == 1) {
+    opt.min_cell = detail::svg_min_cell;
+    return report::heatmap_svg(r.maps[0].weights, c.query_labels, c.note_labels, opt);
+  }
   std::vector<report::heatmap_panel> panels;
-  const std::string product = c.self_attention ? "S = Q Kᵀ" : c.keys_and_values() ? "s = q · k" : "s = q · h";
+  const std::string product = c.self_attention ? "S = Q Kᵀ" : "s = q · k";
   for (const auto& p : r.maps) {
-    std::string title = p.name;
+    std::string title = detail::display_name(c, p, d).text;
     if (c.dot_vs_scaled && c.heads == 1) title += ": " + product + (p.scaled ? " / √" + std::to_string(d) : "");
     panels.push_back({p.weights.view(), title});
   }
@@ -1118,6 +1241,7 @@ inline void svg_options(const config& c, report::heatmap_options& opt) {
   if (!r.maps.empty()) return render_maps_svg(c, r);
   report::heatmap_options opt = report::alignment_map_options(r.weights, c.values_shown ? c.decimals : -1);
   detail::svg_options(c, opt);
+  opt.min_cell = detail::svg_min_cell;
   return report::heatmap_svg(r.weights, c.query_labels, c.note_labels, opt);
 }
 
@@ -1324,9 +1448,257 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
   return render_text(lesson_document(c, L));
 }
 
+// ---------------------------------------------------------------------------------------------
+// --beta-sweep: one query's share of each note as β moves (E2), as a table and a chart.
+
+namespace detail {
+
+/// The β values as row labels: "0", "0.25", … (shortest).
+inline std::vector<report::cell> beta_cells(const config& c) {
+  std::vector<report::cell> out;
+  for (const double b : c.beta_sweep) out.emplace_back(report::shortest(b));
+  return out;
+}
+
+/// What a sweep's weights are: "α_j at each β", with the query's label.
+inline report::cell sweep_title(const config& c) {
+  if (c.title) return report::cell(*c.title);
+  const std::string q = c.query_labels[0];
+  return {"Shares α_j of query " + q + " as β moves (a row per β; each row sums to 1)",
+          "Shares $\\alpha_j$ of query " + ql(c, 0) + " as $\\beta$ moves (a row per $\\beta$; each row sums to 1)"};
+}
+
+}  // namespace detail
+
+/// --beta-sweep's document: the heading, what the sweep shows, the inputs, the scores and the
+/// shares at every β (a row per β, a column per note, each row's sum; — where masked).
+[[nodiscard]] inline std::vector<block> sweep_document(const config& c, const results& r) {
+  std::vector<block> doc;
+  const std::string lo = report::shortest(c.beta_sweep.front()), hi = report::shortest(c.beta_sweep.back());
+  const std::string what = "attn-calc: the shares of " + c.query_labels[0] + " as β moves from " + lo + " to " + hi;
+  doc.push_back(detail::heading({what, "attn-calc: the shares of " + detail::ql(c, 0) + " as $\\beta$ moves from " + lo +
+                                           " to " + hi}));
+  const report::cell f = detail::score_formula(c), masks = detail::mask_sentences(c);
+  std::string text = "Score: " + f.text + ". At every β the weights are softmax(β s_j): at β = 0 every kept " +
+                     std::string(c.note_noun()) + " gets the same share, and as β grows the share of the highest score "
+                     "climbs towards 1.";
+  std::string latex = "Score: " + f.latex + ". At every $\\beta$ the weights are $\\operatorname{softmax}(\\beta s_j)$: "
+                      "at $\\beta = 0$ every kept " + std::string(c.note_noun()) +
+                      " gets the same share, and as $\\beta$ grows the share of the highest score climbs towards 1.";
+  if (c.example == unit_example::e2_beta_sweep) {
+    text += " The unit's E2: चाय's state q = (0, 0.5, 2) over I, drink, tea; at β = 2 tea's share is 0.936.";
+    latex += " The unit's E2: " + detail::ql(c, 0) + "'s state $\\mathbf q = (0, 0.5, 2)$ over I, drink, tea; at "
+             "$\\beta = 2$ tea's share is 0.936.";
+  }
+  doc.push_back(detail::paragraph({text + masks.text, latex + masks.latex}));
+  detail::add_input_tables(c, doc);
+  const auto queries = detail::label_cells(c.query_labels, "q");
+  const auto notes_masked = detail::label_cells(c.note_labels, "h", c.mask);
+  doc.push_back(detail::table_block(detail::labelled(
+      report::matrix_table(r.scores, queries, notes_masked, c.decimals, {},
+                           {"Scores s_j = score(q, h_j)", "Scores $s_j = \\operatorname{score}(\\mathbf q, \\mathbf h_j)$"}),
+      c, "scores")));
+  auto t = report::matrix_table(r.sweep, detail::beta_cells(c), notes_masked, c.decimals, report::cell("β", "$\\beta$"),
+                                detail::sweep_title(c));
+  t.header.emplace_back("sum", "$\\sum_j$");
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    double sum = 0;
+    for (std::size_t j = 0; j < r.sweep.cols(); ++j) sum += r.sweep(k, j);
+    t.rows[k].push_back(report::number_cell(sum, c.decimals));
+    for (std::size_t j = 0; j < r.sweep.cols(); ++j)
+      if (!c.allowed(0, j)) t.rows[k][j + 1] = report::cell(detail::masked_text, detail::masked_latex);
+  }
+  doc.push_back(detail::table_block(detail::labelled(std::move(t), c, "sweep")));
+  return doc;
+}
+
+/// --beta-sweep as JSON: inputs, options, and the query's weights at every β (full precision,
+/// and as printed with null where masked).
+[[nodiscard]] inline std::string render_sweep_json(const config& c, const results& r) {
+  report::json_writer j;
+  j.begin_object();
+  detail::json_head(j, c);
+  j.key("mode").string("beta-sweep");
+  detail::json_inputs(j, c);
+  j.key("options").begin_object();
+  detail::json_masks(j, c);
+  j.key("decimals").integer(c.decimals);
+  j.end_object();
+  j.key("results").begin_object();
+  j.key("query").string(c.query_labels[0]);
+  j.key("scores").numbers(r.scores.row(0));
+  j.key("betas").numbers(c.beta_sweep);
+  j.key("weights").matrix(r.sweep);
+  j.key("rounded").begin_object();
+  j.key("weights").begin_array();
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    j.begin_array(true);
+    for (std::size_t n = 0; n < r.sweep.cols(); ++n) {
+      if (c.allowed(0, n)) j.string(report::fixed(r.sweep(k, n), c.decimals));
+      else j.null();
+    }
+    j.end_array();
+  }
+  j.end_array();
+  j.end_object();
+  j.end_object();
+  j.end_object();
+  return j.str();
+}
+
+/// --beta-sweep as CSV: wide (beta,<notes>, a row per β) or long (i,j,beta,note,weight).
+[[nodiscard]] inline std::string render_sweep_csv(const config& c, const results& r, bool long_form) {
+  std::string out = long_form ? "i,j,beta,note,weight\n" : "beta";
+  if (!long_form) {
+    for (const auto& l : c.note_labels) out += "," + report::csv_field(l);
+    out += "\n";
+  }
+  for (std::size_t k = 0; k < r.sweep.rows(); ++k) {
+    const std::string b = report::shortest(c.beta_sweep[k]);
+    if (!long_form) out += b;
+    for (std::size_t n = 0; n < r.sweep.cols(); ++n) {
+      const std::string w = c.allowed(0, n) ? report::fixed(r.sweep(k, n), c.decimals) : std::string();
+      if (long_form)
+        out += std::to_string(k + 1) + "," + std::to_string(n + 1) + "," + b + "," + report::csv_field(c.note_labels[n]) +
+               "," + w + "\n";
+      else
+        out += "," + w;
+    }
+    if (!long_form) out += "\n";
+  }
+  return out;
+}
+
+namespace detail {
+
+/// The lines of --beta-sweep's chart: Okabe and Ito's colour-blind-safe colours (yellow left
+/// out: too light on white), and a dash pattern each, so lines differ in grey print too.
+inline constexpr const char* sweep_colours[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#56b4e9",
+                                                "#000000"};
+inline constexpr const char* sweep_dashes[] = {"", "8 4", "2 3", "8 3 2 3", "12 4", "4 4"};
+
+}  // namespace detail
+
+/// --beta-sweep as an SVG line chart: β across (labelled "β (how sure)"), the share from 0 to 1
+/// up, a line per note (a masked note, always 0, is left out and named in the legend), a
+/// marker at every β while there are at most 41, gridlines, a legend of the notes, a title.
+[[nodiscard]] inline std::string render_sweep_svg(const config& c, const results& r) {
+  using report::detail::num;
+  using report::detail::xml_escape;
+  const auto fx = [](double x) { return report::fixed(x, 1); };
+  const std::size_t K = c.beta_sweep.size(), n = c.notes.rows;
+  const std::string title = c.title ? *c.title : "How sure: the shares of " + c.query_labels[0] + " as \u03b2 moves";
+  int legend_w = 0;
+  for (std::size_t j = 0; j < n; ++j)
+    legend_w = std::max(legend_w, report::detail::text_width(c.note_labels[j] + (c.allowed(0, j) ? "" : " (masked)"), 13));
+  const int left = 72, top = 64, plot_w = 480, plot_h = 300, right = left + plot_w, bottom = top + plot_h;
+  const int W = std::max(right + 32 + 36 + legend_w + 16, 16 + report::detail::text_width(title, 16) + 16);
+  const int H = std::max(bottom + 64, top + 22 * static_cast<int>(n) + 16);
+  const double lo = c.beta_sweep.front(), hi = c.beta_sweep.back();
+  const auto X = [&](double b) { return left + (b - lo) / (hi - lo) * plot_w; };
+  const auto Y = [&](double w) { return bottom - w * plot_h; };
+  std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
+                  "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\" aria-labelledby=\"sweep-title\" "
+                  "font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
+  s += "  <title id=\"sweep-title\">" + xml_escape(title) + "</title>\n";
+  s += "  <rect width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
+  s += "  <text x=\"16\" y=\"32\" font-size=\"16\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(title) + "</text>\n";
+  // gridlines and ticks: the share at 0, 0.25, … 1; β at five evenly spaced values
+  s += "  <g font-size=\"12\" fill=\"#555555\" stroke=\"none\">\n";
+  for (int k = 0; k <= 4; ++k) {
+    const double w = k / 4.0, b = lo + (hi - lo) * k / 4.0;
+    s += "    <line x1=\"" + num(left) + "\" y1=\"" + fx(Y(w)) + "\" x2=\"" + num(right) + "\" y2=\"" + fx(Y(w)) +
+         "\" stroke=\"#e5e5e5\"/>\n";
+    s += "    <text x=\"" + num(left - 8) + "\" y=\"" + fx(Y(w)) + "\" dy=\"0.35em\" text-anchor=\"end\">" +
+         report::detail::tick_text(w) + "</text>\n";
+    s += "    <line x1=\"" + fx(X(b)) + "\" y1=\"" + num(bottom) + "\" x2=\"" + fx(X(b)) + "\" y2=\"" + num(bottom + 4) +
+         "\" stroke=\"#999999\"/>\n";
+    s += "    <text x=\"" + fx(X(b)) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
+         report::detail::tick_text(b) + "</text>\n";
+  }
+  s += "    <rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) + "\" height=\"" + num(plot_h) +
+       "\" fill=\"none\" stroke=\"#999999\"/>\n";
+  s += "    <text x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(bottom + 42) +
+       "\" text-anchor=\"middle\" font-style=\"italic\">\u03b2 (how sure)</text>\n";
+  const int ay = top + plot_h / 2;
+  s += "    <text x=\"24\" y=\"" + num(ay) + "\" text-anchor=\"middle\" font-style=\"italic\" transform=\"rotate(-90 24 " +
+       num(ay) + ")\">share of each " + c.note_noun() + " (weight \u03b1)</text>\n  </g>\n";
+  // a line per kept note, with its values in a tooltip
+  std::size_t drawn = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    if (!c.allowed(0, j)) continue;
+    const std::string colour = detail::sweep_colours[drawn % std::size(detail::sweep_colours)];
+    const std::string dash = detail::sweep_dashes[drawn % std::size(detail::sweep_dashes)];
+    ++drawn;
+    std::string points, tip;
+    for (std::size_t k = 0; k < K; ++k) {
+      points += (k ? " " : "") + fx(X(c.beta_sweep[k])) + "," + fx(Y(r.sweep(k, j)));
+      if (k == 0 || k + 1 == K) tip += (k ? " … " : ": ") + report::fixed(r.sweep(k, j), c.decimals) + " at \u03b2 = " +
+                                       report::shortest(c.beta_sweep[k]);
+    }
+    s += "  <g>\n    <title>" + xml_escape(c.note_labels[j]) + tip + "</title>\n";
+    s += "    <polyline points=\"" + points + "\" fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
+         (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+    if (K <= 41)
+      for (std::size_t k = 0; k < K; ++k)
+        s += "    <circle cx=\"" + fx(X(c.beta_sweep[k])) + "\" cy=\"" + fx(Y(r.sweep(k, j))) + "\" r=\"2.5\" fill=\"" +
+             colour + "\"/>\n";
+    s += "  </g>\n";
+  }
+  // the legend: a sample of each line and the note's label; a masked note is named, no line
+  s += "  <g font-size=\"13\" fill=\"#1b1b1b\">\n";
+  std::size_t shown_lines = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const int ly = top + 8 + 22 * static_cast<int>(j);
+    const bool kept = c.allowed(0, j);
+    if (kept) {
+      const std::string colour = detail::sweep_colours[shown_lines % std::size(detail::sweep_colours)];
+      const std::string dash = detail::sweep_dashes[shown_lines % std::size(detail::sweep_dashes)];
+      ++shown_lines;
+      s += "    <line x1=\"" + num(right + 32) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(right + 60) + "\" y2=\"" + num(ly) +
+           "\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
+           (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+    }
+    s += "    <text x=\"" + num(right + 68) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\">" + xml_escape(c.note_labels[j]) +
+         (kept ? "" : " (masked)") + "</text>\n";
+  }
+  s += "  </g>\n";
+  return s + "</svg>\n";
+}
+
+/// --dot-vs-scaled's decimals when --decimals is not given: enough that the smallest weight of
+/// at least 1e-5 shows two significant digits, 1 − ⌊log10 w⌋, between 3 and 5 (W4's dot map
+/// has 0.000335: 5 decimals, 0.00034; a weight below 1e-5 prints as 0.00000).
+[[nodiscard]] inline int auto_decimals(const results& r) {
+  double smallest = 1;
+  for (const auto& p : r.maps)
+    for (std::size_t t = 0; t < p.weights.rows(); ++t)
+      for (std::size_t j = 0; j < p.weights.cols(); ++j)
+        if (p.weights(t, j) >= 1e-5) smallest = std::min(smallest, p.weights(t, j));
+  return std::clamp(1 - static_cast<int>(std::floor(std::log10(smallest))), 3, 5);
+}
+
 /// The output c.format asks for.
 [[nodiscard]] inline std::string render(const config& c, const results& r) {
   if (c.lesson != lesson_kind::none) return render_lesson(c, r.lesson);
+  if (!c.beta_sweep.empty()) {
+    switch (c.format) {
+      case output_format::md: return render_markdown(sweep_document(c, r));
+      case output_format::latex: return render_latex(sweep_document(c, r));
+      case output_format::json: return render_sweep_json(c, r);
+      case output_format::csv: return render_sweep_csv(c, r, false);
+      case output_format::csv_long: return render_sweep_csv(c, r, true);
+      case output_format::svg: return render_sweep_svg(c, r);
+      case output_format::text: break;
+    }
+    return render_text(sweep_document(c, r));
+  }
+  if (c.dot_vs_scaled && !c.decimals_given) {
+    config chosen = c;
+    chosen.decimals = auto_decimals(r);
+    chosen.decimals_given = true;
+    return render(chosen, r);
+  }
   switch (c.format) {
     case output_format::md: return render_markdown(document(c, r));
     case output_format::latex: return render_latex(document(c, r));

@@ -2,9 +2,10 @@
 # exactly one line on stderr that starts "attn-calc: " and contains EXPECT, with no control
 # character (no NUL, no escape sequence) before its line feed.
 #   cmake -DCALC=<attn-calc> -DARGS=<arg|arg|...> -DEXPECT=<text> -P bad_input.cmake
-# ARGS are separated by '|'.
+# ARGS are separated by '|'; "<semicolon>" in them stands for ';' (which CMake's lists would split at).
 cmake_minimum_required(VERSION 3.25)
 string(REPLACE "|" ";" args "${ARGS}")
+string(REPLACE "<semicolon>" "\\;" args "${args}")
 # stderr goes through a file, read back as bytes: a NUL or an escape sequence in it is a failure
 string(MD5 run_id "${ARGS}")
 set(err_file "${CMAKE_CURRENT_BINARY_DIR}/attn_calc_stderr_${run_id}.txt")

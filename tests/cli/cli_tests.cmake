@@ -1,15 +1,17 @@
 # attn-calc's tests; included by examples/CMakeLists.txt, where the attn-calc target is made.
 #   attn_calc_golden_<format>  the unit's example (with --jacobian where the format shows it),
 #                              byte for byte (tests/golden/)
-#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a masked SVG, no
-#                              arguments (README line 1), --self (W3, W7's two heads), per-row and
-#                              causal masks, --dot-vs-scaled (W4)
+#   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a mask in every format, no
+#                              arguments (README line 1), --self (W3, W7's two heads), --head-labels,
+#                              per-row and causal masks, --dot-vs-scaled (W4), --beta-sweep (E2),
+#                              --cross with projections and biases
 #   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
 #                              every format each has
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
 #   attn_calc_docs_svg         docs/alignment_map.svg is what attn-calc draws now
 #   example_alignment_map_svg  ... and what the alignment_map example draws
+#   attn_calc_output_file      --output FILE: written whole; a failed run leaves FILE as it was
 #   attn_calc_bad_<case>       bad input: exit code 2 and one line on stderr naming the problem
 #   attn_calc_outputs_parse    every format read back by Python's parsers (skipped without python3)
 #   attn_calc_latex_compiles   the LaTeX through pdflatex, labels as typed (skipped without it)
@@ -44,7 +46,25 @@ attn_calc_golden(e3_no_attention e3_no_attention.txt --no-attention)
 attn_calc_golden(map_only_md map_only.md --format md --map-only)
 attn_calc_golden(map_only_latex map_only.tex --format latex --map-only)
 attn_calc_golden(masked_svg masked.svg --format svg --mask 1,1,0)
+# a masked weight has one marker per format, apart from a weight that prints as 0.000: — in text
+# and md, --- in latex, an empty field in csv and csv-long, null among json's rounded weights
+# (β = 40 makes हूँ's weight on tea 0.000 without a mask, beside the masked one)
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  attn_calc_golden(masked_${format} masked.${ext} --mask 0,1,1 --beta 40 --format ${format})
+endforeach()
 attn_calc_golden(quick_start quick_start.txt)  # README line 1: attn-calc with no arguments
+# --beta-sweep (E2: चाय's shares as β moves) in every format; a masked note is left out of the chart
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  attn_calc_golden(e2_beta_sweep_${format} e2_beta_sweep.${ext} --beta-sweep 0:4:0.25 --format ${format})
+endforeach()
+attn_calc_golden(beta_sweep_masked_svg beta_sweep_masked.svg --q 1,0.5,0 --mask 1,0,1 --beta-sweep 0,0.5,1,2,4,8
+                 --format svg)
 # --self (W3: one head; W7: two heads and W_O), per-row masks, --dot-vs-scaled (W4), every format
 set(w3 --self @${attn_cli_dir}/i_drink_tea.csv --words I,drink,tea --wq @${attn_cli_dir}/w3_wq.csv
        --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv)
@@ -65,6 +85,19 @@ attn_calc_golden(self_w7_csv_long self_w7.long.csv ${w7} --format csv-long)
 attn_calc_golden(self_w7_svg self_w7.svg ${w7} --format svg)
 attn_calc_golden(self_w7_map_only_latex self_w7_map_only.tex ${w7} --mask causal --format latex --map-only)
 attn_calc_golden(self_w7_dot_vs_scaled_svg self_w7_dot_vs_scaled.svg ${w7} --dot-vs-scaled --format svg)
+# --head-labels names the heads' panels (and their tables)
+attn_calc_golden(self_w7_head_labels_svg self_w7_head_labels.svg ${w7} --head-labels "looks back,looks at itself"
+                 --format svg)
+attn_calc_golden(self_w7_head_labels_md self_w7_head_labels.md ${w7} --head-labels "looks back,looks at itself"
+                 --format md --map-only)
+# --cross: the decoder's states (d_q = 2) reading "I drink tea" (d_kv = 3) with W3's W_K and W_V,
+# a W_Q of its own and biases
+set(cross --q @${attn_cli_dir}/cross_queries.csv --cross @${attn_cli_dir}/i_drink_tea.csv
+          --query-labels "मैं,चाय,पीता,हूँ" --note-labels I,drink,tea --wq @${attn_cli_dir}/cross_wq.csv
+          --wk @${attn_cli_dir}/w3_wk.csv --wv @${attn_cli_dir}/w3_wv.csv --bq 0.5,0 --bv 0,-0.25)
+attn_calc_golden(cross_text cross.txt ${cross})
+attn_calc_golden(cross_json cross.json ${cross} --format json)
+attn_calc_golden(cross_svg cross.svg ${cross} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_text w4_dot_vs_scaled.txt ${w4} --decimals 5)
 attn_calc_golden(w4_dot_vs_scaled_svg w4_dot_vs_scaled.svg ${w4} --format svg)
 attn_calc_golden(w4_dot_vs_scaled_json w4_dot_vs_scaled.json ${w4} --format json)
@@ -115,6 +148,9 @@ if(TARGET example_alignment_map)
             "-DOUT=${attn_cli_out}/example_map.svg" "-DGOLDEN=${PROJECT_SOURCE_DIR}/docs/alignment_map.svg"
             -P "${attn_cli_dir}/golden.cmake")
 endif()
+add_test(NAME attn_calc_output_file
+  COMMAND "${CMAKE_COMMAND}" "-DCALC=$<TARGET_FILE:attn-calc>" "-DWORK=${attn_cli_out}/output_file"
+          "-DGOLDEN=${attn_golden_dir}/unit_example.svg" -P "${attn_cli_dir}/output_file.cmake")
 
 # attn_calc_bad(<name> <expected text on stderr> <arg>...)
 function(attn_calc_bad name expect)
@@ -150,7 +186,19 @@ attn_calc_bad(stray_argument "unexpected argument \"tea\"" tea)
 attn_calc_bad(missing_value "--q needs a value" --q)
 attn_calc_bad(given_twice "--beta is given twice" --beta 1 --beta 2)
 attn_calc_bad(mask_size "--mask has 2 entries but there are 3 notes" --mask 1,0)
-attn_calc_bad(mask_value "entries must be 1 (keep) or 0 (mask out)" --mask 1,2,0)
+attn_calc_bad(mask_value "--mask: the entry in row 1, column 2 is 2; entries must be 1 (keep) or 0 (mask out)" --mask 1,2,0)
+attn_calc_bad(mask_value_file "mask_two.txt), line 3: the entry in row 2, column 2 is 2; entries must be 1 (keep) or 0"
+              ${w3} --mask @${attn_cli_dir}/mask_two.txt)
+# ';' where ',' was meant, and a byte-order mark in the middle of a file (at its start it is skipped:
+# attn_calc_from_files reads queries.csv, which starts with one)
+attn_calc_bad(semicolon_q "(--q \"0;0.5;2\" is 3 rows of 1 number: ';' separates rows, ',' the numbers of a row; did you mean \"0,0.5,2\"?)"
+              --q "0<semicolon>0.5<semicolon>2")
+attn_calc_bad(semicolon_mask "--mask has 2 entries but there are 3 notes (--mask \"1;0\" is 2 rows of 1 number" --mask "1<semicolon>0")
+attn_calc_bad(semicolon_labels "(label 1, \"I;drink;tea\", holds ';': labels are separated by ',')" --note-labels "I<semicolon>drink<semicolon>tea")
+attn_calc_bad(bom_mid_file "bom_mid.csv), line 3: a byte-order mark (U+FEFF) in the middle of the file" --q 1,0,0
+              --notes @${attn_cli_dir}/bom_mid.csv)
+attn_calc_bad(bom_mid_labels "bom_mid.csv), line 3: a byte-order mark (U+FEFF) in the middle of the file"
+              --query-labels @${attn_cli_dir}/bom_mid.csv)
 attn_calc_bad(label_count "--note-labels gives 2 labels but there are 3 notes" --note-labels I,drink)
 attn_calc_bad(empty_label "--query-labels: label 2 is empty" --q 1,0,0 --query-labels a,)
 attn_calc_bad(decimals_range "--decimals: 40 is outside 0..17" --decimals 40)
@@ -180,6 +228,24 @@ attn_calc_bad(words_count "--words gives 2 labels but there are 3 words" --self 
               --words I,drink)
 attn_calc_bad(self_score "--self scores with dot or scaled_dot (the default), not --score general"
               --self @${attn_cli_dir}/i_drink_tea.csv --score general)
+attn_calc_bad(head_labels_count "--head-labels gives 3 labels but there are 2 heads" ${w7} --head-labels a,b,c)
+attn_calc_bad(head_labels_one_head "--head-labels gives 2 labels but there is 1 head (--heads not given)"
+              --self @${attn_cli_dir}/i_drink_tea.csv --head-labels a,b)
+attn_calc_bad(head_labels_without_self "--head-labels needs --self" --head-labels a)
+attn_calc_bad(sweep_queries "--beta-sweep follows one query's shares: give --q one row, not 2" --q "1,0,0<semicolon>0,1,0"
+              --beta-sweep 0:2:1)
+attn_calc_bad(sweep_and_beta "--beta-sweep shows one query's shares at every β: leave out --beta" --beta 2 --beta-sweep 0:2:1)
+attn_calc_bad(sweep_spec "--beta-sweep: \"0:2\" is not LO:HI:STEP (e.g. 0:4:0.25) or values separated by ','"
+              --beta-sweep 0:2)
+attn_calc_bad(sweep_step "--beta-sweep: the STEP 0 is not above 0" --beta-sweep 0:2:0)
+attn_calc_bad(sweep_too_many "is more than 1001 values of β" --beta-sweep 0:1:0.0001)
+attn_calc_bad(cross_without_q "--cross needs --q (the queries, one per row, that read the sentence)"
+              --cross @${attn_cli_dir}/i_drink_tea.csv)
+attn_calc_bad(cross_wk_rows "--wk has 4 rows but each word of --cross has 3 numbers" --q 1,0 --cross @${attn_cli_dir}/i_drink_tea.csv
+              --wq @${attn_cli_dir}/cross_wq.csv --wk "1,0<semicolon>0,1<semicolon>1,1<semicolon>0,0")
+attn_calc_bad(bias_size "--bv has 3 numbers but W_V has 2 columns (a bias adds one number to each column)"
+              --self @${attn_cli_dir}/i_drink_tea.csv --wq @${attn_cli_dir}/w3_wq.csv --wk @${attn_cli_dir}/w3_wk.csv
+              --wv @${attn_cli_dir}/w3_wv.csv --bv 1,2,3)
 attn_calc_bad(dot_vs_scaled_score "--dot-vs-scaled shows both dot and scaled_dot: leave out --score" --dot-vs-scaled
               --score dot)
 # @files are read as lines; every message is one line of printable text, whatever the input held

@@ -1,6 +1,7 @@
 # attn-calc's LaTeX through pdfLaTeX, with the preamble docs/course-authors.md documents
-# (booktabs, amsmath), for the map, --self with two heads and a causal mask, --dot-vs-scaled and
-# the lessons (--pe, --rope, --layer-norm, --rms-norm, --activations, --block, with --steps):
+# (booktabs, amsmath), for the map, --self with two heads and a causal mask, --cross,
+# --dot-vs-scaled, --beta-sweep and the lessons (--pe, --rope, --layer-norm, --rms-norm,
+# --activations, --block, with --steps):
 # labels with < > | " [ % & $ # ~ ^ _ { } \ -- and a comma must compile,
 # and, when pdftotext is installed, print as typed. Skipped (not failed) without pdflatex.
 #   cmake -DCALC=<attn-calc> -DCLI=<tests/cli> -DWORK=<scratch dir> [-DPDFLATEX=<path>]
@@ -16,7 +17,7 @@ file(WRITE "${WORK}/queries.csv" "0,1\n1,0\n1,1\n")
 file(WRITE "${WORK}/notes.csv" "1,0\n0,1\n1,1\n-1,0\n0,-1\n2,0\n")
 file(WRITE "${WORK}/mask.txt" "1,1,1,1,1,0\n1,1,1,1,0,0\n1,1,1,1,1,1\n")
 set(inputs --q "@${WORK}/queries.csv" --notes "@${WORK}/notes.csv")
-foreach(run full map self compare pe rope norm rms activations block)
+foreach(run full map self cross compare sweep pe rope norm rms activations block)
   set(ref attn:map)
   if(run STREQUAL "pe")  # the lessons of §8–§9, with their steps
     set(args --pe --positions 4 --dim 4 --steps --format latex)
@@ -39,6 +40,13 @@ foreach(run full map self compare pe rope norm rms activations block)
     set(args --block --pre-ln --self "@${WORK}/notes.csv" --words "@${CLI}/tricky_labels.txt" --ffn-w1 "@${WORK}/w1.csv"
              --ffn-w2 "@${WORK}/w2.csv" --format latex)
     set(ref attn:Y)
+  elseif(run STREQUAL "cross")  # cross-attention with a bias, the tricky labels on both sides
+    set(args --q "@${WORK}/queries.csv" --cross "@${WORK}/notes.csv" ${labels} --bk 0,1 --heads 2 --format latex)
+    set(ref attn:map-head1)
+  elseif(run STREQUAL "sweep")  # --beta-sweep: one query, a masked note
+    set(args --q 0,1 --notes "@${WORK}/notes.csv" --note-labels "@${CLI}/tricky_labels.txt" --query-labels "<s>"
+             --mask 1,1,1,1,1,0 --beta-sweep 0:2:0.5 --format latex)
+    set(ref attn:sweep)
   elseif(run STREQUAL "full")
     set(args ${inputs} ${labels} --mask 1,1,1,1,1,0 --steps --no-attention --jacobian --format latex)
   elseif(run STREQUAL "map")
@@ -71,7 +79,7 @@ foreach(run full map self compare pe rope norm rms activations block)
       message(FATAL_ERROR "pdflatex on attn-calc ${args} reports \"${problem}\" (see ${WORK}/doc_${run}.log)")
     endif()
   endforeach()
-  if(PDFTOTEXT AND run MATCHES "^(full|map|self|compare)$")  # the runs with the tricky labels
+  if(PDFTOTEXT AND run MATCHES "^(full|map|self|cross|compare)$")  # the runs with the tricky labels
     execute_process(COMMAND "${PDFTOTEXT}" "doc_${run}.pdf" - WORKING_DIRECTORY "${WORK}" OUTPUT_VARIABLE text)
     # OT1 used to print < > | " as ¡ ¿ — ” and -- as an en dash
     set(typed_labels "<eos>" "[x]" "a|b \"q\"" "50% & $5 #1" "a--b" "Table 1")

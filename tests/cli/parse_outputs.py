@@ -76,6 +76,8 @@ if doc["inputs"]["note_labels"] != NOTE_LABELS or doc["inputs"]["query_labels"] 
 for result in doc["results"]:
     if abs(sum(result["weights"]) - 1) > 1e-15 * n:
         fail("JSON weights do not sum to 1")
+    if result["rounded"]["weights"][-1] is not None or None in result["rounded"]["weights"][:-1]:
+        fail("JSON's rounded weights: null where masked, and only there")
 
 
 def guarded(label):  # the documented CSV rule: a formula start gets a ' unless it is a plain number
@@ -93,12 +95,16 @@ if [r[0] for r in rows[1:]] != [guarded(x) for x in QUERY_LABELS]:
 for r in rows[1:]:
     if len(r) != n + 1:
         fail("a CSV row has " + str(len(r)) + " cells")
-    [float(x) for x in r[1:]]
+    [float(x) for x in r[1:-1]]
+    if r[-1] != "":  # the masked note: an empty field, apart from a weight of 0.000
+        fail("a masked weight in the CSV is not an empty field: " + repr(r[-1]))
 rows = list(csv.reader(io.StringIO(run(*common, "--format", "csv-long"), newline="")))
 if len(rows) != 1 + 3 * n or any(len(r) != 5 for r in rows):
     fail("csv-long has the wrong shape")
 if rows[1 + n - 1][3] != guarded(NOTE_LABELS[-1]) or rows[1][2] != guarded(QUERY_LABELS[0]):
     fail("csv-long labels differ")
+if any((r[4] == "") != (int(r[1]) == n) for r in rows[1:]):
+    fail("csv-long: a masked weight is not an empty field, or a kept one is")
 
 
 # Markdown: every table row has the header's number of cells, and the cells read back as typed
@@ -156,7 +162,7 @@ if rows[0] != ["map", "query"] + [guarded(x) for x in words] or len(rows) != 1 +
 mask = write_lines("mask.txt", [",".join("0" if (t + j) % 4 == 3 else "1" for j in range(n)) for t in range(3)])
 compare = [*common, "--mask", mask, "--dot-vs-scaled"]
 texts = svg_texts(run(*compare, "--format", "svg"), "the SVG of --dot-vs-scaled")
-if not any(t.startswith("dot: ") for t in texts) or not any(t.startswith("scaled_dot: ") for t in texts):
+if not any(t.startswith("dot product: ") for t in texts) or not any(t.startswith("scaled by 1/√3: ") for t in texts):
     fail("the SVG of --dot-vs-scaled does not name its two maps")
 doc = json.loads(run(*compare, "--format", "json"))
 if [m["name"] for m in doc["results"]["maps"]] != ["dot", "scaled_dot"] or len(doc["options"]["row_mask"]) != 3:
@@ -164,6 +170,23 @@ if [m["name"] for m in doc["results"]["maps"]] != ["dot", "scaled_dot"] or len(d
 rows = list(csv.reader(io.StringIO(run(*compare, "--format", "csv-long"), newline="")))
 if len(rows) != 1 + 2 * 3 * n or any(len(r) != 6 for r in rows):
     fail("csv-long of --dot-vs-scaled has the wrong shape")
+
+# --beta-sweep: the chart names every note, JSON and CSV give a row per β with the masked note empty
+sweep = ["--q", "0,0.5,2", "--notes", notes, "--note-labels", write_lines("notes.txt", NOTE_LABELS),
+         "--query-labels", "चाय", "--mask", ",".join(["1"] * (n - 1) + ["0"]), "--beta-sweep", "0:2:0.5"]
+texts = svg_texts(run(*sweep, "--format", "svg"), "the SVG of --beta-sweep")
+for label in NOTE_LABELS[:-1] + [NOTE_LABELS[-1] + " (masked)"]:
+    if label not in texts:
+        fail("the chart of --beta-sweep does not name " + repr(label))
+doc = json.loads(run(*sweep, "--format", "json"))
+if doc["results"]["betas"] != [0, 0.5, 1, 1.5, 2] or len(doc["results"]["weights"]) != 5:
+    fail("the JSON of --beta-sweep does not read back")
+for row, rounded in zip(doc["results"]["weights"], doc["results"]["rounded"]["weights"]):
+    if abs(sum(row) - 1) > 1e-15 * n or rounded[-1] is not None:
+        fail("a row of --beta-sweep's JSON does not sum to 1, or its masked note is not null")
+rows = list(csv.reader(io.StringIO(run(*sweep, "--format", "csv"), newline="")))
+if rows[0] != ["beta"] + [guarded(x) for x in NOTE_LABELS] or len(rows) != 6 or any(r[-1] != "" for r in rows[1:]):
+    fail("the CSV of --beta-sweep differs: " + repr(rows[:2]))
 
 # Large maps stay well-formed too
 q35 = ";".join(",".join(str((t * 7 + i) % 5) for i in range(4)) for t in range(35))

@@ -4,8 +4,8 @@
 // must give finite results or a usage_error, and every output format must render. Nothing else
 // may escape: an attn::dimension_error here is a size check the parser missed. The options of
 // self-attention (--self, --words, --wq, --wk, --wv, --wo, --heads), per-row masks (--mask
-// causal, a matrix, several --mask) and --dot-vs-scaled are checked the same way, with masked
-// weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
+// causal, a matrix, several --mask), --dot-vs-scaled, --head-labels, --beta-sweep and --cross
+// with biases are checked the same way, with masked weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
 // labels, inline and from a file.
 
 #include <cstddef>
@@ -31,21 +31,36 @@ void check_config(const attn_calc::config& c) {
   ATTN_FUZZ_CHECK(c.row_mask.empty() || c.row_mask.size() == t * n, "mask matrix and queries x notes disagree");
   if (c.self_attention) {
     // --self: the sentence is the queries and the notes; the projections fit it and the heads
-    const std::size_t d = c.queries.cols;
-    ATTN_FUZZ_CHECK(c.notes.data == c.queries.data && c.note_labels == c.query_labels, "--self's words differ");
-    for (const auto* m : {&c.WQ, &c.WK, &c.WV})
-      ATTN_FUZZ_CHECK(m->empty() || (m->rows == d && m->data.size() == d * m->cols), "a projection does not fit X");
-    const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? d : c.WK.cols, dv = c.WV.empty() ? d : c.WV.cols;
+    // --cross: the queries X_q and the sentence X_kv apart, W_Q fitting X_q and W_K, W_V X_kv
+    const std::size_t d = c.queries.cols, dkv = c.notes.cols;
+    if (!c.cross)
+      ATTN_FUZZ_CHECK(c.notes.data == c.queries.data && c.note_labels == c.query_labels, "--self's words differ");
+    ATTN_FUZZ_CHECK(c.WQ.empty() || (c.WQ.rows == d && c.WQ.data.size() == d * c.WQ.cols), "W_Q does not fit X_q");
+    for (const auto* m : {&c.WK, &c.WV})
+      ATTN_FUZZ_CHECK(m->empty() || (m->rows == dkv && m->data.size() == dkv * m->cols), "a projection does not fit X_kv");
+    const std::size_t dq = c.WQ.empty() ? d : c.WQ.cols, dk = c.WK.empty() ? dkv : c.WK.cols,
+                      dv = c.WV.empty() ? dkv : c.WV.cols;
     ATTN_FUZZ_CHECK(c.heads >= 1 && dq == dk && dq % c.heads == 0 && dv % c.heads == 0, "heads and projections disagree");
     ATTN_FUZZ_CHECK(c.WO.empty() || c.WO.rows == dv, "W_O does not fit W_V");
+    ATTN_FUZZ_CHECK((c.bQ.empty() || c.bQ.size() == dq) && (c.bK.empty() || c.bK.size() == dk) &&
+                        (c.bV.empty() || c.bV.size() == dv) && (c.bO.empty() || (!c.WO.empty() && c.bO.size() == c.WO.cols)),
+                    "a bias does not fit its projection");
+    ATTN_FUZZ_CHECK(c.head_labels.empty() || c.head_labels.size() == c.heads, "head labels and heads disagree");
   } else {
-    ATTN_FUZZ_CHECK(c.WQ.empty() && c.WK.empty() && c.WV.empty() && c.WO.empty() && c.heads == 1,
-                    "projections without --self");
+    ATTN_FUZZ_CHECK(c.WQ.empty() && c.WK.empty() && c.WV.empty() && c.WO.empty() && c.heads == 1 && !c.cross &&
+                        c.bQ.empty() && c.bK.empty() && c.bV.empty() && c.bO.empty(),
+                    "projections without --self or --cross");
   }
   ATTN_FUZZ_CHECK(c.values.empty() || (c.values.rows == n && c.values.data.size() == n * c.values.cols),
                   "values and keys disagree");
   for (const double x : c.values.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a value is not finite");
   ATTN_FUZZ_CHECK(std::isfinite(c.beta), "beta not finite");
+  if (!c.beta_sweep.empty()) {  // --beta-sweep: one query, 2 to 1001 finite values of β, increasing
+    ATTN_FUZZ_CHECK(t == 1 && c.beta_sweep.size() >= 2 && c.beta_sweep.size() <= 1001, "a sweep of another shape");
+    for (std::size_t k = 0; k < c.beta_sweep.size(); ++k)
+      ATTN_FUZZ_CHECK(std::isfinite(c.beta_sweep[k]) && (k == 0 || c.beta_sweep[k - 1] < c.beta_sweep[k]),
+                      "a sweep's β not finite or not increasing");
+  }
   ATTN_FUZZ_CHECK(c.decimals >= 0 && c.decimals <= 17, "decimals out of range");
   for (const double x : c.notes.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a note number is not finite");
   for (const double x : c.queries.data) ATTN_FUZZ_CHECK(std::isfinite(x), "a query number is not finite");
@@ -102,6 +117,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t projections = 0;  // --self: X W_Q, X W_K, X W_V, Z W_O
   for (const auto* m : {&c.WQ, &c.WK, &c.WV, &c.WO}) projections += m->rows * m->cols;
   if (c.self_attention && c.WQ.empty()) projections += 3 * c.queries.cols * c.queries.cols;
+  if (c.cross) projections += 2 * c.notes.cols * c.notes.cols + c.notes.rows * c.notes.cols;  // X_kv W_K, X_kv W_V
   const std::size_t work = c.queries.rows * (c.notes.rows * (c.notes.cols + c.queries.cols + 1) + projections);
   if (work > 2000 || (c.jacobian && work > 200)) return 0;
   attn_calc::results r;
@@ -119,6 +135,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         ATTN_FUZZ_CHECK(std::isfinite(m.weights(t, j)) && (c.allowed(t, j) || m.weights(t, j) == 0),
                         "a map weight that is not finite, or not 0 where a mask forbids it");
   }
+  ATTN_FUZZ_CHECK(r.sweep.rows() == c.beta_sweep.size(), "a sweep of another length");
+  for (std::size_t i = 0; i < r.sweep.size(); ++i)
+    ATTN_FUZZ_CHECK(std::isfinite(r.sweep.data()[i]), "a sweep's weight that is not finite was printed");
   for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md, attn_calc::output_format::latex,
                        attn_calc::output_format::json, attn_calc::output_format::csv,
                        attn_calc::output_format::csv_long, attn_calc::output_format::svg}) {

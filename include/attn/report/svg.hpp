@@ -53,6 +53,9 @@ struct heatmap_options {
                               ///< (ASCII letters, digits, '_', '-', '.'; a letter or '_' first)
   colour_scale scale = colour_scale::sequential;  ///< the colours (diverging: blue, white, red)
   std::string legend_title;   ///< written above the legend's bar (empty: none)
+  int min_cell = 0;           ///< px (heatmap_svg): a map whose cells max_width would make narrower
+                              ///< is wrapped into bands of as many columns as fit at this width,
+                              ///< one under another, each with its column labels; 0: never wrapped
 };
 
 namespace detail {
@@ -583,7 +586,73 @@ template <class Panel>
 
 }  // namespace detail
 
-/// Returns an R×C heatmap of `values` as an SVG document: cells coloured on [lo, hi] showing
+namespace detail {
+
+/// Columns [first, first + count) of a map: one band of a wrapped heatmap.
+template <class View>
+struct column_band {
+  const View* v;
+  std::size_t first, count;
+  [[nodiscard]] std::size_t rows() const { return v->rows(); }
+  [[nodiscard]] std::size_t cols() const { return count; }
+  [[nodiscard]] auto operator()(std::size_t i, std::size_t j) const { return (*v)(i, first + j); }
+};
+
+/// heatmap_svg of a map too wide for opt.max_width at opt.min_cell px a cell: the columns in
+/// bands of m (as many as fit at min_cell), one band under another, each with its own column
+/// labels (thinned as fit_layout thins them, so they never overlap) and every row's label (the
+/// cells as tall as a label needs); one title, one legend beside the first band.
+template <class View>
+[[nodiscard]] std::string wrapped_heatmap_svg(const View& v, const std::vector<std::string>& row_labels,
+                                              const std::vector<std::string>& col_labels, const heatmap_options& opt) {
+  cell_texts cells;
+  add_cell_texts(cells, v, opt);
+  const legend key = make_legend(opt, cells);
+  const std::size_t R = v.rows(), C = v.cols();
+  const int row_axis_w = opt.row_axis.empty() ? 0 : 24, gap = 24;
+  const int room = opt.max_width - (svg_pad + row_axis_w + widest(row_labels, 12) + 12) - key.width;
+  const std::size_t m = std::clamp<std::size_t>(static_cast<std::size_t>(std::max(room, 1) / opt.min_cell), 1, C);
+  heatmap_layout L = fit_layout(opt, cells.texts, row_labels, col_labels, static_cast<int>(m), key.width);
+  L.cell_h = std::max(L.cell_h, L.label_size + 2);  // rows tall enough for every row's label
+  L.row_step = 1;
+  const std::size_t bands = (C + m - 1) / m;
+  const bool tooltips = R * C <= most_cells_with_tooltips || L.value_size > 0;
+  const int gx = svg_pad + row_axis_w + widest(row_labels, L.label_size) + 12;
+  const int head_h = column_labels_height(L, col_labels), map_h = static_cast<int>(R) * L.cell_h;
+  const int first_top = cells_top(opt, L, col_labels), band_h = head_h + map_h + gap;
+  const int grid_w = static_cast<int>(m) * L.cell_w, grid_h = static_cast<int>(bands) * band_h - gap - head_h;
+  const int bar_h = std::max(map_h, 120);
+  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
+  const int total_w = std::max(gx + grid_w + key.width, title_w);
+  const int total_h = first_top + std::max(grid_h, key.height(bar_h)) + svg_pad;
+  std::string s = svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
+  draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
+  for (std::size_t b = 0; b < bands; ++b) {
+    const std::size_t first = b * m, count = std::min(m, C - first);
+    const int y = first_top + static_cast<int>(b) * band_h;
+    const std::vector<std::string> labels(col_labels.begin() + static_cast<std::ptrdiff_t>(first),
+                                          col_labels.begin() + static_cast<std::ptrdiff_t>(first + count));
+    draw_labels(s, L, &row_labels, labels, gx, y);
+    heatmap_options band = opt;  // the band's masked cells, as one per column or R × count
+    if (!opt.masked.empty()) {
+      band.masked.clear();
+      const bool per_column = opt.masked.size() == C;
+      for (std::size_t i = 0; i < (per_column ? 1 : R); ++i)
+        for (std::size_t j = first; j < first + count; ++j) band.masked.push_back(opt.masked[per_column ? j : i * C + j]);
+    }
+    std::vector<std::string> texts;
+    for (std::size_t i = 0; i < R; ++i)
+      for (std::size_t j = first; j < first + count; ++j) texts.push_back(cells.texts[i * C + j]);
+    draw_cells(s, column_band<View>{&v, first, count}, texts, L, gx, y, tooltips, band, row_labels, labels, "");
+  }
+  draw_legend(s, key, opt, gx + grid_w + 28, first_top, bar_h);
+  return s + "</svg>\n";
+}
+
+}  // namespace detail
+
+/// Returns an R×C heatmap of `values` as an SVG document (with opt.min_cell, wrapped into bands
+/// of columns where max_width would make the cells narrower): cells coloured on [lo, hi] showing
 /// fixed(value, decimals), row and column labels, a legend (naming NaN and masked cells when
 /// present), a tooltip per cell up to 4096 cells; options as heatmap_options says. Any label
 /// bytes give well-formed XML. Throws dimension_error unless the labels match R and C, the
@@ -595,6 +664,17 @@ template <matrix_like M>
                                       const heatmap_options& opt = {}) {
   using view = decltype(as_view(values));
   const std::vector<detail::titled_map<view>> one{{as_view(values), ""}};
+  if (opt.min_cell > 0 && opt.max_width > 0) {  // wrapped when max_width would make the cells narrower
+    detail::check_heatmap("attn::report::heatmap_svg", one[0].values.rows(), one[0].values.cols(), row_labels,
+                          col_labels, opt);
+    detail::cell_texts cells;
+    detail::add_cell_texts(cells, one[0].values, opt);
+    const int width = detail::make_legend(opt, cells).width;
+    const detail::heatmap_layout L = detail::fit_layout(opt, cells.texts, row_labels, col_labels,
+                                                        static_cast<int>(col_labels.size()), width);
+    if (L.cell_w < opt.min_cell && col_labels.size() > 1)
+      return detail::wrapped_heatmap_svg(one[0].values, row_labels, col_labels, opt);
+  }
   return detail::heatmaps_svg("attn::report::heatmap_svg", one, row_labels, col_labels, opt, 1);
 }
 
@@ -637,8 +717,9 @@ template <matrix_like M>
   return "";
 }
 
-/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1],
-/// and a title that says what the rows of `weights` sum to (row_sums_text).
+/// The options alignment_map_svg draws with: the axes' titles, `decimals`, the scale [0, 1]
+/// with its legend titled "weight α", and a title that says what the rows of `weights` sum to
+/// (row_sums_text).
 template <matrix_like M>
 [[nodiscard]] heatmap_options alignment_map_options(const M& weights, int decimals = 3) {
   heatmap_options opt;
@@ -647,6 +728,7 @@ template <matrix_like M>
   opt.row_axis = "queries (words written)";
   opt.col_axis = "notes (words read)";
   opt.decimals = decimals;
+  opt.legend_title = "weight \xCE\xB1";
   return opt;
 }
 
