@@ -47,6 +47,9 @@ struct model_case {
   std::vector<T> buffer;
   std::vector<std::int64_t> tokens{1, 4, 2, 0, 3, 3}, source{2, 0, 1, 4, 4, 3, 2, 1};
   std::size_t batch = 2;
+  bool padded = false;  // the second sentence's last token and the second source's last two: padding
+  const bool token_mask[6] = {true, true, true, true, true, false};
+  const bool source_mask[8] = {true, true, true, true, true, true, false, false};
 
   model_case(attn::model_config config, std::mt19937_64& rng) : c(config), buffer(attn::parameter_count(config)) {
     std::normal_distribution<double> normal(0, 0.5);
@@ -57,9 +60,11 @@ struct model_case {
         for (std::size_t i = 0; i < t.cols; ++i) buffer[t.offset + i] += T(1);
   }
   attn::model_input input() const {
+    const bool enc_dec = c.family == attn::model_family::encoder_decoder;
     return {.tokens = tokens, .batch = batch,
-            .source = c.family == attn::model_family::encoder_decoder ? std::span<const std::int64_t>(source)
-                                                                       : std::span<const std::int64_t>()};
+            .source = enc_dec ? std::span<const std::int64_t>(source) : std::span<const std::int64_t>(),
+            .token_mask = padded ? std::span<const bool>(token_mask) : std::span<const bool>(),
+            .source_mask = padded && enc_dec ? std::span<const bool>(source_mask) : std::span<const bool>()};
   }
   std::vector<T> logits(std::span<T> params) const {
     const attn::model_parameters<T> p = attn::bind_parameters<T>(c, params);
@@ -81,10 +86,11 @@ TEST_CASE("model_backward: every parameter against central differences, each fam
   struct variant {
     F family;
     P positions;
-    bool tied, final_norm, pre;
+    bool tied, final_norm, pre, padded = false;
   };
   const variant variants[] = {
       {F::decoder, P::learned, false, false, false},   {F::decoder, P::learned, true, true, true},
+      {F::encoder, P::learned, true, true, false, true}, {F::encoder_decoder, P::rotary, false, true, true, true},
       {F::decoder, P::sinusoidal, true, false, false}, {F::decoder, P::rotary, false, true, true},
       {F::decoder, P::alibi, true, true, false},       {F::encoder, P::learned, false, true, false},
       {F::encoder, P::rotary, true, false, true},      {F::encoder_decoder, P::learned, false, true, false},
@@ -98,6 +104,7 @@ TEST_CASE("model_backward: every parameter against central differences, each fam
                                     .placement = v.pre ? attn::norm_placement::pre : attn::norm_placement::post,
                                     .final_norm = v.final_norm, .tied = v.tied};
     model_case<T> m(config, rng);
+    m.padded = v.padded;
     const attn::model_parameters<T> p = attn::bind_parameters<T>(config, std::span<T>(m.buffer));
     attn::model_cache<T> cache;
     const std::size_t rows = m.tokens.size(), V = config.vocabulary;
@@ -111,7 +118,7 @@ TEST_CASE("model_backward: every parameter against central differences, each fam
     for (const attn::model_tensor& t : attn::model_tensors(config)) {
       INFO(family_name(v.family) << ", " << positions_name(v.positions) << (v.tied ? ", tied" : ", untied")
                                  << (v.final_norm ? ", final norm" : "") << (v.pre ? ", pre-LN" : ", post-LN")
-                                 << ": dL/d" << t.name);
+                                 << (v.padded ? ", padded" : "") << ": dL/d" << t.name);
       const std::size_t n = t.rows * t.cols;
       const auto f = [&](std::span<const T> x) {
         std::vector<T> moved = m.buffer;
@@ -591,4 +598,64 @@ TEST_CASE("model_generate: greedy tokens are the forward's argmax, step after st
   CHECK_THROWS_AS(attn::model_generate(p, prompt, k3, too_many, g1), attn::dimension_error);
   CHECK(k3.length() == 0);
   CHECK(too_many[0] == -7);
+}
+
+TEST_CASE("model_forward: padding changes nothing a real token computes", "[model]") {
+  // Sentence A (3 tokens) alone, and padded to 5 in a batch beside another sentence: A's logits
+  // agree to the roundings of sums over keys in another grouping (the tiles take 3 or 5 keys);
+  // an encoder–decoder's padded source the same for the decoder's logits.
+  using F = attn::model_family;
+  for (const F family : {F::encoder, F::encoder_decoder}) {
+    INFO(family_name(family));
+    const attn::model_config c{.family = family, .vocabulary = 7, .d_model = 8, .layers = 2, .heads = 2,
+                               .max_positions = 5, .placement = attn::norm_placement::pre, .final_norm = true};
+    std::vector<double> w(attn::parameter_count(c));
+    const attn::model_parameters<double> p = attn::bind_parameters<double>(c, std::span<double>(w));
+    attn::initialize(p, 8);
+    for (double& x : w) x *= 10;  // (larger weights: padding that leaked would show)
+    const bool enc_dec = family == F::encoder_decoder;
+    const std::vector<std::int64_t> alone{2, 5, 1}, padded{2, 5, 1, 6, 6, 3, 3, 4, 0, 1};
+    const std::vector<std::int64_t> src_alone{4, 1}, src_padded{4, 1, 6, 2, 5, 0, 3, 3};
+    const bool mask[10] = {true, true, true, false, false, true, true, true, true, true};
+    const bool src_mask[8] = {true, true, false, false, true, true, true, true};
+    attn::model_cache<double> c1, c2;
+    attn::Matrix<double> l1(3, 7), l2(10, 7), l3(5, 7);
+    if (enc_dec) {
+      // the source padded, the decoder's tokens the same 3 (+2 of sentence B's)
+      const std::vector<std::int64_t> t2{2, 5, 1, 3, 3, 4};
+      attn::Matrix<double> l4(6, 7);
+      attn::model_forward(p, {.tokens = alone, .source = src_alone}, l1, c1);
+      attn::model_forward(p, {.tokens = t2, .batch = 2, .source = src_padded, .source_mask = src_mask}, l4, c2);
+      for (std::size_t t = 0; t < 3; ++t)
+        for (std::size_t j = 0; j < 7; ++j) CHECK(std::abs(l4(t, j) - l1(t, j)) <= 1e-12 * (1 + std::abs(l1(t, j))));
+      // decoding with the padded source: the forward's rows
+      attn::model_kv_cache<double> kv(c, 2, 5);
+      attn::model_encode(p, src_padded, kv, src_mask);
+      attn::Matrix<double> step(6, 7);
+      attn::model_step(p, t2, kv, step);
+      for (std::size_t t = 0; t < 6; ++t)
+        for (std::size_t j = 0; j < 7; ++j) CHECK(step(t, j) == l4(t, j));
+    } else {
+      attn::model_forward(p, {.tokens = alone}, l1, c1);
+      attn::model_forward(p, {.tokens = padded, .batch = 2, .token_mask = mask}, l2, c2);
+      for (std::size_t t = 0; t < 3; ++t)
+        for (std::size_t j = 0; j < 7; ++j) CHECK(std::abs(l2(t, j) - l1(t, j)) <= 1e-12 * (1 + std::abs(l1(t, j))));
+      // without the mask the padding does leak (the check above can fail)
+      attn::model_forward(p, {.tokens = std::span<const std::int64_t>(padded).first(5)}, l3, c2);
+      double moved = 0;
+      for (std::size_t j = 0; j < 7; ++j) moved = std::max(moved, std::abs(l3(0, j) - l1(0, j)));
+      CHECK(moved > 1e-6);
+    }
+  }
+  // a mask of another size is refused by name
+  const attn::model_config c{.family = F::encoder, .vocabulary = 7, .d_model = 8, .heads = 2, .max_positions = 5};
+  std::vector<double> w(attn::parameter_count(c));
+  const attn::model_parameters<double> p = attn::bind_parameters<double>(c, std::span<double>(w));
+  attn::model_cache<double> cache;
+  attn::Matrix<double> l(3, 7);
+  const std::vector<std::int64_t> toks{1, 2, 3};
+  const bool two[2] = {true, false};
+  CHECK_THROWS_MATCHES(attn::model_forward(p, {.tokens = toks, .token_mask = two}, l, cache), attn::dimension_error,
+                       Catch::Matchers::Message("attn::model_forward: size of the token mask is 2 but the number of tokens "
+                                                "is 3"));
 }

@@ -98,6 +98,12 @@ struct model_input {
   std::span<const std::int64_t> tokens{};  ///< the decoder's (or the encoder's alone) tokens
   std::size_t batch = 1;                   ///< B
   std::span<const std::int64_t> source{};  ///< an encoder–decoder's source tokens
+  /// Which tokens are real (true) and which are padding (false), B·T entries (each sentence its
+  /// own), or none: a padded token is a key no query sees (PyTorch's key_padding_mask, with
+  /// true meaning the opposite there). Its own row is still computed; leave it out of the loss
+  /// with the ignore index. A row that sees no key follows options' all-masked policy (zeros).
+  std::span<const bool> token_mask{};
+  std::span<const bool> source_mask{};  ///< the same for the source (B·S entries), or none
 };
 
 /// What the forward keeps and the backward reads, sized by the forward and reused (calls of the
@@ -359,7 +365,7 @@ void embed_with_positions(const model_parameters<T>& p, std::span<const std::int
 template <class T>
 void run_blocks(const model_config& c, const std::vector<block_buffers<T>>& blocks, const Matrix<T>& in,
                 MatrixView<const T> memory, std::vector<Matrix<T>>& outputs, std::vector<block_cache<T>>& caches,
-                const options& opt, std::size_t batch) {
+                const options& opt, const options& memory_opt, std::size_t batch) {
   outputs.resize(blocks.size());
   caches.resize(blocks.size());
   for (std::size_t l = 0; l < blocks.size(); ++l) {
@@ -367,7 +373,7 @@ void run_blocks(const model_config& c, const std::vector<block_buffers<T>>& bloc
     ensure_shape(outputs[l], x.rows(), x.cols());
     const block_parameters<T> bp = model_block(c, blocks[l]);
     if (memory.rows() != 0)
-      transformer_block(x, memory, bp, outputs[l], caches[l], opt, options{}, batch);
+      transformer_block(x, memory, bp, outputs[l], caches[l], opt, memory_opt, batch);
     else
       transformer_block(x, bp, outputs[l], caches[l], opt, batch);
   }
@@ -380,14 +386,15 @@ Matrix<T>* run_blocks_backward(const model_config& c, const std::vector<block_bu
                                const std::vector<block_buffers<T>>& grads, const Matrix<T>& in,
                                MatrixView<const T> memory, MatrixView<T> grad_memory,
                                std::vector<Matrix<T>>& outputs, std::vector<block_cache<T>>& caches,
-                               Matrix<T>* g_out, Matrix<T>* g_other, const options& opt, std::size_t batch) {
+                               Matrix<T>* g_out, Matrix<T>* g_other, const options& opt,
+                               const options& memory_opt, std::size_t batch) {
   for (std::size_t l = blocks.size(); l-- > 0;) {
     const MatrixView<const T> x = l == 0 ? in.view() : outputs[l - 1].view();
     const block_parameters<T> bp = model_block(c, blocks[l]);
     zero_rows(g_other->view());
     const block_gradients<T> bg = model_block_gradients(grads[l], g_other->view(), grad_memory);
     if (memory.rows() != 0)
-      transformer_block_backward(x, memory, bp, caches[l], g_out->view(), bg, opt, options{}, batch);
+      transformer_block_backward(x, memory, bp, caches[l], g_out->view(), bg, opt, memory_opt, batch);
     else
       transformer_block_backward(x, bp, caches[l], g_out->view(), bg, opt, batch);
     std::swap(g_out, g_other);
@@ -399,14 +406,28 @@ Matrix<T>* run_blocks_backward(const model_config& c, const std::vector<block_bu
 /// when the model has one, into e; returns M (a view of e's storage).
 template <class T>
 MatrixView<const T> encode_source(const model_parameters<T>& p, std::span<const std::int64_t> source,
-                                  std::size_t batch, model_cache<T>& e) {
+                                  std::span<const bool> source_mask, std::size_t batch, model_cache<T>& e) {
   const model_config& c = p.config;
   embed_with_positions(p, source, batch, e.source_embedded);
-  run_blocks(c, p.encoder, e.source_embedded, {}, e.source_outputs, e.source_blocks, options{}, batch);
+  run_blocks(c, p.encoder, e.source_embedded, {}, e.source_outputs, e.source_blocks, options{.mask = source_mask},
+             options{}, batch);
   const MatrixView<const T> last = e.source_outputs.back().view();
   if (!c.final_norm) return last;
   return final_norm_into<T>(c, last, p.encoder_norm_gamma, p.encoder_norm_beta, e.memory, &e.memory_mean,
                             &e.memory_rstd);
+}
+
+/// Self-attention's options in the model (causal in a decoder, the tokens' padding) and
+/// cross-attention's (the source's padding).
+inline options self_options(const model_config& c, std::span<const bool> token_mask) {
+  return {.mask = token_mask, .causal = c.family != model_family::encoder};
+}
+
+inline void check_masks(const char* where, const model_input& in) {
+  if (!in.token_mask.empty())
+    check_equal(where, "size of the token mask", in.token_mask.size(), "the number of tokens", in.tokens.size());
+  if (!in.source_mask.empty())
+    check_equal(where, "size of the source mask", in.source_mask.size(), "the number of source tokens", in.source.size());
 }
 
 template <class T>
@@ -417,6 +438,10 @@ std::uint64_t model_tokens_fingerprint(const model_input& in) noexcept {
   for (const std::int64_t t : in.tokens) s.add(static_cast<std::uint64_t>(t));
   s.add(in.source.size());
   for (const std::int64_t t : in.source) s.add(static_cast<std::uint64_t>(t));
+  for (const std::span<const bool> m : {in.token_mask, in.source_mask}) {
+    s.add(m.size());
+    for (const bool b : m) s.add(b ? 1u : 0u);
+  }
   return s.value() | 1u;
 }
 
@@ -557,13 +582,14 @@ void model_forward(const model_parameters<T>& p, const model_input& in, Lm&& log
   else if (!in.source.empty())
     detail::throw_bad_config(where, "source tokens are for an encoder-decoder");
   detail::check_shape(where, "the logits", out.rows(), out.cols(), in.tokens.size(), c.vocabulary);
+  detail::check_masks(where, in);
   cache.forward[0] = 0;
-  const options self{.causal = c.family != model_family::encoder};
+  const options self = detail::self_options(c, in.token_mask);
   MatrixView<const T> memory{};
-  if (enc_dec) memory = detail::encode_source(p, in.source, in.batch, cache);
+  if (enc_dec) memory = detail::encode_source(p, in.source, in.source_mask, in.batch, cache);
   detail::embed_with_positions(p, in.tokens, in.batch, cache.embedded);
   detail::run_blocks(c, c.family == model_family::encoder ? p.encoder : p.decoder, cache.embedded, memory,
-                     cache.outputs, cache.blocks, self, in.batch);
+                     cache.outputs, cache.blocks, self, options{.mask = in.source_mask}, in.batch);
   MatrixView<const T> H = cache.outputs.back().view();
   if (c.final_norm)
     H = detail::final_norm_into<T>(c, H, p.final_norm_gamma, p.final_norm_beta, cache.hidden, &cache.mean, &cache.rstd);
@@ -620,7 +646,7 @@ void model_backward(const model_parameters<T>& p, const model_input& in, model_c
   }
   detail::ensure_shape(cache.grad_1, rows, d);
   detail::ensure_shape(cache.grad_2, rows, d);
-  const options self{.causal = c.family != model_family::encoder};
+  const options self = detail::self_options(c, in.token_mask);
   // logits = H W: ∂L/∂H into grad_1, ∂L/∂W added (W_vocab, or Eᵀ tied: into dE's transpose)
   const MatrixView<const T> H = c.final_norm ? cache.hidden.view() : cache.outputs.back().view();
   const StridedMatrixView<T> dW = c.tied ? transposed(grads.token_embedding) : StridedMatrixView<T>(grads.output);
@@ -649,7 +675,7 @@ void model_backward(const model_parameters<T>& p, const model_input& in, model_c
   const Matrix<T>* dX0 = detail::run_blocks_backward(
       c, encoder_only ? p.encoder : p.decoder, encoder_only ? grads.encoder : grads.decoder, cache.embedded, memory,
       enc_dec ? cache.grad_memory_1.view() : MatrixView<T>{}, cache.outputs, cache.blocks, g_out, g_other, self,
-      in.batch);
+      options{.mask = in.source_mask}, in.batch);
   // X₀ = E[y] + P
   embedding_backward(in.tokens, *dX0, grads.token_embedding);
   if (c.positions == position_encoding::learned) learned_positions_backward(*dX0, grads.position_table, 0, in.batch);
@@ -666,7 +692,8 @@ void model_backward(const model_parameters<T>& p, const model_input& in, model_c
   }
   const Matrix<T>* dS0 = detail::run_blocks_backward(c, p.encoder, grads.encoder, cache.source_embedded,
                                                      MatrixView<const T>{}, MatrixView<T>{}, cache.source_outputs,
-                                                     cache.source_blocks, g_out, g_other, options{}, in.batch);
+                                                     cache.source_blocks, g_out, g_other,
+                                                     options{.mask = in.source_mask}, options{}, in.batch);
   embedding_backward(in.source, *dS0, grads.token_embedding);
   if (c.positions == position_encoding::learned) learned_positions_backward(*dS0, grads.position_table, 0, in.batch);
 }
@@ -715,6 +742,7 @@ public:
   std::vector<std::int64_t> next_tokens;  ///< model_generate's tokens of a step (scratch)
   std::vector<T> mean, rstd;           ///< LN_f's statistics (scratch)
   model_cache<T> encoder;              ///< an encoder–decoder: the encoder's forward, M in it
+  std::vector<unsigned char> source_mask;  ///< the source's padding mask (model_encode's), or none
   std::size_t memory_rows = 0;         ///< 0 until model_encode
   /// M, the encoded source (B·S × d_model): the encoder's last output, or its final norm's.
   [[nodiscard]] MatrixView<const T> memory() const noexcept {
@@ -745,18 +773,24 @@ void check_decoding(const char* where, const model_parameters<T>& p, const model
 }  // namespace detail
 
 /// An encoder–decoder's source, encoded once for decoding: M = the encoder's output (through its
-/// final norm when the model has one) for `source` (B·S tokens, B the cache's batch), kept in
-/// the cache; the cache's positions are forgotten (a new sentence). Errors as model_forward's.
+/// final norm when the model has one) for `source` (B·S tokens, B the cache's batch; padding
+/// marked false in `source_mask`, B·S entries, or none), kept in the cache with the mask, which
+/// every step's cross-attention then applies; the cache's positions are forgotten (a new
+/// sentence). Errors as model_forward's.
 template <real T>
-void model_encode(const model_parameters<T>& p, std::span<const std::int64_t> source, model_kv_cache<T>& cache) {
+void model_encode(const model_parameters<T>& p, std::span<const std::int64_t> source, model_kv_cache<T>& cache,
+                  std::span<const bool> source_mask = {}) {
   const char* where = "attn::model_encode";
   detail::check_decoding(where, p, cache);
   const model_config& c = p.config;
   if (c.family != model_family::encoder_decoder) detail::throw_bad_config(where, "only an encoder-decoder encodes");
   const std::size_t B = cache.batch();
   (void)detail::model_sentence(where, "the source tokens", source, B, c);
+  if (!source_mask.empty())
+    detail::check_equal(where, "size of the source mask", source_mask.size(), "the number of source tokens", source.size());
   cache.memory_rows = 0;  // (until the source is whole)
-  const MatrixView<const T> M = detail::encode_source(p, source, B, cache.encoder);
+  cache.source_mask.assign(source_mask.begin(), source_mask.end());
+  const MatrixView<const T> M = detail::encode_source(p, source, source_mask, B, cache.encoder);
   for (kv_cache<T>& k : cache.layers) k.clear();
   cache.memory_rows = M.rows();
 }
@@ -795,7 +829,8 @@ void model_step(const model_parameters<T>& p, std::span<const std::int64_t> toke
     detail::ensure_shape(cache.outputs[l], x.rows(), x.cols());
     const block_parameters<T> bp = detail::model_block(c, p.decoder[l]);
     if (enc_dec)
-      transformer_block_cached(x, memory, bp, cache.layers[l], cache.outputs[l], cache.scratch[l]);
+      transformer_block_cached(x, memory, bp, cache.layers[l], cache.outputs[l], cache.scratch[l], {.causal = true},
+                               options{.mask = std::span<const unsigned char>(cache.source_mask)});
     else
       transformer_block_cached(x, bp, cache.layers[l], cache.outputs[l], cache.scratch[l]);
   }
