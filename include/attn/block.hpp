@@ -184,7 +184,7 @@ void zero_rows(MatrixView<T> m) noexcept {
 /// MHA_c(in, M) when `cross`. Shapes are checked by the callers.
 template <real T, class Self, class Cross>
 void block_compose(MatrixView<const T> x, bool cross, const block_parameters<T>& p, MatrixView<T> y,
-                   block_cache<T>& cache, Self&& self_attention, Cross&& cross_attention) {
+                   block_cache<T>& cache, Self&& self_attention, Cross&& cross_attention, bool record = true) {
   const std::size_t rows = x.rows(), d = x.cols();
   for (Matrix<T>* m : {&cache.attention_out, &cache.residual_1, &cache.normed_1, &cache.ffn_out, &cache.residual_2})
     ensure_shape(*m, rows, d);
@@ -223,13 +223,14 @@ void block_compose(MatrixView<const T> x, bool cross, const block_parameters<T>&
     }
   }
   // the feed-forward layer
+  const char* ffn_where = "attn::feed_forward";
   if (post) {
-    feed_forward(stream, p.ffn, cache.ffn_out, cache.ffn);
+    feed_forward_views<T>(ffn_where, stream, p.ffn, cache.ffn_out.view(), cache.ffn, record);
     add_rows<T>(stream, cache.ffn_out.view(), cache.residual_2.view());
     norm(cache.residual_2, y, p.norm_2, stats_2);
   } else {
     norm(stream, cache.residual_2, p.norm_2, stats_2);
-    feed_forward(cache.residual_2, p.ffn, cache.ffn_out, cache.ffn);
+    feed_forward_views<T>(ffn_where, cache.residual_2.view(), p.ffn, cache.ffn_out.view(), cache.ffn, record);
     add_rows<T>(stream, cache.ffn_out.view(), y);
   }
 }
@@ -282,7 +283,8 @@ void block_step(const char* where, MatrixView<const T> x, MatrixView<const T> me
       [&](MatrixView<const T> in, MatrixView<T> out) {
         multi_head_attention(in, memory, p.cross_attention, multi_head_views<T>{.out = out}, scratch.cross,
                              memory_opt, kv.batch());
-      });
+      },
+      false);
 }
 
 template <real T>

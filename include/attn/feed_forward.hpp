@@ -105,6 +105,35 @@ void check_feed_forward(const char* where, MatrixView<const T> X, const feed_for
 
 }  // namespace detail
 
+namespace detail {
+
+/// feed_forward on views; `record`: the fingerprints the backward checks (a decoding step, which
+/// no backward follows, leaves them out: they read every weight once more).
+template <real T>
+void feed_forward_views(const char* where, MatrixView<const T> x, const feed_forward_parameters<T>& p, MatrixView<T> y,
+                        feed_forward_cache<T>& cache, bool record) {
+  check_feed_forward<T>(where, x, p);
+  check_shape(where, "the output", y.rows(), y.cols(), x.rows(), p.W_2.cols());
+  const region<T> yr = region_of(y);
+  const region<T> ins[7] = {region_of(x),   region_of(p.W_1), region_of(p.b_1),
+                            region_of(p.W_2), region_of(p.b_2),
+                            region_of(cache.pre.view()), region_of(cache.hidden.view())};
+  const char* names[7] = {"X", "W_1", "b_1", "W_2", "b_2", "the cache", "the cache"};
+  for (std::size_t i = 0; i < 7; ++i)
+    if (overlaps(yr, ins[i])) throw_overlap(where, "the output", names[i]);
+  cache.forward[0] = 0;
+  ensure_shape(cache.pre, x.rows(), p.W_1.cols());
+  ensure_shape(cache.hidden, x.rows(), p.W_1.cols());
+  const std::size_t d = std::max({x.rows(), x.cols(), p.W_1.cols(), p.W_2.cols()});
+  gemm_reserve<T>(d, d, d);
+  project_into<T>(x, p.W_1, p.b_1, cache.pre.view());
+  activate(p.act, cache.pre, cache.hidden);
+  project_into<T>(cache.hidden.view(), p.W_2, p.b_2, y);
+  if (record) feed_forward_record<T>(x, p, cache.forward);
+}
+
+}  // namespace detail
+
 /// Y = act(X W₁ + b₁) W₂ + b₂ into Y (rows × d_out), H⁻ and H into the cache. dimension_error
 /// naming the buffer and both sizes, overlap_error for Y over an input; nothing written then.
 template <matrix_like Xm, mutable_matrix_like Ym>
@@ -112,27 +141,8 @@ template <matrix_like Xm, mutable_matrix_like Ym>
 void feed_forward(const Xm& X, const feed_forward_parameters<matrix_scalar_of<Xm>>& p, Ym&& Y,
                   feed_forward_cache<matrix_scalar_of<Xm>>& cache) {
   using T = matrix_scalar_of<Xm>;
-  const char* where = "attn::feed_forward";
   const auto xv = as_view(X);
-  const MatrixView<const T> x = xv;
-  const MatrixView<T> y = as_mutable_view(Y);
-  detail::check_feed_forward<T>(where, x, p);
-  detail::check_shape(where, "the output", y.rows(), y.cols(), x.rows(), p.W_2.cols());
-  const detail::region<T> yr = detail::region_of(y);
-  const detail::region<T> ins[7] = {detail::region_of(x),   detail::region_of(p.W_1), detail::region_of(p.b_1),
-                                    detail::region_of(p.W_2), detail::region_of(p.b_2),
-                                    detail::region_of(cache.pre.view()), detail::region_of(cache.hidden.view())};
-  const char* names[7] = {"X", "W_1", "b_1", "W_2", "b_2", "the cache", "the cache"};
-  for (std::size_t i = 0; i < 7; ++i)
-    if (detail::overlaps(yr, ins[i])) detail::throw_overlap(where, "the output", names[i]);
-  detail::ensure_shape(cache.pre, x.rows(), p.W_1.cols());
-  detail::ensure_shape(cache.hidden, x.rows(), p.W_1.cols());
-  const std::size_t d = std::max({x.rows(), x.cols(), p.W_1.cols(), p.W_2.cols()});
-  detail::gemm_reserve<T>(d, d, d);
-  detail::project_into<T>(x, p.W_1, p.b_1, cache.pre.view());
-  activate(p.act, cache.pre, cache.hidden);
-  detail::project_into<T>(cache.hidden.view(), p.W_2, p.b_2, y);
-  detail::feed_forward_record<T>(x, p, cache.forward);
+  detail::feed_forward_views<T>("attn::feed_forward", xv, p, as_mutable_view(Y), cache, true);
 }
 
 /// Returns act(X W₁ + b₁) W₂ + b₂, H⁻ and H into the cache.

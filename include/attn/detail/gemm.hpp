@@ -213,6 +213,61 @@ void gemm_reserve(std::size_t m, std::size_t n, std::size_t k) {
   (void)gemm_buffers<T>::aligned(buf.b, p.b);
 }
 
+/// One row of C (m = 1, B's rows contiguous: B.cs = 1), columns [j_begin, j_end): the
+/// micro-kernel's sums for that row — per block of KC from k = 0, acc += a_k·b_k in order of k
+/// (fused where the micro-kernel fuses: the same expression), each block then written to C or
+/// added to it — read straight from B, unpacked. A decoding step's products are one row against
+/// a whole weight, where packing B cost as much as the product (docs/performance.md, "The tiny
+/// transformer"). The same bits as the packed path: a row of C never depends on the rows beside it.
+template <class T>
+void gemm_one_row(std::size_t k, gemm_matrix<const T> A, gemm_matrix<const T> B, T* C, bool accumulate,
+                  std::size_t j_begin, std::size_t j_end) noexcept {
+  using G = gemm_blocking<T>;
+  std::size_t j = j_begin;
+#if ATTN_VECTOR_EXTENSIONS
+  if constexpr (G::W > 1) {
+    constexpr std::size_t W = G::W, NV = G::NV, NR = G::NR;
+    using V = vec<T, W>;
+    alignas(64) T tail[G::KC][NR];  // a last partial sliver's columns, zero-padded as pack_b pads them
+    for (; j < j_end; j += NR) {
+      const std::size_t cols = std::min(NR, j_end - j);
+      for (std::size_t k0 = 0; k0 < k; k0 += G::KC) {
+        const std::size_t kc = std::min(G::KC, k - k0);
+        const T* b = B.data + k0 * B.rs + j;
+        std::size_t brs = B.rs;
+        if (cols < NR) {
+          for (std::size_t q = 0; q < kc; ++q)
+            for (std::size_t c = 0; c < NR; ++c) tail[q][c] = c < cols ? b[q * B.rs + c] : T(0);
+          b = &tail[0][0];
+          brs = NR;
+        }
+        V acc[NV];
+#pragma GCC unroll 4
+        for (std::size_t v = 0; v < NV; ++v) acc[v] = V{};
+        for (std::size_t q = 0; q < kc; ++q) {
+          const V a = A.data[(k0 + q) * A.cs] - V{};  // (as the micro-kernel broadcasts: x − 0 is x)
+#pragma GCC unroll 4
+          for (std::size_t v = 0; v < NV; ++v) acc[v] += a * load<T, W>(b + q * brs + v * W);
+        }
+        const bool first = k0 == 0 && !accumulate;
+        alignas(64) T out[NR];
+        std::memcpy(out, acc, sizeof out);
+        for (std::size_t c = 0; c < cols; ++c) C[j + c] = first ? out[c] : C[j + c] + out[c];
+      }
+    }
+    return;
+  }
+#endif
+  // one number at a time, as the micro-kernel's scalar path
+  for (; j < j_end; ++j)
+    for (std::size_t k0 = 0; k0 < k; k0 += G::KC) {
+      const std::size_t kc = std::min(G::KC, k - k0);
+      T acc = T(0);
+      for (std::size_t q = 0; q < kc; ++q) acc += A.data[(k0 + q) * A.cs] * B.data[(k0 + q) * B.rs + j];
+      C[j] = k0 == 0 && !accumulate ? acc : C[j] + acc;
+    }
+}
+
 /// C = A·B (or C += A·B when `accumulate`) for the columns [j_begin, j_end) of C, C row-major
 /// (row stride crs). A is m × k, B is k × n.
 template <class T>
@@ -223,6 +278,10 @@ void gemm_columns(std::size_t m, std::size_t k, gemm_matrix<const T> A, gemm_mat
   if (k == 0) {
     if (!accumulate)
       for (std::size_t i = 0; i < m; ++i) std::fill(C + i * crs + j_begin, C + i * crs + j_end, T(0));
+    return;
+  }
+  if (m == 1 && B.cs == 1) {
+    gemm_one_row<T>(k, A, B, C, accumulate, j_begin, j_end);
     return;
   }
   const gemm_panels sizes = gemm_panel_sizes<T>(m, j_end - j_begin, k);
