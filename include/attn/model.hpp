@@ -59,14 +59,14 @@ enum class position_encoding {
 
 /// A model's shape and arrangement.
 struct model_config {
-  model_family family = model_family::decoder;
+  model_family family = model_family::decoder;  ///< encoder, decoder (the default) or encoder–decoder
   std::size_t vocabulary = 0;     ///< V, the tokens 0 … V − 1
   std::size_t d_model = 0;        ///< the width of every row
   std::size_t layers = 1;         ///< N blocks (an encoder–decoder: N in each)
   std::size_t heads = 1;          ///< h, dividing d_model (d_k = d_v = d_model / h)
   std::size_t d_ff = 0;           ///< the feed-forward layer's width; 0: 4·d_model
   std::size_t max_positions = 0;  ///< the longest sequence (the learned table's rows)
-  position_encoding positions = position_encoding::learned;
+  position_encoding positions = position_encoding::learned;  ///< NEXT_SECTIONS.md's default: learned
   activation act = activation::gelu;                 ///< the feed-forward layer's
   norm_placement placement = norm_placement::post;   ///< post-LN (the paper) or pre-LN (GPT-2)
   norm_kind norm = norm_kind::layer;                 ///< LayerNorm or RMSNorm, every norm
