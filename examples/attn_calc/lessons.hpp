@@ -633,6 +633,65 @@ inline lesson_results block_lesson(const config& c) {
   return L;
 }
 
+// ---------------------------------------------------------------------------------------------
+// --loss-curve: a training run's log (parse.hpp reads it; render.hpp draws it)
+
+/// The lowest loss of a run and the row where it is (the first, on a tie).
+inline std::size_t lowest_row(const loss_run& run) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < run.rows.size(); ++i)
+    if (run.rows[i][0] < run.rows[best][0]) best = i;
+  return best;
+}
+
+/// ln V, the loss of a uniform guess over V symbols: where a language model's training starts.
+inline double chance_loss(std::size_t vocabulary) { return std::log(static_cast<double>(vocabulary)); }
+
+inline lesson_results loss_curve_lesson(const config& c) {
+  lesson_results L;
+  const auto& runs = c.loss_runs;
+  const std::string what = runs.size() == 1 ? "the loss curve of " + runs[0].name
+                                            : "the loss curves of " + std::to_string(runs.size()) + " runs";
+  L.heading = both("attn-calc: " + what, "attn-calc: " + attn::report::latex_escape(what));
+  std::string text = "The loss is the mean cross-entropy, in nats, of the model's guesses at each step of training, "
+                     "as the log gives it.";
+  std::string latex = text;
+  if (c.vocabulary != 0) {
+    const std::string v = std::to_string(c.vocabulary), ln = fixed(chance_loss(c.vocabulary), c.decimals);
+    text += " ln V = ln " + v + " = " + ln + " is the loss of a uniform guess over the " + v +
+            " symbols, where training starts; a model that learns goes below it.";
+    latex += " $\\ln V = \\ln " + v + " = " + ln + "$ is the loss of a uniform guess over the " + v +
+             " symbols, where training starts; a model that learns goes below it.";
+  }
+  L.paragraph(both(text, latex));
+  for (const loss_run& run : runs) {
+    const std::size_t best = lowest_row(run), n = run.rows.size();
+    const std::string from = shortest(run.rows.front()[0]), to = shortest(run.rows.back()[0]);
+    const std::string s = run.name + ": " + std::to_string(n) + (n == 1 ? " row" : " rows") + ", steps " +
+                          shortest(run.steps.front()) + " to " + shortest(run.steps.back()) + "; the loss goes from " +
+                          from + " to " + to + ", lowest " + shortest(run.rows[best][0]) + " at step " +
+                          shortest(run.steps[best]) + ".";
+    L.paragraph(both(s, attn::report::latex_escape(s)));
+    attn::Matrix<double> values(n, run.columns.size());
+    std::vector<cell> rows, cols;
+    for (std::size_t i = 0; i < n; ++i) {
+      rows.emplace_back(shortest(run.steps[i]));
+      for (std::size_t k = 0; k < run.columns.size(); ++k) values(i, k) = run.rows[i][k];
+    }
+    for (const auto& name : run.columns) cols.emplace_back(name);
+    const std::string title = "The log of " + run.name + " (" + run.file + "): a row per step";
+    L.table({runs.size() == 1 ? std::string("log") : "log-" + std::to_string(&run - runs.data() + 1),
+             cell(title), cell("step"), std::move(rows), std::move(cols), std::move(values), true});
+  }
+  std::string files;
+  for (std::size_t r = 0; r < runs.size(); ++r)  // a file's runs are side by side: each file once
+    if (r == 0 || runs[r].file != runs[r - 1].file) files += (r ? ", " : "") + runs[r].file;
+  L.texts = {{"files", files}};
+  if (c.vocabulary != 0)
+    L.numbers = {{"vocabulary", static_cast<double>(c.vocabulary)}, {"ln_vocabulary", chance_loss(c.vocabulary)}};
+  return L;
+}
+
 }  // namespace detail
 
 /// The lesson c asks for (c.lesson is not none). Throws usage_error when a number is not finite
@@ -645,6 +704,7 @@ inline lesson_results block_lesson(const config& c) {
     case lesson_kind::norm: L = detail::norm_lesson(c); break;
     case lesson_kind::activations: L = detail::activation_lesson(c); break;
     case lesson_kind::block: L = detail::block_lesson(c); break;
+    case lesson_kind::loss_curve: L = detail::loss_curve_lesson(c); break;
     case lesson_kind::none: break;
   }
   for (const auto& t : L.tables)
