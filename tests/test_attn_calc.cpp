@@ -581,7 +581,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 58);
+  CHECK(options.size() == 59);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -1550,4 +1550,69 @@ TEST_CASE("attn-calc --loss-curve draws the runs at round ticks, ln V dashed, we
   const std::string json = attn_calc::render(c, attn_calc::compute(c));
   CHECK(attn_test::json_problem(json) == "");
   CHECK(json.find("\"ln_vocabulary\": 1.6094379124341003") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --no-peeking: W10's causal map, logits and per-position losses, held to their formulas written
+// out in long double (NEXT_SECTIONS.md W10), and to the unit's printed numbers.
+
+TEST_CASE("attn-calc --no-peeking: W10's map and the loss at every position, against long double",
+          "[attn-calc][lesson][no-peeking]") {
+  namespace w10 = worked::w10;
+  const auto c = parse({"--no-peeking"});
+  REQUIRE(c.lesson == attn_calc::lesson_kind::no_peeking);
+  const auto r = attn_calc::compute(c);
+  const auto& map = lesson_table_named(r, "map");
+  const auto& logits = lesson_table_named(r, "logits");
+  const auto& losses = lesson_table_named(r, "losses");
+  const auto& mean = lesson_table_named(r, "mean");
+  REQUIRE(map.values.rows() == 4);
+  REQUIRE(map.values.cols() == 4);
+  REQUIRE(logits.values.cols() == w10::vocabulary);
+  // The derivation. X one-hot (word t is direction t), Q = K = V = X: the score of t on j is
+  // x_t·x_j/√5 = [t = j]/√5, so under the causal mask row t is softmax over j ≤ t of those, and
+  // Y_t = Σ_j α_tj x_j holds α_tj in column j. logits_t = Y_t W_vocab with W_vocab(j, j+1) = 3:
+  // logits_t[j+1] = 3 α_tj. ℓ_t = log Σ_w e^{logits_t[w]} − logits_t[t+1], p = e^{−ℓ_t}.
+  // Tolerance: each double is a softmax (an exp, a sum of ≤ 4, a division), a product by 3, and
+  // a log-sum-exp of 5 terms whose condition is ≤ 1 (its inputs are ≥ 0 and its value ≥ 1):
+  // each step rounds by ≤ ½ ulp, ≤ 30 roundings of numbers ≤ 3 and an error passed on at most
+  // ×3, so 256 ulps of 1 (5.7e-14) bounds every number with room.
+  const double tol = 256 * std::numeric_limits<double>::epsilon();
+  long double mean_want = 0;
+  for (std::size_t t = 0; t < 4; ++t) {
+    long double alpha[4] = {}, sum = 0;
+    const long double diag = std::exp(1.0L / std::sqrt(5.0L));
+    for (std::size_t j = 0; j <= t; ++j) sum += j == t ? diag : 1.0L;
+    for (std::size_t j = 0; j <= t; ++j) alpha[j] = (j == t ? diag : 1.0L) / sum;
+    long double z[5] = {}, lse = 0;
+    for (std::size_t j = 0; j < 4; ++j) z[j + 1] = 3 * alpha[j];
+    for (const long double zw : z) lse += std::exp(zw);
+    lse = std::log(lse);
+    const long double loss = lse - z[t + 1];
+    mean_want += loss / 4;
+    for (std::size_t j = 0; j < 4; ++j) {
+      INFO("map row " << t << " column " << j);
+      CHECK(std::abs(map.values(t, j) - static_cast<double>(alpha[j])) <= tol);
+    }
+    for (std::size_t w = 0; w < 5; ++w) {
+      INFO("logits row " << t << " word " << w);
+      CHECK(std::abs(logits.values(t, w) - static_cast<double>(z[w])) <= tol);
+    }
+    INFO("position " << t + 1);
+    CHECK(std::abs(losses.values(t, 1) - static_cast<double>(loss)) <= tol);
+    CHECK(std::abs(losses.values(t, 0) - static_cast<double>(std::exp(-loss))) <= tol);
+    CHECK(attn::report::fixed(losses.values(t, 1), 3) == w10::losses[t]);  // the unit's printed numbers
+  }
+  CHECK(std::abs(mean.values(0, 0) - static_cast<double>(mean_want)) <= tol);
+  CHECK(attn::report::fixed(mean.values(0, 0), 3) == w10::mean_loss);
+  for (std::size_t k = 0; k < 16; ++k)
+    CHECK(attn::report::fixed(map.values(k / 4, k % 4), 3) == w10::map[k]);
+  // every format reads back; svg is refused (a table lesson)
+  check_lesson_formats(c, r, false);
+  CHECK(refusal({"--no-peeking", "--format", "svg"}) ==
+        "--format svg draws --pe, --rope and --loss-curve; --no-peeking prints tables: use text, md, latex, json, csv or "
+        "csv-long");
+  CHECK(refusal({"--no-peeking", "--q", "1"}) == "--no-peeking prints its own numbers, not a map: leave out --q");
+  CHECK(refusal({"--no-peeking", "--steps"}) ==
+        "--no-peeking prints every intermediate value already (the map, the logits, p and each loss): leave out --steps");
 }

@@ -108,8 +108,9 @@ public:
 enum class score_kind { dot, scaled_dot, general, additive };
 enum class output_format { text, md, latex, json, csv, csv_long, svg };
 /// The lessons beyond the map (lessons.hpp): none (the map), --pe, --rope, --layer-norm or
-/// --rms-norm, --activations, --block; --loss-curve (a training run's log, drawn).
-enum class lesson_kind { none, pe, rope, norm, activations, block, loss_curve };
+/// --rms-norm, --activations, --block; --loss-curve (a training run's log, drawn); --no-peeking
+/// (W10: the causal map and the loss at every position).
+enum class lesson_kind { none, pe, rope, norm, activations, block, loss_curve, no_peeking };
 /// Which of the unit's worked examples filled in the inputs the command line left out.
 enum class unit_example { none, e3_alignment_map, e5_additive, e2_beta_sweep };
 
@@ -982,6 +983,7 @@ inline void read_lesson(config& c, given_text positions, given_text dim, given_t
       break;
     }
     case lesson_kind::loss_curve:  // read by parse_args: its files, then --vocabulary
+    case lesson_kind::no_peeking:  // W10's numbers, no options
     case lesson_kind::none: break;
   }
 }
@@ -1035,12 +1037,12 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--bq", &bq},             {"--bk", &bk},                   {"--bv", &bv},
       {"--bo", &bo},             {"--vocabulary", &vocabulary}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
-       dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
+       dot_vs_scaled = false, pe = false, block = false, pre_ln = false, no_peeking = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
                                                       {"--no-attention", &no_attention}, {"--map-only", &map_only},
                                                       {"--no-values", &no_values},   {"--dot-vs-scaled", &dot_vs_scaled},
                                                       {"--pe", &pe},                 {"--block", &block},
-                                                      {"--pre-ln", &pre_ln}};
+                                                      {"--pre-ln", &pre_ln},         {"--no-peeking", &no_peeking}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -1148,7 +1150,8 @@ inline constexpr double max_jacobian_work = 5e8;
   const std::tuple<std::string_view, bool, L> lessons[] = {
       {"--pe", pe, L::pe}, {"--rope", rope.given, L::rope}, {"--layer-norm", layer_norm.given, L::norm},
       {"--rms-norm", rms_norm.given, L::norm}, {"--activations", activations.given, L::activations},
-      {"--block", block, L::block}, {"--loss-curve", !loss_curves.empty(), L::loss_curve}};
+      {"--block", block, L::block}, {"--loss-curve", !loss_curves.empty(), L::loss_curve},
+      {"--no-peeking", no_peeking, L::no_peeking}};
   std::string_view lesson_option;
   for (const auto& [option, given, kind] : lessons) {
     if (!given) continue;
@@ -1214,6 +1217,9 @@ inline constexpr double max_jacobian_work = 5e8;
       detail::need(!given || c.lesson == L::pe, std::string(option) + " is for the heatmap of --pe, not " + lo);
     detail::need(!steps || c.lesson != L::block, "--block prints every intermediate value already: leave out --steps");
     detail::need(!steps || c.lesson != L::loss_curve, "--loss-curve prints a log, which has no steps by hand: leave out --steps");
+    detail::need(!steps || c.lesson != L::no_peeking,
+                 "--no-peeking prints every intermediate value already (the map, the logits, p and each loss): leave out "
+                 "--steps");
   }
 
   // --self and --cross compute the queries, keys and values themselves; their options mean
@@ -1615,6 +1621,11 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
                       or on --self X with --wq, --wk, --wv, --wo, --heads as --self takes
                       them and --ffn-w1, --ffn-w2
                         e.g. --block    --block --format json
+  --no-peeking        W10, no peeking: "I drink green tea", each word one-hot among 5,
+                      causal self-attention (Q = K = V = X), logits = Y W_vocab; the causal
+                      map, the logits, p(next word) and the loss -log p at every position,
+                      and their mean (what training lowers), from one forward pass
+                        e.g. --no-peeking    --no-peeking --format json
   --pre-ln            with --block: pre-LN (default post-LN, the paper's)
                         e.g. --block --pre-ln --format md
   --ffn-w1 W          with --block --self: the feed-forward layer's W_1, d_model x d_ff

@@ -1278,7 +1278,7 @@ inline report::table lesson_report_table(const config& c, const lesson_table& t)
 /// A lesson as JSON: "mode", its options, and every table (its rows' and columns' labels, the
 /// numbers at full precision, and a result's numbers as printed).
 [[nodiscard]] inline std::string render_lesson_json(const config& c, const lesson_results& L) {
-  static constexpr const char* modes[] = {"map", "pe", "rope", "norm", "activations", "block", "loss-curve"};
+  static constexpr const char* modes[] = {"map", "pe", "rope", "norm", "activations", "block", "loss-curve", "no-peeking"};
   report::json_writer j;
   j.begin_object();
   j.key("tool").string("attn-calc");

@@ -5,7 +5,7 @@
 #                              arguments (README line 1), --self (W3, W7's two heads), --head-labels,
 #                              per-row and causal masks, --dot-vs-scaled (W4), --beta-sweep (E2),
 #                              --cross with projections and biases, --loss-curve (a training log)
-#   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
+#   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block, --no-peeking in
 #                              every format each has
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
@@ -122,6 +122,7 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:sv
     attn_calc_golden(lesson_activations_${format} lesson_activations.${ext} --activations -3,-1,0,1,3 ${steps}
                      --decimals 4 --format ${format})
     attn_calc_golden(lesson_block_${format} lesson_block.${ext} --block --format ${format})
+    attn_calc_golden(lesson_no_peeking_${format} lesson_no_peeking.${ext} --no-peeking --format ${format})
   endif()
 endforeach()
 # --loss-curve: a training log (loss_log.csv: step,loss,tokens_per_second, a comment line) in every
@@ -280,6 +281,8 @@ attn_calc_bad(loss_fields "loss_fields.csv), line 3: 2 fields, but the header (l
 attn_calc_bad(loss_order "loss_order.csv), line 4: step 10 does not follow step 10 (the steps of a run must increase)"
               --loss-curve ${attn_cli_dir}/loss_order.csv)
 attn_calc_bad(vocabulary_alone "--vocabulary is for --loss-curve" --vocabulary 76)
+attn_calc_bad(no_peeking_svg "--no-peeking prints tables: use text, md, latex, json, csv or csv-long" --no-peeking
+              --format svg)
 string(ASCII 27 attn_esc)
 attn_calc_bad(escape_sequence "--beta: \"\\x1b[2J\\x1b[31mred\" is not a number" --beta "${attn_esc}[2J${attn_esc}[31mred")
 string(REPEAT "1" 100000 attn_huge)
