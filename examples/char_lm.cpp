@@ -1,14 +1,16 @@
 // A character-level language model, trained on one core (docs/model.md, "A character model").
 //
 //   char_lm [--file TEXT] [--steps N] [--seed S] [--checkpoint FILE] [--sample N] [--temperature τ]
-//           [--top-k K] [--max-loss X] [--quiet]
+//           [--top-k K] [--max-loss X] [--log FILE] [--quiet]
 //
 // Reads a text (by default a licence that ships with Debian), makes its characters the
 // vocabulary, and trains a decoder (GPT's arrangement: causal, pre-LN, learned positions, a final
 // norm, tied embeddings) to guess every next character of random windows of the text, with AdamW.
 // A progress line shows the step, the loss and the tokens per second; at the end the weights go
 // to a safetensors checkpoint (their names: attn::model_tensors) and the model writes a sample,
-// one character at a time with its key/value cache. Exits 1 when the loss did not fall below
+// one character at a time with its key/value cache. --log FILE writes every step's loss and the
+// tokens per second so far as CSV (step,loss,tokens_per_second), which
+// `attn-calc --loss-curve FILE --vocabulary V --format svg` draws. Exits 1 when the loss did not fall below
 // 0.8·ln(vocabulary) (or --max-loss) — a model that learned nothing —, 2 on bad options.
 
 #include <chrono>
@@ -39,6 +41,7 @@ struct settings {
   std::size_t steps = 2000, sample = 400, top_k = 0;
   std::uint64_t seed = 1;
   std::string checkpoint = "char_lm.safetensors";
+  std::string log;  // --log: empty, no log
   double temperature = 0.8;
   double max_loss = -1;  // < 0: 0.8·ln V
   bool quiet = false;
@@ -48,7 +51,7 @@ struct settings {
   std::fprintf(stderr,
                "char_lm: %s\n"
                "usage: char_lm [--file TEXT] [--steps N] [--seed S] [--checkpoint FILE] [--sample N]\n"
-               "               [--temperature T] [--top-k K] [--max-loss X] [--quiet]\n"
+               "               [--temperature T] [--top-k K] [--max-loss X] [--log FILE] [--quiet]\n"
                "  --file TEXT        the text to learn (default /usr/share/common-licenses/GPL-3)\n"
                "  --steps N          training steps of 16 windows of 64 characters (default 2000)\n"
                "  --seed S           the initialisation's and the windows' seed (default 1)\n"
@@ -57,6 +60,8 @@ struct settings {
                "  --temperature T    sampling temperature, 0 for greedy (default 0.8)\n"
                "  --top-k K          sample among the K likeliest characters (default 0: all)\n"
                "  --max-loss X       fail (exit 1) when the loss ends above X (default 0.8 ln V)\n"
+               "  --log FILE         every step's loss and tokens/s as CSV: step,loss,tokens_per_second\n"
+               "                     (draw it: attn-calc --loss-curve FILE --vocabulary V --format svg)\n"
                "  --quiet            no progress line\n",
                why);
   std::exit(2);
@@ -81,6 +86,7 @@ settings parse(int argc, char** argv) {
     else if (a == "--steps") s.steps = number(value(), "--steps");
     else if (a == "--seed") s.seed = number(value(), "--seed");
     else if (a == "--checkpoint") s.checkpoint = value();
+    else if (a == "--log") s.log = value();
     else if (a == "--sample") s.sample = number(value(), "--sample");
     else if (a == "--top-k") s.top_k = number(value(), "--top-k");
     else if (a == "--temperature") {
@@ -127,6 +133,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "char_lm: %s has %zu bytes; it needs at least %zu\n", opt.file.c_str(), text.size(), T + 2);
     return 2;
   }
+  std::FILE* log = nullptr;  // --log: opened before training, so that a bad path fails at once
+  if (!opt.log.empty() && (log = std::fopen(opt.log.c_str(), "wb")) == nullptr) {
+    std::fprintf(stderr, "char_lm: cannot write %s\n", opt.log.c_str());
+    return 2;
+  }
+  bool log_ok = log == nullptr || std::fputs("step,loss,tokens_per_second\n", log) >= 0;
   std::vector<std::int64_t> tokens(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) tokens[i] = index_of[static_cast<unsigned char>(text[i])];
 
@@ -170,6 +182,9 @@ int main(int argc, char** argv) {
     attn::adamw_step(rest(w), rest(g), s_rest, no_decay);
     smoothed = step == 0 ? loss : 0.95 * smoothed + 0.05 * loss;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (log != nullptr)  // the batch's loss (not smoothed), %.9g: a float read back exactly
+      log_ok = log_ok && std::fprintf(log, "%zu,%.9g,%.0f\n", step + 1, static_cast<double>(loss),
+                                      static_cast<double>((step + 1) * B * T) / seconds) > 0;
     // on a terminal one line rewritten in place every 10 steps; else a line every 100
     if (!opt.quiet && (step % (terminal ? 10 : 100) == 0 || step + 1 == opt.steps)) {
       std::printf("%sstep %5zu/%zu   loss %.3f   %7.0f tokens/s%s", terminal ? "\r" : "", step + 1, opt.steps,
@@ -181,6 +196,16 @@ int main(int argc, char** argv) {
   std::printf("%strained %zu steps in %.1f s (%.0f tokens/s); loss %.3f (ln %zu = %.3f at the start)\n",
               opt.quiet || !terminal ? "" : "\n", opt.steps, seconds, static_cast<double>(opt.steps * B * T) / seconds, smoothed,
               alphabet.size(), std::log(static_cast<double>(alphabet.size())));
+
+  if (log != nullptr) {
+    log_ok = std::fclose(log) == 0 && log_ok;
+    if (!log_ok) {
+      std::fprintf(stderr, "char_lm: cannot write %s\n", opt.log.c_str());
+      return 2;
+    }
+    std::printf("the log: %s (draw it: attn-calc --loss-curve %s --vocabulary %zu --format svg > curve.svg)\n",
+                opt.log.c_str(), opt.log.c_str(), alphabet.size());
+  }
 
   // the checkpoint: every tensor by its name, the alphabet in the metadata
   {

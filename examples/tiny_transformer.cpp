@@ -11,11 +11,17 @@
 // runs twice from the same seed and the two loss curves must agree bit for bit; at the end the
 // model reverses sentences it has never seen, decoding greedily one symbol at a time with its
 // key/value cache. The program fails (exit 1) when any of these does not hold.
+//
+//   tiny_transformer [--log FILE]
+//
+// --log FILE writes the training's loss curve as CSV (step,loss: a row per step, full
+// precision), which `attn-calc --loss-curve FILE --vocabulary 5 --format svg` draws.
 
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,7 +108,19 @@ std::vector<double> train(std::vector<double>& weights, std::uint64_t seed, bool
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::FILE* log = nullptr;  // --log FILE: opened first, so that a bad path fails before training
+  if (argc == 3 && std::strcmp(argv[1], "--log") == 0) {
+    log = std::fopen(argv[2], "wb");
+    if (log == nullptr) {
+      std::fprintf(stderr, "tiny_transformer: cannot write %s\n", argv[2]);
+      return 2;
+    }
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: tiny_transformer [--log FILE]\n  --log FILE  the loss at every training step, as CSV "
+                         "(step,loss)\n");
+    return 2;
+  }
   unit::checker check;
   std::printf("W13. A tiny transformer, whole: reverse \"abcd|\" sentences (%zu parameters)\n\n",
               attn::parameter_count(config));
@@ -156,6 +174,13 @@ int main() {
   check.claim(curve == curve_again && weights == again, "the same seed gives the same loss curve, bit for bit");
   std::printf("   trained again from the same seed: %s\n\n",
               curve == curve_again ? "the same loss curve, bit for bit" : "A DIFFERENT CURVE");
+  if (log != nullptr) {  // %.17g: every double read back exactly
+    bool ok = std::fputs("step,loss\n", log) >= 0;
+    for (std::size_t step = 0; step < curve.size(); ++step) ok = ok && std::fprintf(log, "%zu,%.17g\n", step, curve[step]) > 0;
+    ok = std::fclose(log) == 0 && ok;
+    check.claim(ok, "the log is written");
+    std::printf("   the loss curve (%zu steps) went to %s\n\n", curve.size(), argv[2]);
+  }
 
   // 3. Copying unseen sentences: greedy decoding with the cache, one symbol at a time.
   std::printf("3. Greedy decoding with the key/value cache on sentences it has not seen\n");

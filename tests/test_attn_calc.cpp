@@ -581,7 +581,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 56);
+  CHECK(options.size() == 59);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -1435,7 +1435,7 @@ TEST_CASE("attn-calc lessons refuse the map's options, each other, and what they
   CHECK(refusal({"--block", "--beta", "2"}) == "--block prints its own numbers, not a map: leave out --beta");
   CHECK(refusal({"--pe", "--block"}) == "--pe and --block are two lessons: give one at a time");
   CHECK(refusal({"--block", "--format", "svg"}) ==
-        "--format svg draws --pe and --rope; --block prints tables: use text, md, latex, json, csv or csv-long");
+        "--format svg draws --pe, --rope and --loss-curve; --block prints tables: use text, md, latex, json, csv or csv-long");
   CHECK(refusal({"--block", "--steps"}) == "--block prints every intermediate value already: leave out --steps");
   CHECK(refusal({"--positions", "5"}) == "--positions is for --pe");
   CHECK(refusal({"--rope", "1,0", "--positions", "5"}) == "--positions is for --pe");
@@ -1445,4 +1445,174 @@ TEST_CASE("attn-calc lessons refuse the map's options, each other, and what they
   // --title names the lesson's heading and its SVG
   auto c = parse({"--pe", "--positions", "3", "--dim", "2", "--title", "Where is each word?"});
   CHECK(attn_calc::render(c, attn_calc::compute(c)).starts_with("Where is each word?\n==="));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --loss-curve: a training log read, refused where it is wrong, and drawn
+
+TEST_CASE("attn-calc --loss-curve reads a log: header, comments, a byte-order mark, runs", "[attn-calc][loss-curve]") {
+  // a BOM at the start is skipped, '#' and blank lines too, CRLF line ends, spaces around fields
+  const temp_file log("log.csv", "\xEF\xBB\xBF# from char_lm --log\r\nstep, loss ,tokens_per_second\r\n\r\n1,4.25,100\r\n"
+                                 "2, 3.5 ,200\r\n4,3.125,300\r\n");
+  const std::string path = log.path.string();
+  const auto c = parse({"--loss-curve", path, "--vocabulary", "76"});
+  CHECK(c.lesson == attn_calc::lesson_kind::loss_curve);
+  CHECK(c.vocabulary == 76);
+  REQUIRE(c.loss_runs.size() == 1);
+  const auto& run = c.loss_runs[0];
+  CHECK(run.name == "attn_calc_test_log");
+  CHECK(run.file == "attn_calc_test_log.csv");
+  CHECK(run.columns == std::vector<std::string>{"loss", "tokens_per_second"});
+  CHECK(run.steps == std::vector<double>{1, 2, 4});
+  CHECK(run.rows == std::vector<std::vector<double>>{{4.25, 100}, {3.5, 200}, {3.125, 300}});
+  // a run column: a line per run, in the order they first appear; two files: "stem: run"
+  const temp_file runs("runs.csv", "run,step,loss\na,0,2\nb,0,3\na,1,1\nb,5,2\n");
+  const auto two = parse({"--loss-curve", runs.path.string()});
+  REQUIRE(two.loss_runs.size() == 2);
+  CHECK(two.loss_runs[0].name == "a");
+  CHECK(two.loss_runs[1].steps == std::vector<double>{0, 5});
+  const auto both = parse({"--loss-curve", path, "--loss-curve", runs.path.string()});
+  REQUIRE(both.loss_runs.size() == 3);
+  CHECK(both.loss_runs[2].name == "attn_calc_test_runs: b");
+}
+
+TEST_CASE("attn-calc --loss-curve refuses a bad log at its line and column", "[attn-calc][loss-curve]") {
+  const auto refused = [](std::string_view contents) {
+    const temp_file f("bad_log.csv", contents);
+    const std::string path = f.path.string();
+    const std::string message = refusal({"--loss-curve", path});
+    const std::string where = "--loss-curve (" + path + ")";
+    return message.starts_with(where) ? message.substr(where.size()) : "(elsewhere) " + message;
+  };
+  CHECK(refused("step,loss\n0,1\n1,x\n") == ", line 3, column loss: \"x\" is not a number");
+  CHECK(refused("step,loss,tokens_per_second\n0,1,5\n1,0.5,\n") ==
+        ", line 3, column tokens_per_second: a number is missing (empty field)");
+  CHECK(refused("step,lost\n0,1\n") ==
+        ", line 1: the header \"step,lost\" has no column \"loss\" (a log's header: step,loss[,more columns])");
+  CHECK(refused("0,1.6\n1,1.5\n") ==
+        ", line 1: the header \"0,1.6\" has no column \"step\" (the first line must be a header: step,loss)");
+  CHECK(refused("step,loss\n0,1\n\xEF\xBB\xBF" "1,0.5\n") ==
+        ", line 3: a byte-order mark (U+FEFF) in the middle of the file, where it does not belong (two files joined? "
+        "remove it; one at the very start of a file is fine)");
+  CHECK(refused("step,loss\n0,1,2\n") == ", line 2: 3 fields, but the header (line 1) has 2 columns");
+  CHECK(refused("step,loss\n5,1\n3,0.5\n") == ", line 3: step 3 does not follow step 5 (the steps of a run must increase)");
+  CHECK(refused("step;loss\n") ==
+        ", line 1: a ';': a log's fields are separated by ',' (step,loss), with '.' as the decimal point");
+  CHECK(refused("step,loss,loss\n") == ", line 1: the header names the column \"loss\" twice");
+  CHECK(refused("# nothing yet\n") == ": no header (a log starts with a line such as step,loss)");
+  CHECK(refused("step,loss\n") == ": no rows after the header (line 1)");
+  CHECK(refused(std::string("step,loss\n0,1\0\n", 15)) == ", line 2: a NUL byte (is this a text file?)");
+  CHECK(refusal({"--vocabulary", "5"}) == "--vocabulary is for --loss-curve");
+  std::string thirteen = "run,step,loss\n";
+  for (int r = 0; r < 13; ++r) thirteen += std::to_string(r) + ",0,1\n";
+  CHECK(refused(thirteen) == ", line 14: a run more than 12 (a chart's legend tells at most 12 apart)");
+  std::string many = "step,loss\n";
+  for (int k = 0; k < 50001; ++k) many += std::to_string(k) + ",1\n";  // 2 numbers a row: the 50001st passes 100000
+  CHECK(refused(many) == ": more than 100000 numbers; attn-calc reads logs of at most that (thin the log: a row every 10 "
+                         "steps draws the same curve)");
+  const temp_file ok("ok_log.csv", "step,loss\n0,1\n");
+  CHECK(refusal({"--loss-curve", ok.path.string(), "--vocabulary", "1"}) == "--vocabulary: 1 is outside 2..1073741824");
+  CHECK(refusal({"--loss-curve", ok.path.string(), "--steps"}) ==
+        "--loss-curve prints a log, which has no steps by hand: leave out --steps");
+}
+
+TEST_CASE("attn-calc --loss-curve draws the runs at round ticks, ln V dashed, well-formed", "[attn-calc][loss-curve]") {
+  // round_ticks: about five steps of 1, 2, 2.5 or 5 times a power of ten, the range widened to them
+  double lo = 0, hi = 4.331;
+  CHECK(attn_calc::detail::round_ticks(lo, hi) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  CHECK((lo == 0 && hi == 5));
+  lo = 1, hi = 200;
+  CHECK(attn_calc::detail::round_ticks(lo, hi) == std::vector<double>{0, 50, 100, 150, 200});
+  lo = 0, hi = 1.67;
+  CHECK(attn_calc::detail::round_ticks(lo, hi) == std::vector<double>{0, 0.5, 1, 1.5, 2});
+
+  const temp_file log("curve.csv", "run,step,loss\nfast,0,1.67\nfast,10,0.5\nslow,0,1.67\nslow,10,1.25\nslow,20,0.75\n");
+  auto c = parse({"--loss-curve", log.path.string(), "--vocabulary", "5", "--format", "svg"});
+  const std::string svg = attn_calc::render(c, attn_calc::compute(c));
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(count(svg, "<polyline ") == 2);  // a line per run
+  // the plot spans y 64..364 px for the loss 0..2 (ticks of 0.5) and x 72..552 for steps 0..20
+  // (ticks of 5): ln 5 = 1.6094 sits at 364 − 1.6094/2·300 = 122.6, step 10 at 72 + 240 = 312
+  CHECK(svg.find("<line x1=\"72\" y1=\"122.6\" x2=\"552\" y2=\"122.6\" stroke=\"#555555\" stroke-width=\"1.5\" "
+                 "stroke-dasharray=\"6 4\"/>") != std::string::npos);
+  CHECK(svg.find("points=\"72.0,113.5 312.0,289.0\"") != std::string::npos);  // fast: 1.67 → 113.5, 0.5 → 289
+  CHECK(svg.find(">ln 5 = 1.609 (chance)</text>") != std::string::npos);
+  CHECK(svg.find(">loss (nats)</text>") != std::string::npos);
+  CHECK(svg.find(">step</text>") != std::string::npos);
+  // the same colour-blind-safe colours and dashes as --beta-sweep, in order: one home
+  CHECK(svg.find("stroke=\"#0072b2\" stroke-width=\"2.5\"/>") != std::string::npos);
+  CHECK(svg.find("stroke=\"#d55e00\" stroke-width=\"2.5\" stroke-dasharray=\"8 4\"/>") != std::string::npos);
+  // the table formats hold every number as the log gave it
+  c.format = attn_calc::output_format::csv;
+  CHECK(attn_calc::render(c, attn_calc::compute(c)) ==
+        "run,step,loss\nfast,0,1.67\nfast,10,0.5\nslow,0,1.67\nslow,10,1.25\nslow,20,0.75\n");
+  c.format = attn_calc::output_format::json;
+  const std::string json = attn_calc::render(c, attn_calc::compute(c));
+  CHECK(attn_test::json_problem(json) == "");
+  CHECK(json.find("\"ln_vocabulary\": 1.6094379124341003") != std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --no-peeking: W10's causal map, logits and per-position losses, held to their formulas written
+// out in long double (NEXT_SECTIONS.md W10), and to the unit's printed numbers.
+
+TEST_CASE("attn-calc --no-peeking: W10's map and the loss at every position, against long double",
+          "[attn-calc][lesson][no-peeking]") {
+  namespace w10 = worked::w10;
+  const auto c = parse({"--no-peeking"});
+  REQUIRE(c.lesson == attn_calc::lesson_kind::no_peeking);
+  const auto r = attn_calc::compute(c);
+  const auto& map = lesson_table_named(r, "map");
+  const auto& logits = lesson_table_named(r, "logits");
+  const auto& losses = lesson_table_named(r, "losses");
+  const auto& mean = lesson_table_named(r, "mean");
+  REQUIRE(map.values.rows() == 4);
+  REQUIRE(map.values.cols() == 4);
+  REQUIRE(logits.values.cols() == w10::vocabulary);
+  // The derivation. X one-hot (word t is direction t), Q = K = V = X: the score of t on j is
+  // x_t·x_j/√5 = [t = j]/√5, so under the causal mask row t is softmax over j ≤ t of those, and
+  // Y_t = Σ_j α_tj x_j holds α_tj in column j. logits_t = Y_t W_vocab with W_vocab(j, j+1) = 3:
+  // logits_t[j+1] = 3 α_tj. ℓ_t = log Σ_w e^{logits_t[w]} − logits_t[t+1], p = e^{−ℓ_t}.
+  // Tolerance: each double is a softmax (an exp, a sum of ≤ 4, a division), a product by 3, and
+  // a log-sum-exp of 5 terms whose condition is ≤ 1 (its inputs are ≥ 0 and its value ≥ 1):
+  // each step rounds by ≤ ½ ulp, ≤ 30 roundings of numbers ≤ 3 and an error passed on at most
+  // ×3, so 256 ulps of 1 (5.7e-14) bounds every number with room.
+  const double tol = 256 * std::numeric_limits<double>::epsilon();
+  long double mean_want = 0;
+  for (std::size_t t = 0; t < 4; ++t) {
+    long double alpha[4] = {}, sum = 0;
+    const long double diag = std::exp(1.0L / std::sqrt(5.0L));
+    for (std::size_t j = 0; j <= t; ++j) sum += j == t ? diag : 1.0L;
+    for (std::size_t j = 0; j <= t; ++j) alpha[j] = (j == t ? diag : 1.0L) / sum;
+    long double z[5] = {}, lse = 0;
+    for (std::size_t j = 0; j < 4; ++j) z[j + 1] = 3 * alpha[j];
+    for (const long double zw : z) lse += std::exp(zw);
+    lse = std::log(lse);
+    const long double loss = lse - z[t + 1];
+    mean_want += loss / 4;
+    for (std::size_t j = 0; j < 4; ++j) {
+      INFO("map row " << t << " column " << j);
+      CHECK(std::abs(map.values(t, j) - static_cast<double>(alpha[j])) <= tol);
+    }
+    for (std::size_t w = 0; w < 5; ++w) {
+      INFO("logits row " << t << " word " << w);
+      CHECK(std::abs(logits.values(t, w) - static_cast<double>(z[w])) <= tol);
+    }
+    INFO("position " << t + 1);
+    CHECK(std::abs(losses.values(t, 1) - static_cast<double>(loss)) <= tol);
+    CHECK(std::abs(losses.values(t, 0) - static_cast<double>(std::exp(-loss))) <= tol);
+    CHECK(attn::report::fixed(losses.values(t, 1), 3) == w10::losses[t]);  // the unit's printed numbers
+  }
+  CHECK(std::abs(mean.values(0, 0) - static_cast<double>(mean_want)) <= tol);
+  CHECK(attn::report::fixed(mean.values(0, 0), 3) == w10::mean_loss);
+  for (std::size_t k = 0; k < 16; ++k)
+    CHECK(attn::report::fixed(map.values(k / 4, k % 4), 3) == w10::map[k]);
+  // every format reads back; svg is refused (a table lesson)
+  check_lesson_formats(c, r, false);
+  CHECK(refusal({"--no-peeking", "--format", "svg"}) ==
+        "--format svg draws --pe, --rope and --loss-curve; --no-peeking prints tables: use text, md, latex, json, csv or "
+        "csv-long");
+  CHECK(refusal({"--no-peeking", "--q", "1"}) == "--no-peeking prints its own numbers, not a map: leave out --q");
+  CHECK(refusal({"--no-peeking", "--steps"}) ==
+        "--no-peeking prints every intermediate value already (the map, the logits, p and each loss): leave out --steps");
 }

@@ -20,6 +20,8 @@
 #include "../worked_examples.hpp"
 #include "attn/activations.hpp"
 #include "attn/block.hpp"
+#include "attn/cross_entropy.hpp"
+#include "attn/heads.hpp"
 #include "attn/matrix.hpp"
 #include "attn/norms.hpp"
 #include "attn/positions.hpp"
@@ -633,6 +635,143 @@ inline lesson_results block_lesson(const config& c) {
   return L;
 }
 
+// ---------------------------------------------------------------------------------------------
+// --loss-curve: a training run's log (parse.hpp reads it; render.hpp draws it)
+
+/// The lowest loss of a run and the row where it is (the first, on a tie).
+inline std::size_t lowest_row(const loss_run& run) {
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < run.rows.size(); ++i)
+    if (run.rows[i][0] < run.rows[best][0]) best = i;
+  return best;
+}
+
+/// ln V, the loss of a uniform guess over V symbols: where a language model's training starts.
+inline double chance_loss(std::size_t vocabulary) { return std::log(static_cast<double>(vocabulary)); }
+
+inline lesson_results loss_curve_lesson(const config& c) {
+  lesson_results L;
+  const auto& runs = c.loss_runs;
+  const std::string what = runs.size() == 1 ? "the loss curve of " + runs[0].name
+                                            : "the loss curves of " + std::to_string(runs.size()) + " runs";
+  L.heading = both("attn-calc: " + what, "attn-calc: " + attn::report::latex_escape(what));
+  std::string text = "The loss is the mean cross-entropy, in nats, of the model's guesses at each step of training, "
+                     "as the log gives it.";
+  std::string latex = text;
+  if (c.vocabulary != 0) {
+    const std::string v = std::to_string(c.vocabulary), ln = fixed(chance_loss(c.vocabulary), c.decimals);
+    text += " ln V = ln " + v + " = " + ln + " is the loss of a uniform guess over the " + v +
+            " symbols, where training starts; a model that learns goes below it.";
+    latex += " $\\ln V = \\ln " + v + " = " + ln + "$ is the loss of a uniform guess over the " + v +
+             " symbols, where training starts; a model that learns goes below it.";
+  }
+  L.paragraph(both(text, latex));
+  for (const loss_run& run : runs) {
+    const std::size_t best = lowest_row(run), n = run.rows.size();
+    const std::string from = shortest(run.rows.front()[0]), to = shortest(run.rows.back()[0]);
+    const std::string s = run.name + ": " + std::to_string(n) + (n == 1 ? " row" : " rows") + ", steps " +
+                          shortest(run.steps.front()) + " to " + shortest(run.steps.back()) + "; the loss goes from " +
+                          from + " to " + to + ", lowest " + shortest(run.rows[best][0]) + " at step " +
+                          shortest(run.steps[best]) + ".";
+    L.paragraph(both(s, attn::report::latex_escape(s)));
+    attn::Matrix<double> values(n, run.columns.size());
+    std::vector<cell> rows, cols;
+    for (std::size_t i = 0; i < n; ++i) {
+      rows.emplace_back(shortest(run.steps[i]));
+      for (std::size_t k = 0; k < run.columns.size(); ++k) values(i, k) = run.rows[i][k];
+    }
+    for (const auto& name : run.columns) cols.emplace_back(name);
+    const std::string title = "The log of " + run.name + " (" + run.file + "): a row per step";
+    L.table({runs.size() == 1 ? std::string("log") : "log-" + std::to_string(&run - runs.data() + 1),
+             cell(title), cell("step"), std::move(rows), std::move(cols), std::move(values), true});
+  }
+  std::string files;
+  for (std::size_t r = 0; r < runs.size(); ++r)  // a file's runs are side by side: each file once
+    if (r == 0 || runs[r].file != runs[r - 1].file) files += (r ? ", " : "") + runs[r].file;
+  L.texts = {{"files", files}};
+  if (c.vocabulary != 0)
+    L.numbers = {{"vocabulary", static_cast<double>(c.vocabulary)}, {"ln_vocabulary", chance_loss(c.vocabulary)}};
+  return L;
+}
+
+// ---------------------------------------------------------------------------------------------
+// --no-peeking: W10
+
+/// W10 (examples/no_peeking.cpp, worked::w10): "I drink green tea", each word one-hot among the 5
+/// of the vocabulary, self-attention with Q = K = V = X under the causal mask
+/// (attn::self_attention), logits = Y W_vocab with W_vocab(w, the word after w) = 3, and the loss
+/// ℓ_t = −log softmax(logits_t)[next word] at every position and their mean (attn::cross_entropy).
+inline lesson_results no_peeking_lesson(const config&) {
+  namespace w10 = worked::w10;
+  constexpr std::size_t T = 4, V = w10::vocabulary;
+  lesson_results L;
+  attn::Matrix<double> X(T, V), I(V, V), W_vocab(V, V), logits(T, V);
+  for (std::size_t w = 0; w < V; ++w) I(w, w) = 1;
+  for (std::size_t t = 0; t < T; ++t) {
+    X(t, w10::inputs[t]) = 1;
+    W_vocab(w10::inputs[t], w10::targets[t]) = w10::follows;
+  }
+  const auto r = attn::self_attention(X, I, I, I, attn::options{.causal = true});
+  for (std::size_t t = 0; t < T; ++t)
+    for (std::size_t w = 0; w < V; ++w)
+      for (std::size_t i = 0; i < V; ++i) logits(t, w) += r.out(t, i) * W_vocab(i, w);
+  std::int64_t targets[T];
+  for (std::size_t t = 0; t < T; ++t) targets[t] = static_cast<std::int64_t>(w10::targets[t]);
+  std::vector<double> losses(T);
+  const double mean = attn::cross_entropy(logits, targets, losses);
+
+  std::vector<cell> words, vocabulary, positions;
+  for (std::size_t w = 0; w < V; ++w) vocabulary.emplace_back(w10::words[w]);
+  for (std::size_t t = 0; t < T; ++t) {
+    words.emplace_back(w10::words[w10::inputs[t]]);
+    positions.emplace_back(std::to_string(t + 1) + ": " + w10::words[w10::inputs[t]] + " \u2192 " +
+                               w10::words[w10::targets[t]],
+                           std::to_string(t + 1) + ": " + w10::words[w10::inputs[t]] + " $\\to$ " +
+                               w10::words[w10::targets[t]]);
+  }
+  L.heading = both("attn-calc: no peeking (W10): \"I drink green tea\", every next word at once",
+                   "attn-calc: no peeking (W10): ``I drink green tea'', every next word at once");
+  L.paragraph(both(
+      "Each word is its own direction among the 5 of the vocabulary (I, drink, green, tea, .); self-attention with "
+      "Q = K = V = X and the scaled dot (1/√5) under the causal mask: position t sees words 1..t only, so it cannot "
+      "read the word it must guess.",
+      "Each word is its own direction among the 5 of the vocabulary (I, drink, green, tea, .); self-attention with "
+      "$Q = K = V = X$ and the scaled dot ($1/\\sqrt{5}$) under the causal mask: position $t$ sees words $1..t$ "
+      "only, so it cannot read the word it must guess."));
+  L.table({"map", cell("The causal map A (row t sees words 1..t)", "The causal map $A$ (row $t$ sees words $1..t$)"),
+                    cell("word"), words, words, copy_of(r.maps), false});
+  L.paragraph(both("The logits: logits = Y W_vocab, where W_vocab gives 3 to the word that follows each word of the "
+                   "sentence.",
+                   "The logits: $\\mathrm{logits} = Y W_{\\mathrm{vocab}}$, where $W_{\\mathrm{vocab}}$ gives 3 to the "
+                   "word that follows each word of the sentence."));
+  L.table({"logits", cell("The logits, a row per position, a column per word of the vocabulary"), cell("position"),
+           words, vocabulary, std::move(logits), false});
+  attn::Matrix<double> guess(T, 2);
+  for (std::size_t t = 0; t < T; ++t) {
+    guess(t, 0) = std::exp(-losses[t]);
+    guess(t, 1) = losses[t];
+  }
+  L.paragraph(both("One forward pass gives every guess at once: the loss at position t is −log p(next word) = "
+                   "−log softmax(logits_t)[next word] (attn::cross_entropy).",
+                   "One forward pass gives every guess at once: the loss at position $t$ is "
+                   "$\\ell_t = -\\log p(\\text{next word}) = -\\log \\operatorname{softmax}(\\mathrm{logits}_t)"
+                   "[\\text{next word}]$."));
+  L.main = L.table({"losses", cell("The loss at every position: p(next word) and −log p", "The loss at every position: "
+                                                                                   "$p(\\text{next word})$ and $-\\log p$"),
+           cell("position: word → must guess", "position: word $\\to$ must guess"), positions,
+           {cell("p(next word)", "$p(\\text{next word})$"), cell("loss")}, std::move(guess), false});
+  attn::Matrix<double> mean_table(1, 1);
+  mean_table(0, 0) = mean;
+  L.table({"mean", cell("The mean loss, what training lowers"), cell(""), {cell("mean")}, {cell("loss")},
+           std::move(mean_table), false});
+  const std::string ln5 = fixed(std::log(5.0), 3);
+  L.paragraph(both("A blind guess among the 5 words costs ln 5 = " + ln5 + " at every position; the later positions, "
+                   "which see more words, spread their attention and pay more.",
+                   "A blind guess among the 5 words costs $\\ln 5 = " + ln5 + "$ at every position; the later "
+                   "positions, which see more words, spread their attention and pay more."));
+  return L;
+}
+
 }  // namespace detail
 
 /// The lesson c asks for (c.lesson is not none). Throws usage_error when a number is not finite
@@ -645,6 +784,8 @@ inline lesson_results block_lesson(const config& c) {
     case lesson_kind::norm: L = detail::norm_lesson(c); break;
     case lesson_kind::activations: L = detail::activation_lesson(c); break;
     case lesson_kind::block: L = detail::block_lesson(c); break;
+    case lesson_kind::loss_curve: L = detail::loss_curve_lesson(c); break;
+    case lesson_kind::no_peeking: L = detail::no_peeking_lesson(c); break;
     case lesson_kind::none: break;
   }
   for (const auto& t : L.tables)

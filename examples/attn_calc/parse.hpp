@@ -108,8 +108,9 @@ public:
 enum class score_kind { dot, scaled_dot, general, additive };
 enum class output_format { text, md, latex, json, csv, csv_long, svg };
 /// The lessons beyond the map (lessons.hpp): none (the map), --pe, --rope, --layer-norm or
-/// --rms-norm, --activations, --block.
-enum class lesson_kind { none, pe, rope, norm, activations, block };
+/// --rms-norm, --activations, --block; --loss-curve (a training run's log, drawn); --no-peeking
+/// (W10: the causal map and the loss at every position).
+enum class lesson_kind { none, pe, rope, norm, activations, block, loss_curve, no_peeking };
 /// Which of the unit's worked examples filled in the inputs the command line left out.
 enum class unit_example { none, e3_alignment_map, e5_additive, e2_beta_sweep };
 
@@ -137,6 +138,16 @@ struct matrix {
     return attn::MatrixView<const double>(data.data(), rows, cols);
   }
   [[nodiscard]] bool empty() const noexcept { return rows == 0; }
+};
+
+/// One run of a training log (--loss-curve): its name, its steps and, at each, the loss and the
+/// log's other numeric columns (tokens_per_second, ...), as the file gives them.
+struct loss_run {
+  std::string name;                       ///< the file's stem, or its `run` column's value
+  std::string file;                       ///< the name of the file it came from (no directory)
+  std::vector<std::string> columns;       ///< "loss" first, then the log's other columns in order
+  std::vector<double> steps;              ///< increasing
+  std::vector<std::vector<double>> rows;  ///< rows[i][k]: column k at steps[i]
 };
 
 /// Everything attn-calc computes from, checked.
@@ -201,6 +212,8 @@ struct config {
   std::vector<double> activation_inputs;  ///< --activations: the x values
   bool pre_ln = false;                    ///< --block --pre-ln
   matrix ffn_w1, ffn_w2;                  ///< --block --self: the feed-forward layer's W_1, W_2
+  std::vector<loss_run> loss_runs;        ///< --loss-curve: the runs of the logs, in order
+  std::size_t vocabulary = 0;             ///< --vocabulary V: ln V drawn as chance's loss (0: not given)
   /// Whether query t may attend to note j: the key mask, the row mask and causal all allow it.
   [[nodiscard]] bool allowed(std::size_t t, std::size_t j) const noexcept {
     const std::size_t T = queries.rows, n = notes.rows;
@@ -783,6 +796,105 @@ inline std::vector<double> parse_sweep(std::string_view text) {
 /// lesson's table of 100000 numbers is already past reading.
 inline constexpr std::size_t most_lesson_numbers = 100000;
 
+/// The most runs --loss-curve draws: the chart's 7 colours × 6 dashes tell 42 apart, but a
+/// legend of more than 12 is past reading.
+inline constexpr std::size_t most_loss_runs = 12;
+
+/// Reads a training log (--loss-curve): CSV, a header naming the columns (`step` and `loss`
+/// needed, `run` optional, any other column a number), then a row per step; '#' lines and blank
+/// lines skipped, a byte-order mark at the start skipped and refused anywhere else. Rows go to
+/// the run named by their `run` field (`stem: run` when `several` files are read) or to `stem`;
+/// the steps of a run must increase. Every message names the file and the line, and the column
+/// of a bad number.
+inline void read_loss_log(std::string_view contents, const std::string& what, const std::string& stem,
+                          const std::string& file, bool several, std::vector<loss_run>& runs) {
+  std::vector<std::string> header;
+  std::size_t header_line = 0, step_col = 0, loss_col = 0, run_col = 0;
+  bool has_run = false;
+  std::vector<std::size_t> others;  // the columns beyond step, loss and run, in order
+  const std::size_t first_run = runs.size();
+  const auto split = [](std::string_view line) {
+    std::vector<std::string_view> fields;
+    while (true) {
+      const auto comma = line.find(',');
+      fields.push_back(trim(line.substr(0, comma)));
+      if (comma == std::string_view::npos) break;
+      line.remove_prefix(comma + 1);
+    }
+    return fields;
+  };
+  for (const auto& [number, raw] : lines_of(contents)) {
+    const std::string where = what + ", line " + std::to_string(number);
+    need(raw.find('\0') == std::string_view::npos, where + ": a NUL byte (is this a text file?)");
+    no_byte_order_mark(raw, where);
+    const std::string_view line = trim(raw);
+    if (line.empty() || line.front() == '#') continue;
+    need(line.find(';') == std::string_view::npos,
+         where + ": a ';': a log's fields are separated by ',' (step,loss), with '.' as the decimal point");
+    const std::vector<std::string_view> fields = split(line);
+    if (header_line == 0) {
+      header_line = number;
+      for (std::size_t k = 0; k < fields.size(); ++k) {
+        const std::string_view name = fields[k];
+        need(!name.empty(), where + ": column " + std::to_string(k + 1) + " of the header has no name");
+        need(printable_utf8(name), where + ": column " + std::to_string(k + 1) + "'s name is not printable UTF-8 text");
+        for (const auto& before : header)
+          need(before != name, where + ": the header names the column " + shown(name) + " twice");
+        header.emplace_back(name);
+        if (name == "step") step_col = k + 1;
+        else if (name == "loss") loss_col = k + 1;
+        else if (name == "run") { run_col = k; has_run = true; }
+        else others.push_back(k);
+      }
+      const bool numeric = !fields[0].empty() && (std::isdigit(static_cast<unsigned char>(fields[0].front())) != 0 ||
+                                                  fields[0].front() == '-' || fields[0].front() == '.');
+      need(step_col != 0 && loss_col != 0,
+           where + ": the header " + shown(line) + " has no column " + (step_col == 0 ? "\"step\"" : "\"loss\"") +
+               (numeric ? " (the first line must be a header: step,loss)" : " (a log's header: step,loss[,more columns])"));
+      --step_col;
+      --loss_col;
+      continue;
+    }
+    need(fields.size() == header.size(), where + ": " + count(fields.size(), "field") + ", but the header (line " +
+                                             std::to_string(header_line) + ") has " + count(header.size(), "column"));
+    std::string name = stem;
+    if (has_run) {
+      need(!fields[run_col].empty(), where + ": the run is empty");
+      need(printable_utf8(fields[run_col]), where + ": the run's name is not printable UTF-8 text");
+      name = several ? stem + ": " + std::string(fields[run_col]) : std::string(fields[run_col]);
+    }
+    std::size_t r = first_run;
+    while (r < runs.size() && runs[r].name != name) ++r;
+    if (r == runs.size()) {
+      need(runs.size() < most_loss_runs, where + ": a run more than " + std::to_string(most_loss_runs) +
+                                             " (a chart's legend tells at most " + std::to_string(most_loss_runs) + " apart)");
+      loss_run fresh;
+      fresh.name = name;
+      fresh.file = file;
+      fresh.columns.emplace_back("loss");
+      for (const std::size_t k : others) fresh.columns.push_back(header[k]);
+      runs.push_back(std::move(fresh));
+    }
+    loss_run& run = runs[r];
+    const auto at = [&](std::size_t k) { return parse_number(fields[k], where + ", column " + header[k]); };
+    const double step = at(step_col);
+    if (!run.steps.empty() && !(step > run.steps.back()))
+      throw usage_error(where + ": step " + attn::report::shortest(step) + " does not follow step " +
+                        attn::report::shortest(run.steps.back()) + " (the steps of a run must increase)");
+    std::vector<double> row{at(loss_col)};
+    for (const std::size_t k : others) row.push_back(at(k));
+    run.steps.push_back(step);
+    run.rows.push_back(std::move(row));
+    std::size_t total = 0;
+    for (const auto& each : runs) total += each.rows.size() * (each.columns.size() + 1);
+    need(total <= most_lesson_numbers, what + ": more than " + std::to_string(most_lesson_numbers) +
+                                           " numbers; attn-calc reads logs of at most that (thin the log: a row every "
+                                           "10 steps draws the same curve)");
+  }
+  need(header_line != 0, what + ": no header (a log starts with a line such as step,loss)");
+  need(runs.size() > first_run, what + ": no rows after the header (line " + std::to_string(header_line) + ")");
+}
+
 /// Reads the options of c.lesson (its kind already set, its options checked to be its own).
 inline void read_lesson(config& c, given_text positions, given_text dim, given_text layout, given_text rope,
                         given_text position, given_text pair, given_text norm, given_text gamma, given_text beta,
@@ -870,6 +982,8 @@ inline void read_lesson(config& c, given_text positions, given_text dim, given_t
                                                " numbers; attn-calc prints at most 100000");
       break;
     }
+    case lesson_kind::loss_curve:  // read by parse_args: its files, then --vocabulary
+    case lesson_kind::no_peeking:  // W10's numbers, no options
     case lesson_kind::none: break;
   }
 }
@@ -901,8 +1015,9 @@ inline constexpr double max_jacobian_work = 5e8;
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
       pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep,
-      cross, bq, bk, bv, bo;
-  std::vector<std::string_view> masks;  // --mask may be given several times: all must allow
+      cross, bq, bk, bv, bo, vocabulary;
+  std::vector<std::string_view> masks;
+  std::vector<std::string_view> loss_curves;  // --loss-curve may be given several times: a run (or more) each  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
       {"--score", &score},       {"--format", &format},           {"--q", &q},
       {"--notes", &notes},       {"--keys", &keys},               {"--values", &values},
@@ -920,14 +1035,14 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
       {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}, {"--cross", &cross},
       {"--bq", &bq},             {"--bk", &bk},                   {"--bv", &bv},
-      {"--bo", &bo}};
+      {"--bo", &bo},             {"--vocabulary", &vocabulary}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
-       dot_vs_scaled = false, pe = false, block = false, pre_ln = false;
+       dot_vs_scaled = false, pe = false, block = false, pre_ln = false, no_peeking = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
                                                       {"--no-attention", &no_attention}, {"--map-only", &map_only},
                                                       {"--no-values", &no_values},   {"--dot-vs-scaled", &dot_vs_scaled},
                                                       {"--pe", &pe},                 {"--block", &block},
-                                                      {"--pre-ln", &pre_ln}};
+                                                      {"--pre-ln", &pre_ln},         {"--no-peeking", &no_peeking}};
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view name = args[i];
@@ -956,6 +1071,11 @@ inline constexpr double max_jacobian_work = 5e8;
     if (name == "--mask") {
       detail::need(has_inline || i + 1 < args.size(), "--mask needs a value");
       masks.push_back(has_inline ? inline_value : args[++i]);
+      continue;
+    }
+    if (name == "--loss-curve") {
+      detail::need(has_inline || i + 1 < args.size(), "--loss-curve needs a file name");
+      loss_curves.push_back(has_inline ? inline_value : args[++i]);
       continue;
     }
     raw* slot = nullptr;
@@ -1030,7 +1150,8 @@ inline constexpr double max_jacobian_work = 5e8;
   const std::tuple<std::string_view, bool, L> lessons[] = {
       {"--pe", pe, L::pe}, {"--rope", rope.given, L::rope}, {"--layer-norm", layer_norm.given, L::norm},
       {"--rms-norm", rms_norm.given, L::norm}, {"--activations", activations.given, L::activations},
-      {"--block", block, L::block}};
+      {"--block", block, L::block}, {"--loss-curve", !loss_curves.empty(), L::loss_curve},
+      {"--no-peeking", no_peeking, L::no_peeking}};
   std::string_view lesson_option;
   for (const auto& [option, given, kind] : lessons) {
     if (!given) continue;
@@ -1052,7 +1173,8 @@ inline constexpr double max_jacobian_work = 5e8;
         {"--eps", eps.given, "--layer-norm, --rms-norm or --block"},
         {"--pre-ln", pre_ln, "--block"},
         {"--ffn-w1", ffn_w1.given, "--block"},
-        {"--ffn-w2", ffn_w2.given, "--block"}};
+        {"--ffn-w2", ffn_w2.given, "--block"},
+        {"--vocabulary", vocabulary.given, "--loss-curve"}};
     for (const auto& [option, given, takers] : lesson_options) {
       if (!given) continue;
       bool ok = false;
@@ -1086,14 +1208,18 @@ inline constexpr double max_jacobian_work = 5e8;
     detail::need(self.given == ffn_w1.given && self.given == ffn_w2.given,
                  self.given ? "--block --self needs --ffn-w1 and --ffn-w2 (the feed-forward layer's W_1 and W_2)"
                             : "--ffn-w1 and --ffn-w2 need --block --self (W9's block has its own)");
-    const bool draws = c.lesson == L::pe || c.lesson == L::rope;
+    const bool draws = c.lesson == L::pe || c.lesson == L::rope || c.lesson == L::loss_curve;
     detail::need(c.format != output_format::svg || draws,
-                 "--format svg draws --pe and --rope; " + lo + " prints tables: use text, md, latex, json, csv or csv-long");
+                 "--format svg draws --pe, --rope and --loss-curve; " + lo + " prints tables: use text, md, latex, json, csv or csv-long");
     for (const auto& [option, given] : {std::pair<std::string_view, bool>{"--row-axis", row_axis.given},
                                         {"--col-axis", col_axis.given}, {"--no-values", no_values},
                                         {"--scale", scale.given}})
       detail::need(!given || c.lesson == L::pe, std::string(option) + " is for the heatmap of --pe, not " + lo);
     detail::need(!steps || c.lesson != L::block, "--block prints every intermediate value already: leave out --steps");
+    detail::need(!steps || c.lesson != L::loss_curve, "--loss-curve prints a log, which has no steps by hand: leave out --steps");
+    detail::need(!steps || c.lesson != L::no_peeking,
+                 "--no-peeking prints every intermediate value already (the map, the logits, p and each loss): leave out "
+                 "--steps");
   }
 
   // --self and --cross compute the queries, keys and values themselves; their options mean
@@ -1283,6 +1409,18 @@ inline constexpr double max_jacobian_work = 5e8;
                         {activations.value, activations.given}, {ffn_w1.value, ffn_w1.given},
                         {ffn_w2.value, ffn_w2.given});
     if (c.lesson == lesson_kind::pe && !scale.given) c.scale_lo = -1;  // PE's sines and cosines: −1 … 1
+    if (c.lesson == lesson_kind::loss_curve) {
+      for (const std::string_view file : loss_curves) {
+        detail::need(!file.empty() && file.find('\0') == std::string_view::npos, "--loss-curve needs a file name");
+        const std::string path(file.front() == '@' ? file.substr(1) : file);  // @run.csv as the matrices' files
+        std::string stem = std::filesystem::path(path).stem().string();
+        if (stem.empty() || !printable_utf8(stem)) stem = "run " + std::to_string(c.loss_runs.size() + 1);
+        detail::read_loss_log(read_file(path, "--loss-curve"), "--loss-curve (" + detail::one_line(path) + ")", stem,
+                              detail::one_line(std::filesystem::path(path).filename().string()), loss_curves.size() > 1,
+                              c.loss_runs);
+      }
+      if (vocabulary.given) c.vocabulary = static_cast<std::size_t>(parse_int(vocabulary.value, "--vocabulary", 2, 1 << 30));
+    }
     return c;
   }
   detail::check_sizes(c);
@@ -1483,12 +1621,31 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
                       or on --self X with --wq, --wk, --wv, --wo, --heads as --self takes
                       them and --ffn-w1, --ffn-w2
                         e.g. --block    --block --format json
+  --no-peeking        W10, no peeking: "I drink green tea", each word one-hot among 5,
+                      causal self-attention (Q = K = V = X), logits = Y W_vocab; the causal
+                      map, the logits, p(next word) and the loss -log p at every position,
+                      and their mean (what training lowers), from one forward pass
+                        e.g. --no-peeking    --no-peeking --format json
   --pre-ln            with --block: pre-LN (default post-LN, the paper's)
                         e.g. --block --pre-ln --format md
   --ffn-w1 W          with --block --self: the feed-forward layer's W_1, d_model x d_ff
                         e.g. --block --self @x.csv --wo @wo.csv --ffn-w1 @w1.csv --ffn-w2 @w2.csv
   --ffn-w2 W          with --block --self: its W_2, d_ff x d_model
                         e.g. --ffn-w2 @w2.csv
+
+A training run's loss curve (alone, with none of the map's inputs)
+  --loss-curve FILE   a training log, CSV with a header: step,loss and any more columns
+                      (tokens_per_second, ...), a row per step; a run column, or
+                      --loss-curve given again for another file, gives a line per run.
+                      svg: the curve (step across, loss in nats up); the other formats:
+                      the log as a table per run (csv: run,step,loss,...)
+                        e.g. --loss-curve run.csv --format svg > curve.svg
+                             --loss-curve a.csv --loss-curve b.csv --format svg
+                             (char_lm --log run.csv and tiny_transformer --log run.csv
+                             write such logs)
+  --vocabulary V      with --loss-curve: ln V, the loss of a uniform guess over V
+                      symbols (where training starts), as a dashed line and a sentence
+                        e.g. --loss-curve run.csv --vocabulary 76 --format svg
 
   --help              print this help
                         e.g. attn-calc --help

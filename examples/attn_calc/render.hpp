@@ -1278,7 +1278,7 @@ inline report::table lesson_report_table(const config& c, const lesson_table& t)
 /// A lesson as JSON: "mode", its options, and every table (its rows' and columns' labels, the
 /// numbers at full precision, and a result's numbers as printed).
 [[nodiscard]] inline std::string render_lesson_json(const config& c, const lesson_results& L) {
-  static constexpr const char* modes[] = {"map", "pe", "rope", "norm", "activations", "block"};
+  static constexpr const char* modes[] = {"map", "pe", "rope", "norm", "activations", "block", "loss-curve", "no-peeking"};
   report::json_writer j;
   j.begin_object();
   j.key("tool").string("attn-calc");
@@ -1311,7 +1311,11 @@ inline report::table lesson_report_table(const config& c, const lesson_table& t)
 
 /// A lesson as CSV: the main table, a row per row (csv); or every table, a row per number
 /// (csv-long: table,i,j,row,column,value; i and j from 1).
+[[nodiscard]] inline std::string render_loss_curve_csv(const config& c);  // below, beside the chart
+[[nodiscard]] inline std::string render_loss_curve_svg(const config& c);
+
 [[nodiscard]] inline std::string render_lesson_csv(const config& c, const lesson_results& L, bool long_form) {
+  if (c.lesson == lesson_kind::loss_curve && !long_form) return render_loss_curve_csv(c);
   const auto number = [&](const lesson_table& t, std::size_t i, std::size_t k) {
     return t.input ? report::shortest(t.values(i, k)) : report::fixed(t.values(i, k), c.decimals);
   };
@@ -1411,6 +1415,7 @@ inline std::string rope_svg(const config& c, const lesson_results& L) {
 /// by default; --scale), its axes and legend titled; --rope's pair before and after.
 [[nodiscard]] inline std::string render_lesson_svg(const config& c, const lesson_results& L) {
   if (c.lesson == lesson_kind::rope) return detail::rope_svg(c, L);
+  if (c.lesson == lesson_kind::loss_curve) return render_loss_curve_svg(c);
   const lesson_table& t = L.tables[L.main];
   if (c.lesson != lesson_kind::pe) {  // the parser refuses svg for the other lessons; their main table, plainly
     report::heatmap_options plain;
@@ -1579,91 +1584,242 @@ inline constexpr const char* sweep_dashes[] = {"", "8 4", "2 3", "8 3 2 3", "12 
 
 }  // namespace detail
 
-/// --beta-sweep as an SVG line chart: β across (labelled "β (how sure)"), the share from 0 to 1
-/// up, a line per note (a masked note, always 0, is left out and named in the legend), a
-/// marker at every β while there are at most 41, gridlines, a legend of the notes, a title.
-[[nodiscard]] inline std::string render_sweep_svg(const config& c, const results& r) {
+namespace detail {
+
+/// A line of a line_chart: its legend label, its points (none: the label alone in the legend, no
+/// line, as --beta-sweep's masked note), and its tooltip after the label.
+struct chart_line {
+  std::string label;
+  std::vector<double> x, y;
+  std::string tip;
+};
+
+/// A line chart (--beta-sweep, --loss-curve): the plot 480 × 300 px, gridlines and labels at the
+/// given ticks, a line per chart_line in sweep_colours and sweep_dashes (the n-th drawn line
+/// takes the n-th of each), a marker at every point while a line has at most 41, a grey dashed
+/// horizontal line per reference (ln V), a legend, a title. One home for the charts' look.
+struct line_chart {
+  std::string title, id, x_label, y_label;
+  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
+  std::vector<double> x_ticks, y_ticks;
+  std::vector<chart_line> lines;
+  std::vector<std::pair<double, std::string>> references;  ///< (y, legend label)
+};
+
+[[nodiscard]] inline std::string line_chart_svg(const line_chart& ch) {
   using report::detail::num;
   using report::detail::xml_escape;
   const auto fx = [](double x) { return report::fixed(x, 1); };
-  const std::size_t K = c.beta_sweep.size(), n = c.notes.rows;
-  const std::string title = c.title ? *c.title : "How sure: the shares of " + c.query_labels[0] + " as \u03b2 moves";
+  const std::size_t entries = ch.lines.size() + ch.references.size();
   int legend_w = 0;
-  for (std::size_t j = 0; j < n; ++j)
-    legend_w = std::max(legend_w, report::detail::text_width(c.note_labels[j] + (c.allowed(0, j) ? "" : " (masked)"), 13));
+  for (const auto& l : ch.lines) legend_w = std::max(legend_w, report::detail::text_width(l.label, 13));
+  for (const auto& r : ch.references) legend_w = std::max(legend_w, report::detail::text_width(r.second, 13));
   const int left = 72, top = 64, plot_w = 480, plot_h = 300, right = left + plot_w, bottom = top + plot_h;
-  const int W = std::max(right + 32 + 36 + legend_w + 16, 16 + report::detail::text_width(title, 16) + 16);
-  const int H = std::max(bottom + 64, top + 22 * static_cast<int>(n) + 16);
-  const double lo = c.beta_sweep.front(), hi = c.beta_sweep.back();
-  const auto X = [&](double b) { return left + (b - lo) / (hi - lo) * plot_w; };
-  const auto Y = [&](double w) { return bottom - w * plot_h; };
+  const int W = std::max(right + 32 + 36 + legend_w + 16, 16 + report::detail::text_width(ch.title, 16) + 16);
+  const int H = std::max(bottom + 64, top + 22 * static_cast<int>(entries) + 16);
+  const auto X = [&](double x) { return left + (x - ch.x_lo) / (ch.x_hi - ch.x_lo) * plot_w; };
+  const auto Y = [&](double y) { return bottom - (y - ch.y_lo) / (ch.y_hi - ch.y_lo) * plot_h; };
   std::string s = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
-                  "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\" aria-labelledby=\"sweep-title\" "
-                  "font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
-  s += "  <title id=\"sweep-title\">" + xml_escape(title) + "</title>\n";
+                  "\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" role=\"img\" aria-labelledby=\"" + ch.id +
+                  "-title\" font-family=\"'Noto Sans', 'Noto Sans Devanagari', 'DejaVu Sans', sans-serif\">\n";
+  s += "  <title id=\"" + ch.id + "-title\">" + xml_escape(ch.title) + "</title>\n";
   s += "  <rect width=\"" + num(W) + "\" height=\"" + num(H) + "\" fill=\"#ffffff\"/>\n";
-  s += "  <text x=\"16\" y=\"32\" font-size=\"16\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(title) + "</text>\n";
-  // gridlines and ticks: the share at 0, 0.25, … 1; β at five evenly spaced values
+  s += "  <text x=\"16\" y=\"32\" font-size=\"16\" font-weight=\"bold\" fill=\"#1b1b1b\">" + xml_escape(ch.title) + "</text>\n";
+  // gridlines and their labels up the side; ticks and their labels across the bottom
   s += "  <g font-size=\"12\" fill=\"#555555\" stroke=\"none\">\n";
-  for (int k = 0; k <= 4; ++k) {
-    const double w = k / 4.0, b = lo + (hi - lo) * k / 4.0;
-    s += "    <line x1=\"" + num(left) + "\" y1=\"" + fx(Y(w)) + "\" x2=\"" + num(right) + "\" y2=\"" + fx(Y(w)) +
-         "\" stroke=\"#e5e5e5\"/>\n";
-    s += "    <text x=\"" + num(left - 8) + "\" y=\"" + fx(Y(w)) + "\" dy=\"0.35em\" text-anchor=\"end\">" +
-         report::detail::tick_text(w) + "</text>\n";
-    s += "    <line x1=\"" + fx(X(b)) + "\" y1=\"" + num(bottom) + "\" x2=\"" + fx(X(b)) + "\" y2=\"" + num(bottom + 4) +
-         "\" stroke=\"#999999\"/>\n";
-    s += "    <text x=\"" + fx(X(b)) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
-         report::detail::tick_text(b) + "</text>\n";
+  for (std::size_t k = 0; k < std::max(ch.x_ticks.size(), ch.y_ticks.size()); ++k) {
+    if (k < ch.y_ticks.size()) {
+      const double y = ch.y_ticks[k];
+      s += "    <line x1=\"" + num(left) + "\" y1=\"" + fx(Y(y)) + "\" x2=\"" + num(right) + "\" y2=\"" + fx(Y(y)) +
+           "\" stroke=\"#e5e5e5\"/>\n";
+      s += "    <text x=\"" + num(left - 8) + "\" y=\"" + fx(Y(y)) + "\" dy=\"0.35em\" text-anchor=\"end\">" +
+           report::detail::tick_text(y) + "</text>\n";
+    }
+    if (k < ch.x_ticks.size()) {
+      const double x = ch.x_ticks[k];
+      s += "    <line x1=\"" + fx(X(x)) + "\" y1=\"" + num(bottom) + "\" x2=\"" + fx(X(x)) + "\" y2=\"" +
+           num(bottom + 4) + "\" stroke=\"#999999\"/>\n";
+      s += "    <text x=\"" + fx(X(x)) + "\" y=\"" + num(bottom + 18) + "\" text-anchor=\"middle\">" +
+           report::detail::tick_text(x) + "</text>\n";
+    }
   }
   s += "    <rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(plot_w) + "\" height=\"" + num(plot_h) +
        "\" fill=\"none\" stroke=\"#999999\"/>\n";
   s += "    <text x=\"" + num(left + plot_w / 2) + "\" y=\"" + num(bottom + 42) +
-       "\" text-anchor=\"middle\" font-style=\"italic\">\u03b2 (how sure)</text>\n";
+       "\" text-anchor=\"middle\" font-style=\"italic\">" + xml_escape(ch.x_label) + "</text>\n";
   const int ay = top + plot_h / 2;
   s += "    <text x=\"24\" y=\"" + num(ay) + "\" text-anchor=\"middle\" font-style=\"italic\" transform=\"rotate(-90 24 " +
-       num(ay) + ")\">share of each " + c.note_noun() + " (weight \u03b1)</text>\n  </g>\n";
-  // a line per kept note, with its values in a tooltip
+       num(ay) + ")\">" + xml_escape(ch.y_label) + "</text>\n  </g>\n";
+  const std::string reference_dash = "6 4";
+  for (const auto& [y, label] : ch.references) {
+    s += "  <g>\n    <title>" + xml_escape(label) + "</title>\n";
+    s += "    <line x1=\"" + num(left) + "\" y1=\"" + fx(Y(y)) + "\" x2=\"" + num(right) + "\" y2=\"" + fx(Y(y)) +
+         "\" stroke=\"#555555\" stroke-width=\"1.5\" stroke-dasharray=\"" + reference_dash + "\"/>\n  </g>\n";
+  }
+  // a line per chart_line that has points, with its values in a tooltip
   std::size_t drawn = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    if (!c.allowed(0, j)) continue;
-    const std::string colour = detail::sweep_colours[drawn % std::size(detail::sweep_colours)];
-    const std::string dash = detail::sweep_dashes[drawn % std::size(detail::sweep_dashes)];
+  for (const auto& l : ch.lines) {
+    if (l.x.empty()) continue;
+    const std::string colour = sweep_colours[drawn % std::size(sweep_colours)];
+    const std::string dash = sweep_dashes[drawn % std::size(sweep_dashes)];
     ++drawn;
-    std::string points, tip;
-    for (std::size_t k = 0; k < K; ++k) {
-      points += (k ? " " : "") + fx(X(c.beta_sweep[k])) + "," + fx(Y(r.sweep(k, j)));
-      if (k == 0 || k + 1 == K) tip += (k ? " … " : ": ") + report::fixed(r.sweep(k, j), c.decimals) + " at \u03b2 = " +
-                                       report::shortest(c.beta_sweep[k]);
-    }
-    s += "  <g>\n    <title>" + xml_escape(c.note_labels[j]) + tip + "</title>\n";
+    std::string points;
+    for (std::size_t k = 0; k < l.x.size(); ++k) points += (k ? " " : "") + fx(X(l.x[k])) + "," + fx(Y(l.y[k]));
+    s += "  <g>\n    <title>" + xml_escape(l.label + l.tip) + "</title>\n";
     s += "    <polyline points=\"" + points + "\" fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
          (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
-    if (K <= 41)
-      for (std::size_t k = 0; k < K; ++k)
-        s += "    <circle cx=\"" + fx(X(c.beta_sweep[k])) + "\" cy=\"" + fx(Y(r.sweep(k, j))) + "\" r=\"2.5\" fill=\"" +
-             colour + "\"/>\n";
+    if (l.x.size() <= 41)
+      for (std::size_t k = 0; k < l.x.size(); ++k)
+        s += "    <circle cx=\"" + fx(X(l.x[k])) + "\" cy=\"" + fx(Y(l.y[k])) + "\" r=\"2.5\" fill=\"" + colour + "\"/>\n";
     s += "  </g>\n";
   }
-  // the legend: a sample of each line and the note's label; a masked note is named, no line
+  // the legend: a sample of each line and its label (a line without points: the label alone),
+  // then the references
   s += "  <g font-size=\"13\" fill=\"#1b1b1b\">\n";
   std::size_t shown_lines = 0;
-  for (std::size_t j = 0; j < n; ++j) {
+  const auto sample = [&](int ly, const std::string& colour, const std::string& dash, const char* width) {
+    s += "    <line x1=\"" + num(right + 32) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(right + 60) + "\" y2=\"" + num(ly) +
+         "\" stroke=\"" + colour + "\" stroke-width=\"" + width + "\"" +
+         (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+  };
+  for (std::size_t j = 0; j < entries; ++j) {
     const int ly = top + 8 + 22 * static_cast<int>(j);
-    const bool kept = c.allowed(0, j);
-    if (kept) {
-      const std::string colour = detail::sweep_colours[shown_lines % std::size(detail::sweep_colours)];
-      const std::string dash = detail::sweep_dashes[shown_lines % std::size(detail::sweep_dashes)];
+    const bool line = j < ch.lines.size();
+    if (line && !ch.lines[j].x.empty()) {
+      sample(ly, sweep_colours[shown_lines % std::size(sweep_colours)], sweep_dashes[shown_lines % std::size(sweep_dashes)],
+             "2.5");
       ++shown_lines;
-      s += "    <line x1=\"" + num(right + 32) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(right + 60) + "\" y2=\"" + num(ly) +
-           "\" stroke=\"" + colour + "\" stroke-width=\"2.5\"" +
-           (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") + "/>\n";
+    } else if (!line) {
+      sample(ly, "#555555", reference_dash, "1.5");
     }
-    s += "    <text x=\"" + num(right + 68) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\">" + xml_escape(c.note_labels[j]) +
-         (kept ? "" : " (masked)") + "</text>\n";
+    const std::string& label = line ? ch.lines[j].label : ch.references[j - ch.lines.size()].second;
+    s += "    <text x=\"" + num(right + 68) + "\" y=\"" + num(ly) + "\" dy=\"0.35em\">" + xml_escape(label) + "</text>\n";
   }
   s += "  </g>\n";
   return s + "</svg>\n";
+}
+
+/// Ticks at round numbers (1, 2, 2.5 or 5 times a power of ten apart, about five of them) over
+/// [lo, hi], which `lo` and `hi` are widened to reach.
+inline std::vector<double> round_ticks(double& lo, double& hi) {
+  if (!(hi > lo)) hi = lo + 1;
+  const double raw = (hi - lo) / 5, power = std::pow(10.0, std::floor(std::log10(raw))), f = raw / power;
+  const double step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * power;
+  const double first = std::floor(lo / step), last = std::ceil(hi / step);
+  lo = first * step;
+  hi = last * step;
+  std::vector<double> ticks;
+  for (double k = first; k <= last; ++k) ticks.push_back(k * step);
+  return ticks;
+}
+
+}  // namespace detail
+
+/// --beta-sweep as an SVG line chart: β across (labelled "β (how sure)"), the share from 0 to 1
+/// up, a line per note (a masked note, always 0, is left out and named in the legend), a
+/// marker at every β while there are at most 41, gridlines, a legend of the notes, a title.
+[[nodiscard]] inline std::string render_sweep_svg(const config& c, const results& r) {
+  detail::line_chart ch;
+  ch.title = c.title ? *c.title : "How sure: the shares of " + c.query_labels[0] + " as \u03b2 moves";
+  ch.id = "sweep";
+  ch.x_label = "\u03b2 (how sure)";
+  ch.y_label = "share of each " + std::string(c.note_noun()) + " (weight \u03b1)";
+  ch.x_lo = c.beta_sweep.front();
+  ch.x_hi = c.beta_sweep.back();
+  for (int k = 0; k <= 4; ++k) {  // the share at 0, 0.25, … 1; β at five evenly spaced values
+    ch.y_ticks.push_back(k / 4.0);
+    ch.x_ticks.push_back(ch.x_lo + (ch.x_hi - ch.x_lo) * k / 4.0);
+  }
+  const std::size_t K = c.beta_sweep.size();
+  for (std::size_t j = 0; j < c.notes.rows; ++j) {
+    detail::chart_line l;
+    l.label = c.note_labels[j];
+    if (!c.allowed(0, j)) {
+      l.label += " (masked)";
+    } else {
+      l.x = c.beta_sweep;
+      for (std::size_t k = 0; k < K; ++k) l.y.push_back(r.sweep(k, j));
+      l.tip = ": " + report::fixed(r.sweep(0, j), c.decimals) + " at \u03b2 = " + report::shortest(c.beta_sweep[0]) +
+              " … " + report::fixed(r.sweep(K - 1, j), c.decimals) + " at \u03b2 = " + report::shortest(c.beta_sweep[K - 1]);
+    }
+    ch.lines.push_back(std::move(l));
+  }
+  return detail::line_chart_svg(ch);
+}
+
+/// --loss-curve as an SVG line chart: the step across, the loss in nats up (from 0, or below it
+/// when a loss is negative), ticks at round numbers, a line per run, ln V dashed with
+/// --vocabulary, a legend of the runs.
+[[nodiscard]] inline std::string render_loss_curve_svg(const config& c) {
+  detail::line_chart ch;
+  const auto& runs = c.loss_runs;
+  ch.title = c.title ? *c.title
+                     : runs.size() == 1 ? "Training: the loss of " + runs[0].name + " at each step"
+                                        : "Training: the loss of " + std::to_string(runs.size()) + " runs at each step";
+  ch.id = "loss";
+  ch.x_label = "step";
+  ch.y_label = "loss (nats)";
+  double x_lo = runs[0].steps.front(), x_hi = x_lo, y_lo = 0, y_hi = 0;
+  for (const loss_run& run : runs) {
+    detail::chart_line l;
+    l.label = run.name;
+    l.x = run.steps;
+    for (const auto& row : run.rows) l.y.push_back(row[0]);
+    x_lo = std::min(x_lo, run.steps.front());
+    x_hi = std::max(x_hi, run.steps.back());
+    for (const double y : l.y) {
+      y_lo = std::min(y_lo, y);
+      y_hi = std::max(y_hi, y);
+    }
+    l.tip = ": " + report::shortest(l.y.front()) + " at step " + report::shortest(l.x.front()) + " … " +
+            report::shortest(l.y.back()) + " at step " + report::shortest(l.x.back());
+    ch.lines.push_back(std::move(l));
+  }
+  if (c.vocabulary != 0) {
+    const double ln_v = detail::chance_loss(c.vocabulary);
+    y_hi = std::max(y_hi, ln_v);
+    ch.references.emplace_back(ln_v, "ln " + std::to_string(c.vocabulary) + " = " + report::fixed(ln_v, c.decimals) +
+                                         " (chance)");
+  }
+  ch.x_ticks = detail::round_ticks(x_lo, x_hi);
+  ch.y_ticks = detail::round_ticks(y_lo, y_hi);
+  ch.x_lo = x_lo;
+  ch.x_hi = x_hi;
+  ch.y_lo = y_lo;
+  ch.y_hi = y_hi;
+  return detail::line_chart_svg(ch);
+}
+
+/// --loss-curve as CSV: every run's rows, `step,loss,...` (`run,step,loss,...` for several
+/// runs), the columns of all runs (empty where a run's log has no such column), as given.
+[[nodiscard]] inline std::string render_loss_curve_csv(const config& c) {
+  const auto& runs = c.loss_runs;
+  std::vector<std::string> columns;
+  for (const loss_run& run : runs)
+    for (const auto& name : run.columns)
+      if (std::find(columns.begin(), columns.end(), name) == columns.end()) columns.push_back(name);
+  std::string out = runs.size() > 1 ? "run,step" : "step";
+  // appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on "," + a temporary here
+  for (const auto& name : columns) {
+    out += ',';
+    out += report::csv_field(name);
+  }
+  out += '\n';
+  for (const loss_run& run : runs)
+    for (std::size_t i = 0; i < run.rows.size(); ++i) {
+      if (runs.size() > 1) {
+        out += report::csv_field(run.name);
+        out += ',';
+      }
+      out += report::shortest(run.steps[i]);
+      for (const auto& name : columns) {
+        out += ',';
+        const auto at = std::find(run.columns.begin(), run.columns.end(), name);
+        if (at != run.columns.end()) out += report::shortest(run.rows[i][static_cast<std::size_t>(at - run.columns.begin())]);
+      }
+      out += '\n';
+    }
+  return out;
 }
 
 /// --dot-vs-scaled's decimals when --decimals is not given: enough that the smallest weight of

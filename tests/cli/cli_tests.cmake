@@ -4,8 +4,8 @@
 #   attn_calc_golden_<name>    --steps (E1, E5), --no-attention, --map-only, a mask in every format, no
 #                              arguments (README line 1), --self (W3, W7's two heads), --head-labels,
 #                              per-row and causal masks, --dot-vs-scaled (W4), --beta-sweep (E2),
-#                              --cross with projections and biases
-#   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block in
+#                              --cross with projections and biases, --loss-curve (a training log)
+#   attn_calc_golden_lesson_*  --pe, --rope, --layer-norm, --rms-norm, --activations, --block, --no-peeking in
 #                              every format each has
 #   attn_calc_from_files       the same map from @file inputs and labels (queries.csv has a
 #                              byte-order mark, CRLF, a comment with ';', tabs and spaces)
@@ -122,8 +122,22 @@ foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:sv
     attn_calc_golden(lesson_activations_${format} lesson_activations.${ext} --activations -3,-1,0,1,3 ${steps}
                      --decimals 4 --format ${format})
     attn_calc_golden(lesson_block_${format} lesson_block.${ext} --block --format ${format})
+    attn_calc_golden(lesson_no_peeking_${format} lesson_no_peeking.${ext} --no-peeking --format ${format})
   endif()
 endforeach()
+# --loss-curve: a training log (loss_log.csv: step,loss,tokens_per_second, a comment line) in every
+# format, ln V with --vocabulary; a log with a run column (loss_runs.csv), a line per run, and two
+# files at once (a column only one of them has is empty in the other's CSV rows)
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  attn_calc_golden(loss_curve_${format} loss_curve.${ext} --loss-curve ${attn_cli_dir}/loss_log.csv --vocabulary 76
+                   --format ${format})
+endforeach()
+attn_calc_golden(loss_runs_svg loss_runs.svg --loss-curve ${attn_cli_dir}/loss_runs.csv --vocabulary 5 --format svg)
+attn_calc_golden(loss_two_files_csv loss_two_files.csv --loss-curve ${attn_cli_dir}/loss_log.csv
+                 --loss-curve ${attn_cli_dir}/loss_runs.csv --format csv)
 attn_calc_golden(lesson_pe_concatenated_svg lesson_pe_concatenated.svg --pe --layout concatenated --positions 8 --dim 6
                  --format svg)
 attn_calc_golden(lesson_rope_half_split_text lesson_rope_half_split.txt --rope 1,0.5 --position 3 --pair 1
@@ -255,6 +269,20 @@ attn_calc_bad(header_row "header.csv), line 1: \"I\" is not a number (a header r
               --q 1,0,0 --notes @${attn_cli_dir}/header.csv)
 attn_calc_bad(nul_in_file "nul.csv), line 2: a NUL byte (is this a text file?)" --q 1,0,0 --notes @${attn_cli_dir}/nul.csv)
 attn_calc_bad(newline_in_value "--beta: \"2\\n3\" is not a number" --beta "2\n3")
+# a training log's errors name the file, the line and the column
+attn_calc_bad(loss_not_number "loss_not_number.csv), line 4, column loss: \"O.98\" is not a number"
+              --loss-curve ${attn_cli_dir}/loss_not_number.csv)
+attn_calc_bad(loss_no_column "loss_no_column.csv), line 1: the header \"step,los\" has no column \"loss\""
+              --loss-curve ${attn_cli_dir}/loss_no_column.csv)
+attn_calc_bad(loss_bom_mid "loss_bom_mid.csv), line 4: a byte-order mark (U+FEFF) in the middle of the file"
+              --loss-curve ${attn_cli_dir}/loss_bom_mid.csv)
+attn_calc_bad(loss_fields "loss_fields.csv), line 3: 2 fields, but the header (line 1) has 3 columns"
+              --loss-curve ${attn_cli_dir}/loss_fields.csv)
+attn_calc_bad(loss_order "loss_order.csv), line 4: step 10 does not follow step 10 (the steps of a run must increase)"
+              --loss-curve ${attn_cli_dir}/loss_order.csv)
+attn_calc_bad(vocabulary_alone "--vocabulary is for --loss-curve" --vocabulary 76)
+attn_calc_bad(no_peeking_svg "--no-peeking prints tables: use text, md, latex, json, csv or csv-long" --no-peeking
+              --format svg)
 string(ASCII 27 attn_esc)
 attn_calc_bad(escape_sequence "--beta: \"\\x1b[2J\\x1b[31mred\" is not a number" --beta "${attn_esc}[2J${attn_esc}[31mred")
 string(REPEAT "1" 100000 attn_huge)

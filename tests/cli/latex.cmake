@@ -1,7 +1,7 @@
 # attn-calc's LaTeX through pdfLaTeX, with the preamble docs/course-authors.md documents
 # (booktabs, amsmath), for the map, --self with two heads and a causal mask, --cross,
-# --dot-vs-scaled, --beta-sweep and the lessons (--pe, --rope, --layer-norm, --rms-norm,
-# --activations, --block, with --steps):
+# --dot-vs-scaled, --beta-sweep, the lessons (--pe, --rope, --layer-norm, --rms-norm,
+# --activations, --block, with --steps) --loss-curve (runs named with the tricky characters) and --no-peeking (W10):
 # labels with < > | " [ % & $ # ~ ^ _ { } \ -- and a comma must compile,
 # and, when pdftotext is installed, print as typed. Skipped (not failed) without pdflatex.
 #   cmake -DCALC=<attn-calc> -DCLI=<tests/cli> -DWORK=<scratch dir> [-DPDFLATEX=<path>]
@@ -17,7 +17,7 @@ file(WRITE "${WORK}/queries.csv" "0,1\n1,0\n1,1\n")
 file(WRITE "${WORK}/notes.csv" "1,0\n0,1\n1,1\n-1,0\n0,-1\n2,0\n")
 file(WRITE "${WORK}/mask.txt" "1,1,1,1,1,0\n1,1,1,1,0,0\n1,1,1,1,1,1\n")
 set(inputs --q "@${WORK}/queries.csv" --notes "@${WORK}/notes.csv")
-foreach(run full map self cross compare sweep pe rope norm rms activations block)
+foreach(run full map self cross compare sweep pe rope norm rms activations block loss peek)
   set(ref attn:map)
   if(run STREQUAL "pe")  # the lessons of §8–§9, with their steps
     set(args --pe --positions 4 --dim 4 --steps --format latex)
@@ -47,6 +47,14 @@ foreach(run full map self cross compare sweep pe rope norm rms activations block
     set(args --q 0,1 --notes "@${WORK}/notes.csv" --note-labels "@${CLI}/tricky_labels.txt" --query-labels "<s>"
              --mask 1,1,1,1,1,0 --beta-sweep 0:2:0.5 --format latex)
     set(ref attn:sweep)
+  elseif(run STREQUAL "peek")  # --no-peeking: W10's map, logits and losses
+    set(args --no-peeking --format latex)
+    set(ref attn:losses)
+  elseif(run STREQUAL "loss")  # --loss-curve: runs named with LaTeX's special characters, in a file with _
+    file(WRITE "${WORK}/run_log.csv" "run,step,loss,tokens_per_second\n50% & $5 #1,0,1.6,100\n50% & $5 #1,10,0.5,200\n"
+               "a_b {c} ~^\\,0,1.6,100\n")
+    set(args --loss-curve "${WORK}/run_log.csv" --vocabulary 5 --format latex)
+    set(ref attn:log-1)
   elseif(run STREQUAL "full")
     set(args ${inputs} ${labels} --mask 1,1,1,1,1,0 --steps --no-attention --jacobian --format latex)
   elseif(run STREQUAL "map")

@@ -8,8 +8,8 @@ format, and checks that each output is well-formed and gives the labels back as 
 xml.etree, JSON with json, CSV with csv (formula starts prefixed with ' as documented), the
 Markdown tables by GFM's rules (cells split at unescaped '|', backslash escapes undone); the same
 for --self with two heads and a causal mask, and --dot-vs-scaled with a mask matrix. Also parses
-the 35x30 and 512x512 maps as SVG, and the lessons (--pe, --rope, the norms, --activations, --block)
-as SVG, JSON and csv-long. Exits non-zero with a message on the first problem.
+the 35x30 and 512x512 maps as SVG, the lessons (--pe, --rope, the norms, --activations, --block,
+--no-peeking) as SVG, JSON and csv-long, and --loss-curve with the labels as run names. Exits non-zero with a message on the first problem.
 """
 
 import csv
@@ -203,11 +203,37 @@ if len(big.encode("utf-8")) > 4_000_000:
 svg_texts(run("--pe", "--format", "svg"), "the SVG of --pe")
 svg_texts(run("--rope", "1,0.5", "--position", "3", "--format", "svg"), "the SVG of --rope")
 for lesson in (["--pe", "--positions", "5", "--dim", "4"], ["--rope", "1,2"], ["--layer-norm", "1,2,3,4;0,1,0,1"],
-               ["--rms-norm", "1,2"], ["--activations", "-1,0,1"], ["--block"], ["--block", "--pre-ln"]):
+               ["--rms-norm", "1,2"], ["--activations", "-1,0,1"], ["--block"], ["--block", "--pre-ln"],
+               ["--no-peeking"]):
     doc = json.loads(run(*lesson, "--format", "json"))
     rows = list(csv.reader(io.StringIO(run(*lesson, "--format", "csv-long"), newline="")))
     if rows[0] != ["table", "i", "j", "row", "column", "value"] or \
             len(rows) - 1 != sum(len(t["values"]) * len(t["values"][0]) for t in doc["tables"]):
         fail("csv-long of " + " ".join(lesson) + " does not hold every table's numbers once")
-print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed, with --self, --dot-vs-scaled "
-      "and the lessons")
+
+# --loss-curve: runs named with the labels above (a run column), drawn and tabled; the names come
+# back as typed from the SVG's legend, the JSON's titles and the CSV's run column. A log's fields
+# are split at every ',' (no CSV quoting) and a ';' is refused: the labels without them
+RUNS = [x for x in NOTE_LABELS if not any(ch in x for ch in ",;\"")]
+log = os.path.join(SCRATCH, "loss_log.csv")
+with open(log, "w", encoding="utf-8", newline="") as f:
+    f.write("run,step,loss\n")
+    for k, name in enumerate(RUNS):
+        for step in range(3):
+            f.write("%s,%d,%r\n" % (name, step * 10, 2.0 - 0.5 * step + 0.01 * k))
+svg = run("--loss-curve", log, "--vocabulary", "5", "--format", "svg")
+texts = svg_texts(svg, "the SVG of --loss-curve")
+for name in RUNS:
+    if name not in texts:
+        fail("the SVG of --loss-curve does not show the run " + repr(name) + " as typed")
+if len(ET.fromstring(svg).findall(".//{http://www.w3.org/2000/svg}polyline")) != len(RUNS):
+    fail("the SVG of --loss-curve does not draw a line per run")
+rows = list(csv.reader(io.StringIO(run("--loss-curve", log, "--format", "csv"), newline="")))
+if rows[0] != ["run", "step", "loss"] or len(rows) != 1 + 3 * len(RUNS) or \
+        [r[0] for r in rows[1::3]] != [guarded(x) for x in RUNS]:
+    fail("the CSV of --loss-curve does not give every run's rows back")
+doc = json.loads(run("--loss-curve", log, "--format", "json"))
+if len(doc["tables"]) != len(RUNS) or any(x not in t["title"] for x, t in zip(RUNS, doc["tables"])):
+    fail("the JSON of --loss-curve does not hold a table per run")
+print("attn_calc_outputs_parse: SVG, JSON, CSV, csv-long and Markdown read back as typed, with --self, --dot-vs-scaled, "
+      "the lessons and --loss-curve")

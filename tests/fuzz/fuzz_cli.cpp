@@ -6,9 +6,11 @@
 // self-attention (--self, --words, --wq, --wk, --wv, --wo, --heads), per-row masks (--mask
 // causal, a matrix, several --mask), --dot-vs-scaled, --head-labels, --beta-sweep and --cross
 // with biases are checked the same way, with masked weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
-// labels, inline and from a file.
+// labels, inline and from a file, and as a training log (--loss-curve): refused, or runs whose
+// steps increase and whose rows are finite and as wide as their columns, drawn in every format.
 
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -91,7 +93,38 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       ATTN_FUZZ_CHECK(static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F, "a message with a control character");
   }
 
-  // The bytes as a command line. '@' would read files: left to the contents check above.
+  // The bytes as a training log (--loss-curve's file): a usage_error, or runs that render
+  try {
+    attn_calc::config log;
+    attn_calc::detail::read_loss_log(bytes, "--loss-curve (run.csv)", "run", "run.csv", false, log.loss_runs);
+    ATTN_FUZZ_CHECK(!log.loss_runs.empty() && log.loss_runs.size() <= attn_calc::detail::most_loss_runs,
+                    "a log of no runs or too many");
+    for (const auto& run : log.loss_runs) {
+      ATTN_FUZZ_CHECK(!run.steps.empty() && run.rows.size() == run.steps.size() && run.columns.front() == "loss",
+                      "a run of another shape");
+      for (std::size_t i = 0; i < run.rows.size(); ++i) {
+        ATTN_FUZZ_CHECK(std::isfinite(run.steps[i]) && (i == 0 || run.steps[i - 1] < run.steps[i]),
+                        "a run's steps not finite or not increasing");
+        ATTN_FUZZ_CHECK(run.rows[i].size() == run.columns.size(), "a row as wide as its run's columns");
+        for (const double x : run.rows[i]) ATTN_FUZZ_CHECK(std::isfinite(x), "a log's number is not finite");
+      }
+    }
+    log.lesson = attn_calc::lesson_kind::loss_curve;
+    log.vocabulary = 5;
+    const attn_calc::results lr = attn_calc::compute(log);
+    for (const auto f : {attn_calc::output_format::text, attn_calc::output_format::md, attn_calc::output_format::latex,
+                         attn_calc::output_format::json, attn_calc::output_format::csv,
+                         attn_calc::output_format::csv_long, attn_calc::output_format::svg}) {
+      log.format = f;
+      ATTN_FUZZ_CHECK(!attn_calc::render(log, lr).empty(), "an empty rendering of a log");
+    }
+  } catch (const attn_calc::usage_error& e) {
+    for (const char ch : std::string_view(e.what()))
+      ATTN_FUZZ_CHECK(static_cast<unsigned char>(ch) >= 0x20 && ch != 0x7F, "a message with a control character");
+  }
+
+  // The bytes as a command line. '@' and --loss-curve would read files: left to the contents
+  // checks above.
   std::vector<std::string> args;
   std::string current;
   for (const char ch : bytes) {
@@ -104,6 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   }
   if (!current.empty()) args.push_back(current);
+  for (const std::string& a : args)
+    if (a.starts_with("--loss-curve")) return 0;
   const std::vector<std::string_view> views(args.begin(), args.end());
   attn_calc::config c;
   try {
