@@ -483,7 +483,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 51);
+  CHECK(options.size() == 52);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -1041,7 +1041,8 @@ TEST_CASE("attn-calc --activations: GELU (erfc and tanh) and ReLU with their slo
 }
 
 namespace {
-/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU,
+/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU (or
+/// ReLU, GELU's tanh form: `activation` 0, 2),
 /// LayerNorm with γ = 1, β = 0, ε = 1e-5 (W9's: X = "I drink tea", W3's head); every
 /// intermediate by name.
 struct block_by_hand {
@@ -1079,6 +1080,7 @@ struct block_by_hand {
     return out;
   }
   M wq, wk, wv, wo, w1, w2;
+  int activation = 1;
   M attention(const M& x) {  // one head, scaled dot
     const M q = times(x, wq), k = times(x, wk), v = times(x, wv);
     const std::size_t T = x.size(), dk = q[0].size();
@@ -1102,13 +1104,18 @@ struct block_by_hand {
   void ffn(const M& in) {
     at["ffn_pre"] = times(in, w1);
     at["ffn_hidden"] = at["ffn_pre"];
+    const ld pi = 3.141592653589793238462643383279502884L;
     for (auto& row : at["ffn_hidden"])
-      for (ld& v : row) v = v * std::erfc(-v / std::sqrt(2.0L)) / 2;
+      for (ld& v : row)
+        v = activation == 0 ? std::max(v, 0.0L)
+            : activation == 2 ? v * (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715L * v * v * v))) / 2
+                              : v * std::erfc(-v / std::sqrt(2.0L)) / 2;
     at["ffn_out"] = times(at["ffn_hidden"], w2);
   }
   /// The block on X with the weights given (W9's when X is left empty).
-  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {})
-      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)) {
+  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {}, int act = 1)
+      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)),
+        activation(act) {
     if (x.empty()) {
       x = of(worked::i_drink_tea);
       wq = of(worked::w3::W_Q), wk = of(worked::w3::W_K), wv = of(worked::w3::W_V);
@@ -1176,6 +1183,27 @@ TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, agai
   auto c = parse({"--block", "--format", "csv"});
   CHECK(attn_calc::render(c, attn_calc::compute(c)) ==
         "word,1,2,3\nI,1.390,-0.921,-0.468\ndrink,-0.817,1.408,-0.591\ntea,-0.707,-0.707,1.414\n");
+}
+
+TEST_CASE("attn-calc --block --ffn-activation: ReLU and GELU's tanh form, against the block by hand", "[attn-calc]") {
+  for (const bool post : {true, false})
+    for (const auto& [name, act, title] : {std::tuple{"relu", 0, "ReLU(X₁ W₁)"}, std::tuple{"gelu-tanh", 2, "GELU_tanh(X₁ W₁)"}}) {
+      INFO((post ? "post-LN " : "pre-LN ") << name);
+      auto c = post ? parse({"--block", "--ffn-activation", name}) : parse({"--block", "--pre-ln", "--ffn-activation", name});
+      const auto r = attn_calc::compute(c);
+      const block_by_hand want(post, {}, {}, {}, {}, {}, {}, {}, act);
+      check_block(r, want, 500 * eps * want.largest());  // as GELU's block above: the same stages
+      CHECK(r.lesson.texts.at(1).second == name);
+      if (post) CHECK(lesson_table_named(r, "ffn_hidden").title.text.ends_with(title));
+      check_lesson_formats(c, r, false);
+    }
+  // W9's hidden layer has negative entries, where ReLU gives 0 and GELU does not: the choice shows
+  const auto relu = attn_calc::compute(parse({"--block", "--ffn-activation", "relu"}));
+  const auto gelu = attn_calc::compute(parse({"--block"}));
+  CHECK(lesson_table_named(relu, "Y").values(0, 0) != lesson_table_named(gelu, "Y").values(0, 0));
+  CHECK(refusal({"--block", "--ffn-activation", "tanh"}) ==
+        "--ffn-activation: \"tanh\" is not an activation (relu, gelu or gelu-tanh)");
+  CHECK(refusal({"--pe", "--ffn-activation", "relu"}) == "--ffn-activation is for --block");
 }
 
 TEST_CASE("attn-calc --block --self: a block of your own, checked the same way, and what it refuses", "[attn-calc]") {

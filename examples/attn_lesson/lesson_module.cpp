@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "attn/activations.hpp"
 #include "attn/attention.hpp"
+#include "attn/block.hpp"
 #include "attn/heads.hpp"
 #include "attn/matrix.hpp"
 #include "attn/positions.hpp"
@@ -188,6 +190,50 @@ ATTN_LESSON_EXPORT int lesson_self(int T, int d, int heads, int hdk, int hdv, in
                                attn::multi_head_views<double>{.out = out(Y, t, static_cast<std::size_t>(dout)),
                                                               .maps = out(maps, h * t, t)},
                                cache, options_of(beta, causal));
+  });
+}
+
+/// One transformer block (attn::transformer_block) on X (T × d), stage by stage: self-attention
+/// with h heads (W_Q, W_K: d × h·dk; W_V: d × h·dv; W_O: h·dv × d, or null when h·dv = d),
+/// scaled dot; the feed-forward layer (W₁: d × dff, W₂: dff × d) with activation `act`
+/// (0 ReLU, 1 GELU, 2 GELU's tanh form); both norms LayerNorm with γ = 1, β = 0 and ε = eps;
+/// `pre` 0 post-LN, 1 pre-LN. Writes into `stages`, one after the other (T·(6d + 2·dff) + h·T·T
+/// numbers): MHA(·), H₁, the first norm's output (post X₁ = LN₁(H₁); pre A = LN₁(X)), the hidden
+/// layer before and after the activation (T × dff each), FFN(·), post H₂ = X₁ + FFN(X₁) or pre
+/// B = LN₂(H₁), Y, then every head's map (h·T × T, head i in rows i·T …) as attn-calc --block
+/// shows them.
+ATTN_LESSON_EXPORT int lesson_block(int T, int d, int heads, int hdk, int hdv, int dff, const double* X,
+                                    const double* WQ, const double* WK, const double* WV, const double* WO,
+                                    const double* W1, const double* W2, double eps, int pre, int act,
+                                    double* stages) {
+  return guarded([&] {
+    const auto t = static_cast<std::size_t>(T), dd = static_cast<std::size_t>(d), f = static_cast<std::size_t>(dff),
+               h = static_cast<std::size_t>(heads);
+    attn::block_parameters<double> p;
+    p.attention.W_Q = in(WQ, dd, static_cast<std::size_t>(hdk));
+    p.attention.W_K = in(WK, dd, static_cast<std::size_t>(hdk));
+    p.attention.W_V = in(WV, dd, static_cast<std::size_t>(hdv));
+    if (WO != nullptr) p.attention.W_O = in(WO, static_cast<std::size_t>(hdv), dd);
+    p.attention.heads = h;
+    p.ffn.W_1 = in(W1, dd, f);
+    p.ffn.W_2 = in(W2, f, dd);
+    p.ffn.act = act == 0 ? attn::activation::relu : act == 2 ? attn::activation::gelu_tanh : attn::activation::gelu;
+    p.norm_1.eps = eps;
+    p.norm_2.eps = eps;
+    p.placement = pre != 0 ? attn::norm_placement::pre : attn::norm_placement::post;
+    attn::block_cache<double> cache;
+    attn::Matrix<double> Y(t, dd), map(h * t, t), again_out(t, dd);
+    attn::transformer_block(in(X, t, dd), p, Y, cache);
+    // the map: the same attention on the same input, asked for its weights (as attn-calc does)
+    attn::multi_head_cache<double> again;
+    attn::multi_head_attention(pre != 0 ? cache.normed_1.view() : in(X, t, dd), p.attention,
+                               attn::multi_head_views<double>{.out = again_out.view(), .maps = map.view()}, again);
+    double* o = stages;
+    for (const attn::Matrix<double>* m : {&cache.attention_out, &cache.residual_1, &cache.normed_1, &cache.ffn.pre,
+                                          &cache.ffn.hidden, &cache.ffn_out, &cache.residual_2, &Y, &map}) {
+      std::memcpy(o, m->data(), m->rows() * m->cols() * sizeof(double));
+      o += m->rows() * m->cols();
+    }
   });
 }
 

@@ -97,6 +97,10 @@ attn_calc_golden(lesson_rope_half_split_text lesson_rope_half_split.txt --rope 1
                  --layout half-split --steps)
 attn_calc_golden(lesson_rms_norm_text lesson_rms_norm.txt --rms-norm 1,2,3,4 --steps)
 attn_calc_golden(lesson_block_pre_ln_md lesson_block_pre_ln.md --block --pre-ln --format md)
+# --ffn-activation: ReLU and GELU's tanh form in W9's block (the lesson page's activation choice)
+attn_calc_golden(lesson_block_relu_json lesson_block_relu.json --block --ffn-activation relu --format json)
+attn_calc_golden(lesson_block_gelu_tanh_pre_ln_md lesson_block_gelu_tanh_pre_ln.md --block --pre-ln --ffn-activation gelu-tanh
+                 --format md)
 # a block of one's own: W7's two heads and W_O on "I drink tea", W9's feed-forward layer from files
 attn_calc_golden(lesson_block_w7_md lesson_block_w7.md ${w7} --block --ffn-w1 @${attn_cli_dir}/w9_w1.csv
                  --ffn-w2 @${attn_cli_dir}/w9_w2.csv --format md)

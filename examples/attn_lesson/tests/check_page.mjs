@@ -210,6 +210,36 @@ same("RoPE: (1, 0) and (5, 4) give the same score", s54, s10);
 same("RoPE: score of (1, 0) is cos 1", s10, Math.cos(1).toFixed(3));
 same("RoPE: score of (2, 0) is cos 2", s20, Math.cos(2).toFixed(3));
 
+// ---- the block step by step (W9, §9): every stage against attn-calc --block, post/pre-LN × activations ----
+const block_tables = async () => page.$$eval("#block-out table", (ts) => ts.map((t) => ({
+  id: t.id.replace(/^block-/, ""), cells: [...t.querySelectorAll("tbody tr")].map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent)) })));
+await page.click("#block-restart");
+same("block: one stage at first (X)", (await block_tables()).map((t) => t.id), ["X"]);
+for (const pre of [false, true]) {
+  if ((await page.getAttribute("#block-pre", "aria-pressed") === "true") !== pre) await page.click("#block-pre");
+  for (const [act, name] of [[0, "relu"], [1, "gelu"], [2, "gelu-tanh"]]) {
+    await page.selectOption("#block-act", String(act));
+    await page.click("#block-restart");
+    const want = calc("--block", "--ffn-activation", name, ...(pre ? ["--pre-ln"] : []));
+    const by_name = Object.fromEntries(want.tables.map((t) => [t.name, t]));
+    // the stages as attn-calc lists them, without the weights and the norms' statistics
+    const order = want.tables.filter((t) => !t.input || t.name === "X").map((t) => t.name)
+      .filter((n) => !["Q", "K", "V", "Z", "norms"].includes(n));
+    // "next stage" by keyboard: focus it, Enter, one more stage each time
+    await page.focus("#block-next");
+    for (let k = 1; k < order.length; ++k) await page.keyboard.press("Enter");
+    const shown = await block_tables();
+    same(`block ${pre ? "pre" : "post"}-LN, ${name}: the stages in order`, shown.map((t) => t.id), order);
+    ok(`block ${pre ? "pre" : "post"}-LN, ${name}: next stage disabled at the end`, await page.isDisabled("#block-next"));
+    for (const t of shown) {
+      if (t.id === "X") continue;  // an input: its numbers as given
+      same(`block ${pre ? "pre" : "post"}-LN, ${name}: ${t.id}`, t.cells, by_name[t.id].rounded);
+    }
+  }
+}
+await page.selectOption("#block-act", "1");
+if (await page.getAttribute("#block-pre", "aria-pressed") === "true") await page.click("#block-pre");
+
 // ---- accessibility: every control labelled, reachable by keyboard -----------------------------------------
 const unlabelled = await page.$$eval("input, button, select", (els) =>
   els.filter((e) => !(e.getAttribute("aria-label") || e.labels?.length || e.textContent.trim())).map((e) => e.id || e.outerHTML.slice(0, 60)));
