@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../examples/attn_calc/calc.hpp"
+#include "../examples/attn_calc/model_walk.hpp"
 #include "../examples/attn_calc/parse.hpp"
 #include "../examples/attn_calc/render.hpp"
 #include "../examples/worked_examples.hpp"
@@ -1268,4 +1269,203 @@ TEST_CASE("attn-calc lessons refuse the map's options, each other, and what they
   // --title names the lesson's heading and its SVG
   auto c = parse({"--pe", "--positions", "3", "--dim", "2", "--title", "Where is each word?"});
   CHECK(attn_calc::render(c, attn_calc::compute(c)).starts_with("Where is each word?\n==="));
+}
+
+// ---------------------------------------------------------------------------------------------
+// --model (examples/attn_calc/model_walk.hpp): the tiny model's forward, every stage held to the
+// model written out here in long double from docs/model.md's data flow, over the parameters
+// attn::initialize gives (the inputs: test_model.cpp holds the initialisation itself).
+
+namespace {
+using LM = std::vector<std::vector<ld>>;
+LM ld_times(const LM& a, const auto& W, std::size_t rows, std::size_t cols, std::span<const double> bias = {}) {
+  LM c(a.size(), std::vector<ld>(cols, 0));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      for (std::size_t k = 0; k < rows; ++k) c[i][j] += a[i][k] * static_cast<ld>(W(k, j));
+      if (!bias.empty()) c[i][j] += bias[j];
+    }
+  return c;
+}
+LM ld_plus(LM a, const LM& b) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < a[i].size(); ++j) a[i][j] += b[i][j];
+  return a;
+}
+LM ld_norm(const LM& a, std::span<const double> gamma, std::span<const double> beta) {
+  LM out = a;
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    const ld n = static_cast<ld>(a[t].size());
+    ld mu = 0, var = 0;
+    for (const ld v : a[t]) mu += v / n;
+    for (const ld v : a[t]) var += (v - mu) * (v - mu) / n;
+    for (std::size_t i = 0; i < a[t].size(); ++i)
+      out[t][i] = (a[t][i] - mu) / std::sqrt(var + 1e-5L) * (gamma.empty() ? 1 : gamma[i]) + (beta.empty() ? 0 : beta[i]);
+  }
+  return out;
+}
+std::span<const double> cs(std::span<double> s) { return s; }
+}  // namespace
+
+TEST_CASE("attn-calc --model: every stage of the tiny model's forward against it written out in long double", "[attn-calc]") {
+  for (const auto& [words, seed] : {std::pair{std::string("I,drink,green,tea,."), std::string("0")},
+                                    std::pair{std::string("the,cat,sat,on,the,mat"), std::string("7")}}) {
+    INFO(words << ", seed " << seed);
+    const auto o = attn_calc::model_walk::parse({"--model", "--steps", "--words", words, "--seed", seed});
+    const auto L = attn_calc::model_walk::walk(o);
+    const auto table = [&](const std::string& id) -> const attn::Matrix<double>& {
+      for (const auto& t : L.tables)
+        if (t.id == id) return t.values;
+      FAIL("no table " << id);
+      return L.tables.front().values;
+    };
+    // the same model and parameters
+    std::vector<std::string> vocab;
+    std::vector<std::size_t> y;
+    for (const auto& w : o.words) {
+      std::size_t v = 0;
+      while (v < vocab.size() && vocab[v] != w) ++v;
+      if (v == vocab.size()) vocab.push_back(w);
+      y.push_back(v);
+    }
+    const std::size_t T = y.size(), V = vocab.size(), d = 8, dk = 4;
+    const auto mc = attn_calc::model_walk::model_of(V, T);
+    std::vector<double> buffer(attn::parameter_count(mc));
+    const auto p = attn::bind_parameters<double>(mc, buffer);
+    attn::initialize(p, o.seed);
+    const auto& b = p.decoder[0];
+    std::map<std::string, LM> want;
+    LM x0(T, std::vector<ld>(d));
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t i = 0; i < d; ++i) x0[t][i] = static_cast<ld>(p.token_embedding(y[t], i)) + p.position_table(t, i);
+    want["X0"] = x0;
+    want["A"] = ld_norm(x0, cs(b.gamma_1), cs(b.beta_1));
+    const LM q = ld_times(want["A"], b.attention.W_Q, d, d, cs(b.attention.b_Q)),
+             k = ld_times(want["A"], b.attention.W_K, d, d, cs(b.attention.b_K)),
+             v = ld_times(want["A"], b.attention.W_V, d, d, cs(b.attention.b_V));
+    LM z(T, std::vector<ld>(d, 0)), maps(2 * T, std::vector<ld>(T, 0));
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t t = 0; t < T; ++t) {
+        std::vector<ld> e(t + 1);  // causal: the words 0 … t
+        ld sum = 0;
+        for (std::size_t j = 0; j <= t; ++j) {
+          ld dot = 0;
+          for (std::size_t i = 0; i < dk; ++i) dot += q[t][h * dk + i] * k[j][h * dk + i];
+          sum += e[j] = std::exp(dot / 2);  // √d_k = 2
+        }
+        for (std::size_t j = 0; j <= t; ++j) {
+          maps[h * T + t][j] = e[j] / sum;
+          for (std::size_t i = 0; i < dk; ++i) z[t][h * dk + i] += e[j] / sum * v[j][h * dk + i];
+        }
+      }
+    want["map"] = maps;
+    want["attention"] = ld_times(z, b.attention.W_O, d, d, cs(b.attention.b_O));
+    want["H1"] = ld_plus(x0, want["attention"]);
+    want["B"] = ld_norm(want["H1"], cs(b.gamma_2), cs(b.beta_2));
+    want["ffn_pre"] = ld_times(want["B"], b.ffn.W_1, d, 32, cs(b.ffn.b_1));
+    want["ffn_hidden"] = want["ffn_pre"];
+    for (auto& row : want["ffn_hidden"])
+      for (ld& x : row) x = x * std::erfc(-x / std::sqrt(2.0L)) / 2;
+    want["ffn_out"] = ld_times(want["ffn_hidden"], b.ffn.W_2, 32, d, cs(b.ffn.b_2));
+    want["X1"] = ld_plus(want["H1"], want["ffn_out"]);
+    want["H"] = ld_norm(want["X1"], cs(p.final_norm_gamma), cs(p.final_norm_beta));
+    want["logits"] = ld_times(want["H"], p.output, d, V);  // no output bias
+    LM prob = want["logits"], losses(T - 1, std::vector<ld>(2)), mean(1, std::vector<ld>(1, 0));
+    for (auto& row : prob) {
+      ld m = row[0], sum = 0;
+      for (const ld x : row) m = std::max(m, x);
+      for (ld& x : row) sum += x = std::exp(x - m);
+      for (ld& x : row) x /= sum;
+    }
+    want["probabilities"] = prob;
+    for (std::size_t t = 0; t + 1 < T; ++t) {
+      losses[t] = {prob[t][y[t + 1]], -std::log(prob[t][y[t + 1]])};
+      mean[0][0] += losses[t][1] / static_cast<ld>(T - 1);
+    }
+    want["losses"] = losses;
+    want["mean_loss"] = mean;
+    // Tolerance: about fifteen stages, each a product of ≤ 32 terms, a softmax of ≤ 6, a residual or a
+    // norm, adds ≤ 40ε of its values' size; a norm turns an error of its input into one relative
+    // to the input's spread (X₀'s entries and spread are both ~0.02: the size is kept), and exp in
+    // the softmaxes is well conditioned at these logits (|z| < 3). 2000ε of the largest value (≤ 4).
+    ld largest = 0;
+    for (const auto& [name, m] : want)
+      for (const auto& row : m)
+        for (const ld x : row) largest = std::max(largest, std::abs(x));
+    REQUIRE(largest < 10);
+    std::size_t seen = 0;
+    for (const auto& [name, m] : want) {
+      INFO(name);
+      const auto& got = table(name);
+      REQUIRE(got.rows() == m.size());
+      REQUIRE(got.cols() == m[0].size());
+      for (std::size_t t = 0; t < m.size(); ++t)
+        for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= 2000 * eps * largest);
+      ++seen;
+    }
+    CHECK(seen == 15u);
+    // E[y] and P[t] are the parameters' rows, as given; the tokens the vocabulary's places
+    for (std::size_t t = 0; t < T; ++t) {
+      CHECK(table("tokens")(t, 0) == static_cast<double>(y[t]));
+      for (std::size_t i = 0; i < d; ++i) {
+        CHECK(table("E")(t, i) == p.token_embedding(y[t], i));
+        CHECK(table("P")(t, i) == p.position_table(t, i));
+      }
+    }
+    // the losses of an untrained model: near log V (each loss within a factor 2 of it)
+    for (std::size_t t = 0; t + 1 < T; ++t) CHECK(std::abs(static_cast<ld>(table("losses")(t, 1)) - std::log(static_cast<ld>(V))) < std::log(static_cast<ld>(V)));
+  }
+}
+
+TEST_CASE("attn-calc --model: its formats, its options and what it refuses", "[attn-calc]") {
+  using attn_calc::model_walk::run;
+  const auto o = attn_calc::model_walk::parse({"--model"});
+  CHECK(o.words == std::vector<std::string>{"I", "drink", "green", "tea", "."});
+  CHECK(o.seed == 0u);
+  const auto summary = attn_calc::model_walk::walk(o);
+  CHECK(summary.tables.size() == 5u);  // tokens, map, probabilities, losses, mean_loss (no --steps)
+  CHECK(run({"--model", "--format", "csv"}).starts_with("word,p(next),loss\nI → drink,"));
+  CHECK(attn_test::json_problem(run({"--model", "--steps", "--format", "json"})) == "");
+  // csv-long: a row per number of every table, and a header (5 words: 5 + 10·5 + 25 + 4·2 + 1 numbers)
+  CHECK(attn_test::read_csv(run({"--model", "--format", "csv-long"})).size() == 5 + 50 + 25 + 8 + 1 + 1u);
+  CHECK(run({"--model", "--steps", "--format", "latex"}).find("\\label{attn:losses}") != std::string::npos);
+  const std::string svg = run({"--model", "--format", "svg"});
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find("head 2") != std::string::npos);
+  CHECK(svg.find("masked") != std::string::npos);  // the future, hatched
+  CHECK(run({"--model", "--seed", "1"}) != run({"--model", "--seed", "2"}));
+  const auto refused = [](std::vector<std::string_view> args) {
+    try {
+      (void)attn_calc::model_walk::run(args);
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refused({"--model", "--beta", "2"}) ==
+        "--beta is not an option of --model (it takes --words, --seed, --steps, --format, --decimals)");
+  CHECK(refused({"--model", "--seed", "-1"}) == "--seed: \"-1\" is not a whole number in 0..4294967295");
+  CHECK(refused({"--model", "--seed", "4294967296"}) == "--seed: \"4294967296\" is not a whole number in 0..4294967295");
+  CHECK(refused({"--model", "--words", "alone"}) == "--model --words: a sentence of at least 2 words (a next word to predict)");
+  CHECK(refused({"--model", "--format", "html"}) == "--format: \"html\" is not a format (text, md, latex, json, csv, csv-long, svg)");
+  CHECK(refused({"--model", "--seed", "1", "--seed", "2"}) == "--seed is given twice");
+  // every option of its help has an example, and docs/course-authors.md shows each
+  const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
+  std::istringstream help{std::string(attn_calc::model_walk::help_text)};
+  std::size_t options = 0;
+  bool example = true;
+  for (std::string line; std::getline(help, line);) {
+    if (line.starts_with("  --")) {
+      CHECK(example);
+      example = false;
+      ++options;
+      const std::string option = line.substr(2, line.find(' ', 2) - 2);
+      INFO(option);
+      CHECK(docs.find("`" + option + "`") != std::string::npos);
+    } else if (line.find("e.g. ") != std::string::npos) {
+      example = true;
+    }
+  }
+  CHECK(example);
+  CHECK(options == 4u);
 }

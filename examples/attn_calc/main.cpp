@@ -7,9 +7,11 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "calc.hpp"
+#include "model_walk.hpp"
 #include "parse.hpp"
 #include "render.hpp"
 
@@ -35,8 +37,10 @@ int fail(const char* message, int code = 2) {
 
 int main(int argc, char** argv) {
   try {
+    if (const std::vector<std::string_view> args(argv + 1, argv + argc); attn_calc::model_walk::wanted(args))
+      return write_all(attn_calc::model_walk::run(args));  // --model: its own options (model_walk.hpp)
     const attn_calc::config c = attn_calc::parse_args(argc, argv);
-    if (c.help) return write_all(std::string(attn_calc::help_text));
+    if (c.help) return write_all(std::string(attn_calc::help_text) + std::string(attn_calc::model_walk::help_text));
     const attn_calc::results r = attn_calc::compute(c);
     return write_all(attn_calc::render(c, r));
   } catch (const attn_calc::usage_error& e) {
