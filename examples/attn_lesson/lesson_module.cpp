@@ -10,8 +10,10 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "attn/activations.hpp"
 #include "attn/attention.hpp"
 #include "attn/block.hpp"
+#include "attn/cross_entropy.hpp"
+#include "attn/model.hpp"
 #include "attn/heads.hpp"
 #include "attn/matrix.hpp"
 #include "attn/positions.hpp"
@@ -234,6 +238,56 @@ ATTN_LESSON_EXPORT int lesson_block(int T, int d, int heads, int hdk, int hdv, i
       std::memcpy(o, m->data(), m->rows() * m->cols() * sizeof(double));
       o += m->rows() * m->cols();
     }
+  });
+}
+
+/// The tiny model's forward (attn-calc --model's, examples/attn_calc/model_walk.hpp): a decoder of
+/// one block, d_model 8, two heads, d_ff 32, pre-LN with a final LayerNorm, learned positions,
+/// GELU, biases, over a vocabulary of V words, every parameter from attn::initialize(seed); the
+/// T tokens (each in [0, V)) run through attn::model_forward. Writes into `stages`, one after
+/// the other: E[y], P[t], X₀, A = LN₁(X₀) (T × 8 each), both heads' causal maps (2T × T),
+/// MHA(A), H₁, B = LN₂(H₁) (T × 8), the hidden layer before and after GELU (T × 32 each),
+/// FFN(B), X₁, H = LN_f(X₁) (T × 8), the logits and their softmax (T × V each), each
+/// position's loss −log p(the next token) (T; 0 at the last, which has none) and their mean
+/// (1): T·(9·8 + 2·32 + 2·T + 2·V + 1) + 1 numbers.
+ATTN_LESSON_EXPORT int lesson_model(int T, int V, const double* token_ids, int seed, double* stages) {
+  return guarded([&] {
+    const auto t = static_cast<std::size_t>(T), v = static_cast<std::size_t>(V);
+    const attn::model_config mc{.family = attn::model_family::decoder, .vocabulary = v, .d_model = 8, .layers = 1,
+                                .heads = 2, .d_ff = 32, .max_positions = t,
+                                .positions = attn::position_encoding::learned, .act = attn::activation::gelu,
+                                .placement = attn::norm_placement::pre, .final_norm = true};
+    std::vector<std::int64_t> tokens(t), targets(t);
+    for (std::size_t i = 0; i < t; ++i) tokens[i] = static_cast<std::int64_t>(token_ids[i]);
+    for (std::size_t i = 0; i < t; ++i) targets[i] = i + 1 < t ? tokens[i + 1] : -100;  // the last: no next token
+    std::vector<double> buffer(attn::parameter_count(mc));
+    const auto p = attn::bind_parameters<double>(mc, buffer);
+    attn::initialize(p, static_cast<std::uint64_t>(static_cast<std::uint32_t>(seed)));
+    attn::model_cache<double> cache;
+    attn::Matrix<double> logits(t, v), probabilities(t, v), maps(2 * t, t), again_out(t, 8);
+    attn::model_forward(p, attn::model_input{.tokens = tokens}, logits, cache);
+    const auto bp = attn::detail::model_block(mc, p.decoder[0]);
+    const auto& bc = cache.blocks[0];
+    attn::multi_head_cache<double> again;
+    attn::multi_head_attention(bc.normed_1, bp.attention,
+                               attn::multi_head_views<double>{.out = again_out.view(), .maps = maps.view()}, again,
+                               options_of(1, 1));
+    for (std::size_t i = 0; i < t; ++i) attn::softmax(logits.row(i), probabilities.row(i));
+    std::vector<double> losses(t);
+    const double mean = attn::cross_entropy(logits, targets, losses);
+    double* o = stages;
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t k = 0; k < 8; ++k) *o++ = p.token_embedding(static_cast<std::size_t>(tokens[i]), k);
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t k = 0; k < 8; ++k) *o++ = p.position_table(i, k);
+    for (const attn::Matrix<double>* m : std::initializer_list<const attn::Matrix<double>*>{&cache.embedded, &bc.normed_1, &maps, &bc.attention_out, &bc.residual_1,
+                                          &bc.residual_2, &bc.ffn.pre, &bc.ffn.hidden, &bc.ffn_out, &cache.outputs[0],
+                                          &cache.hidden, &logits, &probabilities}) {
+      std::memcpy(o, m->data(), m->rows() * m->cols() * sizeof(double));
+      o += m->rows() * m->cols();
+    }
+    for (std::size_t i = 0; i < t; ++i) *o++ = losses[i];
+    *o = mean;
   });
 }
 

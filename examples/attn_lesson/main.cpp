@@ -40,7 +40,8 @@ using attn_calc::usage_error;
 
 /// Every widget of the page, in the page's order.
 constexpr std::string_view all_widgets[] = {"translate", "scores", "additive",  "lab",  "sqrtd",
-                                            "heads",     "causal", "price",     "positions", "block"};
+                                            "heads",     "causal", "price",     "positions", "block",
+                                            "model"};
 
 constexpr std::string_view help_text = R"(attn-lesson: the unit's widgets as one self-contained HTML page, computed by attn
 compiled to WebAssembly in the page.
@@ -51,7 +52,7 @@ usage: attn-lesson [attn-calc's options] [--widgets LIST] [--page-title TEXT] --
                                 --score --W --W1 --W2 --v --beta --decimals   (as attn-calc)
   the self-attention lab:       --self --words --wq --wk --wv --wo --heads     (as attn-calc --self)
   --widgets LIST    which widgets, in the page's order, separated by commas (default: all):
-                    translate,scores,additive,lab,sqrtd,heads,causal,price,positions,block
+                    translate,scores,additive,lab,sqrtd,heads,causal,price,positions,block,model
   --page-title TEXT the page's title (default: "Attention, live")
   --output FILE     where to write the page (atomically); without it, standard output
   --module FILE     the WebAssembly module built from lesson_module.cpp (default: the build's)
@@ -189,7 +190,7 @@ int run(int argc, char** argv) {
       for (const auto k : all_widgets) known = known || k == w;
       if (!known)
         throw usage_error("--widgets: " + attn_calc::shown(w) +
-                          " is not a widget (translate, scores, additive, lab, sqrtd, heads, causal, price, positions, block)");
+                          " is not a widget (translate, scores, additive, lab, sqrtd, heads, causal, price, positions, block, model)");
       widgets.emplace_back(w);
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
