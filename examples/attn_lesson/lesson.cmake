@@ -46,6 +46,12 @@ set_tests_properties(attn_lesson_bad_mask PROPERTIES LABELS lesson
 add_test(NAME attn_lesson_bad_module COMMAND attn-lesson --module "${attn_lesson_work}/none.js" --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_module PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: cannot read the WebAssembly module")
+add_test(NAME attn_lesson_bad_block COMMAND attn-lesson --ffn-w1 1,0 --ffn-w2 1 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_block PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --ffn-w1 and --ffn-w2 need --self")
+add_test(NAME attn_lesson_bad_seed COMMAND attn-lesson --seed -3 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_seed PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --seed: \"-3\" is not a whole number in 0..4294967295")
 add_test(NAME attn_lesson_bad_number COMMAND attn-lesson --q 0,abc,2 --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_number PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: --q: \"abc\" is not a number")

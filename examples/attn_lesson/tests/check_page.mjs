@@ -51,8 +51,10 @@ writeFileSync(`${work}/sentence.csv`, "# the author's word vectors, one per line
 writeFileSync(`${work}/words.txt`, "river\nbank\nloan\nmoney\n");
 const page_author = `${work}/lesson_author.html`;
 const author_lab = ["--self", `@${work}/sentence.csv`, "--words", `@${work}/words.txt`, "--wq", "1,0;0,2", "--heads", "1"];
-lesson(page_author, ...author_lab, "--widgets", "translate,lab,causal", "--q", "1,0;0,1", "--notes", "1,0;0,1;1,1",
-       "--query-labels", "a,b", "--note-labels", "x,y,z", "--page-title", "An author's page");
+const author_ffn = ["--ffn-w1", "1,-1,0.5;0.5,1,-1", "--ffn-w2", "1,0;0,1;0.5,0.5"];
+lesson(page_author, ...author_lab, ...author_ffn, "--widgets", "translate,lab,causal,block,model", "--q", "1,0;0,1",
+       "--notes", "1,0;0,1;1,1", "--query-labels", "a,b", "--note-labels", "x,y,z", "--page-title", "An author's page",
+       "--model-words", "a,rose,is,a,rose", "--seed", "3");
 
 const bytes = statSync(page_default).size;
 console.log(`page: ${bytes} bytes (budget ${PAGE_BYTES_BUDGET})`);
@@ -287,7 +289,7 @@ await narrow.close();
 await page.goto(pathToFileURL(page_author).href);
 await page.waitForSelector("body[data-ready='1']");
 same("author's page: title", await text("#title"), "An author's page");
-same("author's page: its widgets", await page.$$eval("section", (s) => s.map((x) => x.id)), ["translate", "lab", "causal"]);
+same("author's page: its widgets", await page.$$eval("section", (s) => s.map((x) => x.id)), ["translate", "lab", "causal", "block", "model"]);
 const author_map = calc("--q", "1,0;0,1", "--notes", "1,0;0,1;1,1", "--query-labels", "a,b", "--note-labels", "x,y,z");
 await page.click("button[data-word='1']");
 same("author's page: b's weights", numbers(await text("#s1-weights")), author_map.results[1].rounded.weights);
@@ -295,6 +297,23 @@ const author_lab_json = calc(...author_lab);
 same("author's page: lab map", await tableRows("#lab-map0"), author_lab_json.results.maps[0].rounded.weights);
 same("author's page: lab Y", rows(await text("#lab-Y")), author_lab_json.results.rounded.out);
 ok("author's page: the lab names its vectors' source", (await text("#lab")).includes("the author's --self"));
+// the author's block (their --self, --wq and --ffn-w1, --ffn-w2) against attn-calc --block --self
+for (const pre of [false, true]) {
+  if ((await page.getAttribute("#block-pre", "aria-pressed") === "true") !== pre) await page.click("#block-pre");
+  await page.click("#block-all");
+  const want = calc("--block", ...author_lab, ...author_ffn, ...(pre ? ["--pre-ln"] : []));
+  const by_name = Object.fromEntries(want.tables.map((t) => [t.name, t]));
+  const shown = await block_tables();
+  same(`author's block, ${pre ? "pre" : "post"}-LN: its stages`, shown.length, 10);
+  for (const t of shown) if (t.id !== "X") same(`author's block, ${pre ? "pre" : "post"}-LN: ${t.id}`, t.cells, by_name[t.id].rounded);
+}
+// the author's sentence and seed for the tiny model
+same("author's model: the sentence", await page.inputValue("#model-sentence"), "a rose is a rose");
+same("author's model: the seed", await page.inputValue("#model-seed"), "3");
+await page.click("#model-all");
+const author_model = calc("--model", "--steps", "--words", "a,rose,is,a,rose", "--seed", "3");
+for (const name of ["logits", "probabilities", "losses"])
+  same(`author's model: ${name}`, await tableRows(`#model-${name}`), author_model.tables.find((t) => t.name === name).rounded);
 
 // ---- the WebAssembly build at six digits: E1's share of tea, 0.736125 at β = 1 and 0.936240 at β = 2 ----
 const page_six = `${work}/lesson_six_digits.html`;
