@@ -249,7 +249,7 @@ ATTN_LESSON_EXPORT int lesson_block(int T, int d, int heads, int hdk, int hdv, i
 /// MHA(A), H₁, B = LN₂(H₁) (T × 8), the hidden layer before and after GELU (T × 32 each),
 /// FFN(B), X₁, H = LN_f(X₁) (T × 8), the logits and their softmax (T × V each), each
 /// position's loss −log p(the next token) (T; 0 at the last, which has none) and their mean
-/// (1): T·(9·8 + 2·32 + 2·T + 2·V + 1) + 1 numbers.
+/// (1): T·(10·8 + 2·32 + 2·T + 2·V + 1) + 1 numbers.
 ATTN_LESSON_EXPORT int lesson_model(int T, int V, const double* token_ids, int seed, double* stages) {
   return guarded([&] {
     const auto t = static_cast<std::size_t>(T), v = static_cast<std::size_t>(V);
