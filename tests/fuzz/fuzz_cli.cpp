@@ -6,7 +6,8 @@
 // self-attention (--self, --words, --wq, --wk, --wv, --wo, --heads), per-row masks (--mask
 // causal, a matrix, several --mask) and --dot-vs-scaled are checked the same way, with masked
 // weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
-// labels, inline and from a file.
+// labels, inline and from a file. A command line with --model goes, as in main.cpp, to
+// model_walk.hpp's run: a usage_error or a non-empty output, nothing else.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../../examples/attn_calc/calc.hpp"
+#include "../../examples/attn_calc/model_walk.hpp"
 #include "../../examples/attn_calc/parse.hpp"
 #include "../../examples/attn_calc/render.hpp"
 #include "fuzz_common.hpp"
@@ -90,6 +92,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (!current.empty()) args.push_back(current);
   const std::vector<std::string_view> views(args.begin(), args.end());
+  if (attn_calc::model_walk::wanted(views)) {  // --model: its own options (main.cpp hands it over)
+    try {
+      const std::string out = attn_calc::model_walk::run(views);
+      ATTN_FUZZ_CHECK(!out.empty(), "--model: empty output");
+    } catch (const attn_calc::usage_error&) {
+    }
+    return 0;
+  }
   attn_calc::config c;
   try {
     c = attn_calc::parse_args(views);
