@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../examples/attn_calc/calc.hpp"
+#include "../examples/attn_calc/model_walk.hpp"
 #include "../examples/attn_calc/parse.hpp"
 #include "../examples/attn_calc/render.hpp"
 #include "../examples/worked_examples.hpp"
@@ -581,7 +582,7 @@ TEST_CASE("attn-calc --help gives every option an example, and docs/course-autho
       examples.back() = true;
     }
   }
-  CHECK(options.size() == 59);
+  CHECK(options.size() == 60);
   for (std::size_t i = 0; i < options.size(); ++i) {
     const std::string& option = options[i];
     INFO(option);
@@ -1246,7 +1247,8 @@ TEST_CASE("attn-calc --activations: GELU (erfc and tanh) and ReLU with their slo
 }
 
 namespace {
-/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU,
+/// A block in long double, written out (no attn): one head (scaled dot), W_O, W₁, W₂, GELU (or
+/// ReLU, GELU's tanh form: `activation` 0, 2),
 /// LayerNorm with γ = 1, β = 0, ε = 1e-5 (W9's: X = "I drink tea", W3's head); every
 /// intermediate by name.
 struct block_by_hand {
@@ -1284,6 +1286,7 @@ struct block_by_hand {
     return out;
   }
   M wq, wk, wv, wo, w1, w2;
+  int activation = 1;
   M attention(const M& x) {  // one head, scaled dot
     const M q = times(x, wq), k = times(x, wk), v = times(x, wv);
     const std::size_t T = x.size(), dk = q[0].size();
@@ -1307,13 +1310,18 @@ struct block_by_hand {
   void ffn(const M& in) {
     at["ffn_pre"] = times(in, w1);
     at["ffn_hidden"] = at["ffn_pre"];
+    const ld pi = 3.141592653589793238462643383279502884L;
     for (auto& row : at["ffn_hidden"])
-      for (ld& v : row) v = v * std::erfc(-v / std::sqrt(2.0L)) / 2;
+      for (ld& v : row)
+        v = activation == 0 ? std::max(v, 0.0L)
+            : activation == 2 ? v * (1 + std::tanh(std::sqrt(2 / pi) * (v + 0.044715L * v * v * v))) / 2
+                              : v * std::erfc(-v / std::sqrt(2.0L)) / 2;
     at["ffn_out"] = times(at["ffn_hidden"], w2);
   }
   /// The block on X with the weights given (W9's when X is left empty).
-  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {})
-      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)) {
+  block_by_hand(bool post, M x, M q = {}, M k = {}, M v = {}, M o = {}, M f1 = {}, M f2 = {}, int act = 1)
+      : wq(std::move(q)), wk(std::move(k)), wv(std::move(v)), wo(std::move(o)), w1(std::move(f1)), w2(std::move(f2)),
+        activation(act) {
     if (x.empty()) {
       x = of(worked::i_drink_tea);
       wq = of(worked::w3::W_Q), wk = of(worked::w3::W_K), wv = of(worked::w3::W_V);
@@ -1381,6 +1389,27 @@ TEST_CASE("attn-calc --block: W9's intermediate values, post-LN and pre-LN, agai
   auto c = parse({"--block", "--format", "csv"});
   CHECK(attn_calc::render(c, attn_calc::compute(c)) ==
         "word,1,2,3\nI,1.390,-0.921,-0.468\ndrink,-0.817,1.408,-0.591\ntea,-0.707,-0.707,1.414\n");
+}
+
+TEST_CASE("attn-calc --block --ffn-activation: ReLU and GELU's tanh form, against the block by hand", "[attn-calc]") {
+  for (const bool post : {true, false})
+    for (const auto& [name, act, title] : {std::tuple{"relu", 0, "ReLU(X₁ W₁)"}, std::tuple{"gelu-tanh", 2, "GELU_tanh(X₁ W₁)"}}) {
+      INFO((post ? "post-LN " : "pre-LN ") << name);
+      auto c = post ? parse({"--block", "--ffn-activation", name}) : parse({"--block", "--pre-ln", "--ffn-activation", name});
+      const auto r = attn_calc::compute(c);
+      const block_by_hand want(post, {}, {}, {}, {}, {}, {}, {}, act);
+      check_block(r, want, 500 * eps * want.largest());  // as GELU's block above: the same stages
+      CHECK(r.lesson.texts.at(1).second == name);
+      if (post) CHECK(lesson_table_named(r, "ffn_hidden").title.text.ends_with(title));
+      check_lesson_formats(c, r, false);
+    }
+  // W9's hidden layer has negative entries, where ReLU gives 0 and GELU does not: the choice shows
+  const auto relu = attn_calc::compute(parse({"--block", "--ffn-activation", "relu"}));
+  const auto gelu = attn_calc::compute(parse({"--block"}));
+  CHECK(lesson_table_named(relu, "Y").values(0, 0) != lesson_table_named(gelu, "Y").values(0, 0));
+  CHECK(refusal({"--block", "--ffn-activation", "tanh"}) ==
+        "--ffn-activation: \"tanh\" is not an activation (relu, gelu or gelu-tanh)");
+  CHECK(refusal({"--pe", "--ffn-activation", "relu"}) == "--ffn-activation is for --block");
 }
 
 TEST_CASE("attn-calc --block --self: a block of your own, checked the same way, and what it refuses", "[attn-calc]") {
@@ -1615,4 +1644,203 @@ TEST_CASE("attn-calc --no-peeking: W10's map and the loss at every position, aga
   CHECK(refusal({"--no-peeking", "--q", "1"}) == "--no-peeking prints its own numbers, not a map: leave out --q");
   CHECK(refusal({"--no-peeking", "--steps"}) ==
         "--no-peeking prints every intermediate value already (the map, the logits, p and each loss): leave out --steps");
+}
+
+// ---------------------------------------------------------------------------------------------
+// --model (examples/attn_calc/model_walk.hpp): the tiny model's forward, every stage held to the
+// model written out here in long double from docs/model.md's data flow, over the parameters
+// attn::initialize gives (the inputs: test_model.cpp holds the initialisation itself).
+
+namespace {
+using LM = std::vector<std::vector<ld>>;
+LM ld_times(const LM& a, const auto& W, std::size_t rows, std::size_t cols, std::span<const double> bias = {}) {
+  LM c(a.size(), std::vector<ld>(cols, 0));
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < cols; ++j) {
+      for (std::size_t k = 0; k < rows; ++k) c[i][j] += a[i][k] * static_cast<ld>(W(k, j));
+      if (!bias.empty()) c[i][j] += bias[j];
+    }
+  return c;
+}
+LM ld_plus(LM a, const LM& b) {
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < a[i].size(); ++j) a[i][j] += b[i][j];
+  return a;
+}
+LM ld_norm(const LM& a, std::span<const double> gamma, std::span<const double> beta) {
+  LM out = a;
+  for (std::size_t t = 0; t < a.size(); ++t) {
+    const ld n = static_cast<ld>(a[t].size());
+    ld mu = 0, var = 0;
+    for (const ld v : a[t]) mu += v / n;
+    for (const ld v : a[t]) var += (v - mu) * (v - mu) / n;
+    for (std::size_t i = 0; i < a[t].size(); ++i)
+      out[t][i] = (a[t][i] - mu) / std::sqrt(var + 1e-5L) * (gamma.empty() ? 1 : gamma[i]) + (beta.empty() ? 0 : beta[i]);
+  }
+  return out;
+}
+std::span<const double> cs(std::span<double> s) { return s; }
+}  // namespace
+
+TEST_CASE("attn-calc --model: every stage of the tiny model's forward against it written out in long double", "[attn-calc]") {
+  for (const auto& [words, seed] : {std::pair{std::string("I,drink,green,tea,."), std::string("0")},
+                                    std::pair{std::string("the,cat,sat,on,the,mat"), std::string("7")}}) {
+    INFO(words << ", seed " << seed);
+    const auto o = attn_calc::model_walk::parse({"--model", "--steps", "--words", words, "--seed", seed});
+    const auto L = attn_calc::model_walk::walk(o);
+    const auto table = [&](const std::string& id) -> const attn::Matrix<double>& {
+      for (const auto& t : L.tables)
+        if (t.id == id) return t.values;
+      FAIL("no table " << id);
+      return L.tables.front().values;
+    };
+    // the same model and parameters
+    std::vector<std::string> vocab;
+    std::vector<std::size_t> y;
+    for (const auto& w : o.words) {
+      std::size_t v = 0;
+      while (v < vocab.size() && vocab[v] != w) ++v;
+      if (v == vocab.size()) vocab.push_back(w);
+      y.push_back(v);
+    }
+    const std::size_t T = y.size(), V = vocab.size(), d = 8, dk = 4;
+    const auto mc = attn_calc::model_walk::model_of(V, T);
+    std::vector<double> buffer(attn::parameter_count(mc));
+    const auto p = attn::bind_parameters<double>(mc, buffer);
+    attn::initialize(p, o.seed);
+    const auto& b = p.decoder[0];
+    std::map<std::string, LM> want;
+    LM x0(T, std::vector<ld>(d));
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t i = 0; i < d; ++i) x0[t][i] = static_cast<ld>(p.token_embedding(y[t], i)) + p.position_table(t, i);
+    want["X0"] = x0;
+    want["A"] = ld_norm(x0, cs(b.gamma_1), cs(b.beta_1));
+    const LM q = ld_times(want["A"], b.attention.W_Q, d, d, cs(b.attention.b_Q)),
+             k = ld_times(want["A"], b.attention.W_K, d, d, cs(b.attention.b_K)),
+             v = ld_times(want["A"], b.attention.W_V, d, d, cs(b.attention.b_V));
+    LM z(T, std::vector<ld>(d, 0)), maps(2 * T, std::vector<ld>(T, 0));
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t t = 0; t < T; ++t) {
+        std::vector<ld> e(t + 1);  // causal: the words 0 … t
+        ld sum = 0;
+        for (std::size_t j = 0; j <= t; ++j) {
+          ld dot = 0;
+          for (std::size_t i = 0; i < dk; ++i) dot += q[t][h * dk + i] * k[j][h * dk + i];
+          sum += e[j] = std::exp(dot / 2);  // √d_k = 2
+        }
+        for (std::size_t j = 0; j <= t; ++j) {
+          maps[h * T + t][j] = e[j] / sum;
+          for (std::size_t i = 0; i < dk; ++i) z[t][h * dk + i] += e[j] / sum * v[j][h * dk + i];
+        }
+      }
+    want["map"] = maps;
+    want["attention"] = ld_times(z, b.attention.W_O, d, d, cs(b.attention.b_O));
+    want["H1"] = ld_plus(x0, want["attention"]);
+    want["B"] = ld_norm(want["H1"], cs(b.gamma_2), cs(b.beta_2));
+    want["ffn_pre"] = ld_times(want["B"], b.ffn.W_1, d, 32, cs(b.ffn.b_1));
+    want["ffn_hidden"] = want["ffn_pre"];
+    for (auto& row : want["ffn_hidden"])
+      for (ld& x : row) x = x * std::erfc(-x / std::sqrt(2.0L)) / 2;
+    want["ffn_out"] = ld_times(want["ffn_hidden"], b.ffn.W_2, 32, d, cs(b.ffn.b_2));
+    want["X1"] = ld_plus(want["H1"], want["ffn_out"]);
+    want["H"] = ld_norm(want["X1"], cs(p.final_norm_gamma), cs(p.final_norm_beta));
+    want["logits"] = ld_times(want["H"], p.output, d, V);  // no output bias
+    LM prob = want["logits"], losses(T - 1, std::vector<ld>(2)), mean(1, std::vector<ld>(1, 0));
+    for (auto& row : prob) {
+      ld m = row[0], sum = 0;
+      for (const ld x : row) m = std::max(m, x);
+      for (ld& x : row) sum += x = std::exp(x - m);
+      for (ld& x : row) x /= sum;
+    }
+    want["probabilities"] = prob;
+    for (std::size_t t = 0; t + 1 < T; ++t) {
+      losses[t] = {prob[t][y[t + 1]], -std::log(prob[t][y[t + 1]])};
+      mean[0][0] += losses[t][1] / static_cast<ld>(T - 1);
+    }
+    want["losses"] = losses;
+    want["mean_loss"] = mean;
+    // Tolerance: about fifteen stages, each a product of ≤ 32 terms, a softmax of ≤ 6, a residual or a
+    // norm, adds ≤ 40ε of its values' size; a norm turns an error of its input into one relative
+    // to the input's spread (X₀'s entries and spread are both ~0.02: the size is kept), and exp in
+    // the softmaxes is well conditioned at these logits (|z| < 3). 2000ε of the largest value (≤ 4).
+    ld largest = 0;
+    for (const auto& [name, m] : want)
+      for (const auto& row : m)
+        for (const ld x : row) largest = std::max(largest, std::abs(x));
+    REQUIRE(largest < 10);
+    std::size_t seen = 0;
+    for (const auto& [name, m] : want) {
+      INFO(name);
+      const auto& got = table(name);
+      REQUIRE(got.rows() == m.size());
+      REQUIRE(got.cols() == m[0].size());
+      for (std::size_t t = 0; t < m.size(); ++t)
+        for (std::size_t i = 0; i < m[t].size(); ++i) CHECK(std::abs(static_cast<ld>(got(t, i)) - m[t][i]) <= 2000 * eps * largest);
+      ++seen;
+    }
+    CHECK(seen == 15u);
+    // E[y] and P[t] are the parameters' rows, as given; the tokens the vocabulary's places
+    for (std::size_t t = 0; t < T; ++t) {
+      CHECK(table("tokens")(t, 0) == static_cast<double>(y[t]));
+      for (std::size_t i = 0; i < d; ++i) {
+        CHECK(table("E")(t, i) == p.token_embedding(y[t], i));
+        CHECK(table("P")(t, i) == p.position_table(t, i));
+      }
+    }
+    // the losses of an untrained model: near log V (each loss within a factor 2 of it)
+    for (std::size_t t = 0; t + 1 < T; ++t) CHECK(std::abs(static_cast<ld>(table("losses")(t, 1)) - std::log(static_cast<ld>(V))) < std::log(static_cast<ld>(V)));
+  }
+}
+
+TEST_CASE("attn-calc --model: its formats, its options and what it refuses", "[attn-calc]") {
+  using attn_calc::model_walk::run;
+  const auto o = attn_calc::model_walk::parse({"--model"});
+  CHECK(o.words == std::vector<std::string>{"I", "drink", "green", "tea", "."});
+  CHECK(o.seed == 0u);
+  const auto summary = attn_calc::model_walk::walk(o);
+  CHECK(summary.tables.size() == 5u);  // tokens, map, probabilities, losses, mean_loss (no --steps)
+  CHECK(run({"--model", "--format", "csv"}).starts_with("word,p(next),loss\nI → drink,"));
+  CHECK(attn_test::json_problem(run({"--model", "--steps", "--format", "json"})) == "");
+  // csv-long: a row per number of every table, and a header (5 words: 5 + 10·5 + 25 + 4·2 + 1 numbers)
+  CHECK(attn_test::read_csv(run({"--model", "--format", "csv-long"})).size() == 5 + 50 + 25 + 8 + 1 + 1u);
+  CHECK(run({"--model", "--steps", "--format", "latex"}).find("\\label{attn:losses}") != std::string::npos);
+  const std::string svg = run({"--model", "--format", "svg"});
+  CHECK(attn_test::xml_problem(svg) == "");
+  CHECK(svg.find("head 2") != std::string::npos);
+  CHECK(svg.find("masked") != std::string::npos);  // the future, hatched
+  CHECK(run({"--model", "--seed", "1"}) != run({"--model", "--seed", "2"}));
+  const auto refused = [](std::vector<std::string_view> args) {
+    try {
+      (void)attn_calc::model_walk::run(args);
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refused({"--model", "--beta", "2"}) ==
+        "--beta is not an option of --model (it takes --words, --seed, --steps, --format, --decimals)");
+  CHECK(refused({"--model", "--seed", "-1"}) == "--seed: \"-1\" is not a whole number in 0..4294967295");
+  CHECK(refused({"--model", "--seed", "4294967296"}) == "--seed: \"4294967296\" is not a whole number in 0..4294967295");
+  CHECK(refused({"--model", "--words", "alone"}) == "--model --words: a sentence of at least 2 words (a next word to predict)");
+  CHECK(refused({"--model", "--format", "html"}) == "--format: \"html\" is not a format (text, md, latex, json, csv, csv-long, svg)");
+  CHECK(refused({"--model", "--seed", "1", "--seed", "2"}) == "--seed is given twice");
+  // every option of its help has an example, and docs/course-authors.md shows each
+  const std::string docs = attn_test::file_text(attn_test::document_path(__FILE__, "docs/course-authors.md"));
+  std::istringstream help{std::string(attn_calc::model_walk::help_text)};
+  std::size_t options = 0;
+  bool example = true;
+  for (std::string line; std::getline(help, line);) {
+    if (line.starts_with("  --")) {
+      CHECK(example);
+      example = false;
+      ++options;
+      const std::string option = line.substr(2, line.find(' ', 2) - 2);
+      INFO(option);
+      CHECK(docs.find("`" + option + "`") != std::string::npos);
+    } else if (line.find("e.g. ") != std::string::npos) {
+      example = true;
+    }
+  }
+  CHECK(example);
+  CHECK(options == 4u);
 }

@@ -504,7 +504,12 @@ inline lesson_results block_lesson(const config& c) {
   p.attention = {.W_Q = WQ.view(), .W_K = WK.view(), .W_V = WV.view()};
   if (WO.rows() != 0) p.attention.W_O = WO.view();
   p.attention.heads = h;
-  p.ffn = {.W_1 = W1.view(), .W_2 = W2.view(), .act = attn::activation::gelu};
+  // --ffn-activation: GELU (W9's), ReLU or GELU's tanh form; its name in the titles
+  const bool relu = c.ffn_activation == "relu", tanh_form = c.ffn_activation == "gelu-tanh";
+  const std::string act = relu ? "ReLU" : tanh_form ? "GELU_tanh" : "GELU",
+                    lact = relu ? "\\operatorname{ReLU}" : tanh_form ? "\\operatorname{GELU}_{\\tanh}" : "\\operatorname{GELU}";
+  p.ffn = {.W_1 = W1.view(), .W_2 = W2.view(),
+           .act = relu ? attn::activation::relu : tanh_form ? attn::activation::gelu_tanh : attn::activation::gelu};
   p.norm_1.eps = c.eps;
   p.norm_2.eps = c.eps;
   p.placement = post ? attn::norm_placement::post : attn::norm_placement::pre;
@@ -526,9 +531,9 @@ inline lesson_results block_lesson(const config& c) {
                                       : "W3's head (scaled dot, $d_k = 2$)";
   const std::string wo_text = WO.rows() != 0 ? " with W_O back to " + D + " numbers" : "";
   const std::string wo_latex = WO.rows() != 0 ? " with $W_O$ back to " + D + " numbers" : "";
-  const std::string rest = "; FFN(x) = GELU(x W₁) W₂ with " + F + " hidden units; both norms LayerNorm with γ = 1, β = 0, ε = " +
+  const std::string rest = "; FFN(x) = " + act + "(x W₁) W₂ with " + F + " hidden units; both norms LayerNorm with γ = 1, β = 0, ε = " +
                            eps + ". No dropout.";
-  const std::string lrest = "; $\\operatorname{FFN}(x) = \\operatorname{GELU}(x W_1) W_2$ with " + F +
+  const std::string lrest = "; $\\operatorname{FFN}(x) = " + lact + "(x W_1) W_2$ with " + F +
                             " hidden units; both norms LayerNorm with $\\gamma = 1$, $\\beta = 0$, $\\varepsilon = " + eps +
                             "$. No dropout.";
   L.paragraph(post ? cell{"Post-LN (the paper, PyTorch's default): H₁ = X + MHA(X), X₁ = LN₁(H₁), H₂ = X₁ + FFN(X₁), Y = "
@@ -618,10 +623,10 @@ inline lesson_results block_lesson(const config& c) {
   const std::string in = post ? "X₁" : "B", lin = post ? "X_1" : "B";
   add("ffn_pre", {"FFN hidden layer before the activation: " + in + " W₁", "FFN hidden layer before the activation: $" + lin + " W_1$"},
       cache.ffn.pre);
-  add("ffn_hidden", {"FFN hidden layer after the activation: GELU(" + in + " W₁)",
-                     "FFN hidden layer after the activation: $\\operatorname{GELU}(" + lin + " W_1)$"},
+  add("ffn_hidden", {"FFN hidden layer after the activation: " + act + "(" + in + " W₁)",
+                     "FFN hidden layer after the activation: $" + lact + "(" + lin + " W_1)$"},
       cache.ffn.hidden);
-  add("ffn_out", {"FFN output: GELU(" + in + " W₁) W₂", "FFN output: $\\operatorname{GELU}(" + lin + " W_1) W_2$"}, cache.ffn_out);
+  add("ffn_out", {"FFN output: " + act + "(" + in + " W₁) W₂", "FFN output: $" + lact + "(" + lin + " W_1) W_2$"}, cache.ffn_out);
   if (post)
     add("H2", {"After the second residual: H₂ = X₁ + FFN(X₁)", "After the second residual: $H_2 = X_1 + \\operatorname{FFN}(X_1)$"},
         cache.residual_2);
@@ -629,7 +634,7 @@ inline lesson_results block_lesson(const config& c) {
   L.main = add("Y", post ? cell{"Block output Y = LN₂(H₂)", "Block output $Y = \\operatorname{LN}_2(H_2)$"}
                          : cell{"Block output Y = H₁ + FFN(B)", "Block output $Y = H_1 + \\operatorname{FFN}(B)$"},
                Y);
-  L.texts = {{"placement", post ? "post" : "pre"}, {"activation", "gelu"}, {"inputs", own ? "--self" : "W9"}};
+  L.texts = {{"placement", post ? "post" : "pre"}, {"activation", c.ffn_activation}, {"inputs", own ? "--self" : "W9"}};
   L.numbers = {{"eps", c.eps}, {"heads", static_cast<double>(h)}, {"d_k", static_cast<double>(dk)},
                {"d_ff", static_cast<double>(dff)}};
   return L;

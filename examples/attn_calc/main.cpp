@@ -7,13 +7,16 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "attn/error.hpp"
 #include "calc.hpp"
+#include "model_walk.hpp"
 #include "parse.hpp"
 #include "render.hpp"
 
@@ -66,8 +69,24 @@ int write_file(const std::string& path, const std::string& s) {
 
 int main(int argc, char** argv) {
   try {
+    if (const std::vector<std::string_view> args(argv + 1, argv + argc); attn_calc::model_walk::wanted(args)) {
+      // --model: its own options (model_walk.hpp), and --output FILE as every run has it
+      std::vector<std::string_view> own;
+      std::optional<std::string> output;
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        if (args[i] != "--output") {
+          own.push_back(args[i]);
+          continue;
+        }
+        if (output) throw attn_calc::usage_error("--output is given twice");
+        if (i + 1 == args.size()) throw attn_calc::usage_error("--output needs a value");
+        output = std::string(args[++i]);
+      }
+      const std::string out = attn_calc::model_walk::run(own);
+      return output ? write_file(*output, out) : write_all(out);
+    }
     const attn_calc::config c = attn_calc::parse_args(argc, argv);
-    if (c.help) return write_all(std::string(attn_calc::help_text));
+    if (c.help) return write_all(std::string(attn_calc::help_text) + std::string(attn_calc::model_walk::help_text));
     const attn_calc::results r = attn_calc::compute(c);
     const std::string out = attn_calc::render(c, r);
     return c.output ? write_file(*c.output, out) : write_all(out);

@@ -214,6 +214,7 @@ struct config {
   matrix ffn_w1, ffn_w2;                  ///< --block --self: the feed-forward layer's W_1, W_2
   std::vector<loss_run> loss_runs;        ///< --loss-curve: the runs of the logs, in order
   std::size_t vocabulary = 0;             ///< --vocabulary V: ln V drawn as chance's loss (0: not given)
+  std::string ffn_activation = "gelu";    ///< --block --ffn-activation: relu, gelu or gelu-tanh
   /// Whether query t may attend to note j: the key mask, the row mask and causal all allow it.
   [[nodiscard]] bool allowed(std::size_t t, std::size_t j) const noexcept {
     const std::size_t T = queries.rows, n = notes.rows;
@@ -1015,7 +1016,7 @@ inline constexpr double max_jacobian_work = 5e8;
   raw score, format, q, notes, keys, values, W, W1, W2, v, beta, note_labels, query_labels, decimals, title,
       row_axis, col_axis, scale, label, self, words, wq, wk, wv, wo, heads, positions, dim, layout, rope, position,
       pair, layer_norm, rms_norm, ln_gamma, ln_beta, eps, activations, ffn_w1, ffn_w2, output, head_labels, beta_sweep,
-      cross, bq, bk, bv, bo, vocabulary;
+      cross, bq, bk, bv, bo, vocabulary, ffn_activation;
   std::vector<std::string_view> masks;
   std::vector<std::string_view> loss_curves;  // --loss-curve may be given several times: a run (or more) each  // --mask may be given several times: all must allow
   const std::pair<std::string_view, raw*> valued[] = {
@@ -1035,7 +1036,7 @@ inline constexpr double max_jacobian_work = 5e8;
       {"--ffn-w1", &ffn_w1},     {"--ffn-w2", &ffn_w2},           {"--output", &output},
       {"--head-labels", &head_labels}, {"--beta-sweep", &beta_sweep}, {"--cross", &cross},
       {"--bq", &bq},             {"--bk", &bk},                   {"--bv", &bv},
-      {"--bo", &bo},             {"--vocabulary", &vocabulary}};
+      {"--bo", &bo},             {"--vocabulary", &vocabulary},   {"--ffn-activation", &ffn_activation}};
   bool jacobian = false, steps = false, no_attention = false, map_only = false, no_values = false,
        dot_vs_scaled = false, pe = false, block = false, pre_ln = false, no_peeking = false;
   const std::pair<std::string_view, bool*> flags[] = {{"--jacobian", &jacobian},     {"--steps", &steps},
@@ -1174,7 +1175,8 @@ inline constexpr double max_jacobian_work = 5e8;
         {"--pre-ln", pre_ln, "--block"},
         {"--ffn-w1", ffn_w1.given, "--block"},
         {"--ffn-w2", ffn_w2.given, "--block"},
-        {"--vocabulary", vocabulary.given, "--loss-curve"}};
+        {"--vocabulary", vocabulary.given, "--loss-curve"},
+        {"--ffn-activation", ffn_activation.given, "--block"}};
     for (const auto& [option, given, takers] : lesson_options) {
       if (!given) continue;
       bool ok = false;
@@ -1401,6 +1403,12 @@ inline constexpr double max_jacobian_work = 5e8;
   c.values_shown = !no_values;
   if (c.lesson != lesson_kind::none) {
     c.pre_ln = pre_ln;
+    if (ffn_activation.given) {
+      const std::string_view a = trim(ffn_activation.value);
+      detail::need(a == "relu" || a == "gelu" || a == "gelu-tanh",
+                   "--ffn-activation: " + shown(a) + " is not an activation (relu, gelu or gelu-tanh)");
+      c.ffn_activation = std::string(a);
+    }
     c.rms = rms_norm.given;
     detail::read_lesson(c, {positions.value, positions.given}, {dim.value, dim.given}, {layout.value, layout.given},
                         {rope.value, rope.given}, {position.value, position.given}, {pair.value, pair.given},
@@ -1632,6 +1640,9 @@ latex, json, csv (the main table) and csv-long (every table, a row per number); 
                         e.g. --block --self @x.csv --wo @wo.csv --ffn-w1 @w1.csv --ffn-w2 @w2.csv
   --ffn-w2 W          with --block --self: its W_2, d_ff x d_model
                         e.g. --ffn-w2 @w2.csv
+  --ffn-activation A  with --block: the feed-forward layer's activation, relu, gelu
+                      (default; exact, x Phi(x)) or gelu-tanh (GELU's tanh form)
+                        e.g. --block --ffn-activation relu --format json
 
 A training run's loss curve (alone, with none of the map's inputs)
   --loss-curve FILE   a training log, CSV with a header: step,loss and any more columns

@@ -46,6 +46,12 @@ set_tests_properties(attn_lesson_bad_mask PROPERTIES LABELS lesson
 add_test(NAME attn_lesson_bad_module COMMAND attn-lesson --module "${attn_lesson_work}/none.js" --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_module PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: cannot read the WebAssembly module")
+add_test(NAME attn_lesson_bad_block COMMAND attn-lesson --ffn-w1 1,0 --ffn-w2 1 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_block PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --ffn-w1 and --ffn-w2 need --self")
+add_test(NAME attn_lesson_bad_seed COMMAND attn-lesson --seed -3 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_seed PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --seed: \"-3\" is not a whole number in 0..4294967295")
 add_test(NAME attn_lesson_bad_number COMMAND attn-lesson --q 0,abc,2 --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_number PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: --q: \"abc\" is not a number")
@@ -55,11 +61,12 @@ set(ATTN_NODE_PATH "/usr/share/nodejs" CACHE PATH "Where Debian's node-acorn is,
 find_program(ATTN_EMXX NAMES em++)
 if(ATTN_EMXX)
   set(attn_lesson_exports _malloc _free _lesson_error _lesson_fixed _lesson_colour _lesson_align
-      _lesson_additive_steps _lesson_no_attention _lesson_self _lesson_sinusoidal _lesson_rope _lesson_price)
+      _lesson_additive_steps _lesson_no_attention _lesson_self _lesson_block _lesson_model _lesson_sinusoidal _lesson_rope _lesson_price)
   list(JOIN attn_lesson_exports "," attn_lesson_exports)
-  # -Oz: the page is 479 KB, against 626 KB at -O2, in the same build time (about 20 s) and with
-  # the same numbers (no fast-math either way); one file with the wasm inside as base64
-  # (SINGLE_FILE); exceptions on, so that the library's errors reach the page as its messages.
+  # -Oz: the page was 479 KB, against 626 KB at -O2, in the same build time (about 20 s) and with
+  # the same numbers (no fast-math either way); 567 KB with the block and the tiny model; one file
+  # with the wasm inside as base64 (SINGLE_FILE); exceptions on, so that the library's errors
+  # reach the page as its messages.
   add_custom_command(OUTPUT "${attn_lesson_module}"
     COMMAND "${CMAKE_COMMAND}" -E env "NODE_PATH=${ATTN_NODE_PATH}"
             "${ATTN_EMXX}" -std=c++20 -Oz -fexceptions "-I${PROJECT_SOURCE_DIR}/include"

@@ -10,13 +10,19 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "attn/activations.hpp"
 #include "attn/attention.hpp"
+#include "attn/block.hpp"
+#include "attn/cross_entropy.hpp"
+#include "attn/model.hpp"
 #include "attn/heads.hpp"
 #include "attn/matrix.hpp"
 #include "attn/positions.hpp"
@@ -188,6 +194,100 @@ ATTN_LESSON_EXPORT int lesson_self(int T, int d, int heads, int hdk, int hdv, in
                                attn::multi_head_views<double>{.out = out(Y, t, static_cast<std::size_t>(dout)),
                                                               .maps = out(maps, h * t, t)},
                                cache, options_of(beta, causal));
+  });
+}
+
+/// One transformer block (attn::transformer_block) on X (T × d), stage by stage: self-attention
+/// with h heads (W_Q, W_K: d × h·dk; W_V: d × h·dv; W_O: h·dv × d, or null when h·dv = d),
+/// scaled dot; the feed-forward layer (W₁: d × dff, W₂: dff × d) with activation `act`
+/// (0 ReLU, 1 GELU, 2 GELU's tanh form); both norms LayerNorm with γ = 1, β = 0 and ε = eps;
+/// `pre` 0 post-LN, 1 pre-LN. Writes into `stages`, one after the other (T·(6d + 2·dff) + h·T·T
+/// numbers): MHA(·), H₁, the first norm's output (post X₁ = LN₁(H₁); pre A = LN₁(X)), the hidden
+/// layer before and after the activation (T × dff each), FFN(·), post H₂ = X₁ + FFN(X₁) or pre
+/// B = LN₂(H₁), Y, then every head's map (h·T × T, head i in rows i·T …) as attn-calc --block
+/// shows them.
+ATTN_LESSON_EXPORT int lesson_block(int T, int d, int heads, int hdk, int hdv, int dff, const double* X,
+                                    const double* WQ, const double* WK, const double* WV, const double* WO,
+                                    const double* W1, const double* W2, double eps, int pre, int act,
+                                    double* stages) {
+  return guarded([&] {
+    const auto t = static_cast<std::size_t>(T), dd = static_cast<std::size_t>(d), f = static_cast<std::size_t>(dff),
+               h = static_cast<std::size_t>(heads);
+    attn::block_parameters<double> p;
+    p.attention.W_Q = in(WQ, dd, static_cast<std::size_t>(hdk));
+    p.attention.W_K = in(WK, dd, static_cast<std::size_t>(hdk));
+    p.attention.W_V = in(WV, dd, static_cast<std::size_t>(hdv));
+    if (WO != nullptr) p.attention.W_O = in(WO, static_cast<std::size_t>(hdv), dd);
+    p.attention.heads = h;
+    p.ffn.W_1 = in(W1, dd, f);
+    p.ffn.W_2 = in(W2, f, dd);
+    p.ffn.act = act == 0 ? attn::activation::relu : act == 2 ? attn::activation::gelu_tanh : attn::activation::gelu;
+    p.norm_1.eps = eps;
+    p.norm_2.eps = eps;
+    p.placement = pre != 0 ? attn::norm_placement::pre : attn::norm_placement::post;
+    attn::block_cache<double> cache;
+    attn::Matrix<double> Y(t, dd), map(h * t, t), again_out(t, dd);
+    attn::transformer_block(in(X, t, dd), p, Y, cache);
+    // the map: the same attention on the same input, asked for its weights (as attn-calc does)
+    attn::multi_head_cache<double> again;
+    attn::multi_head_attention(pre != 0 ? cache.normed_1.view() : in(X, t, dd), p.attention,
+                               attn::multi_head_views<double>{.out = again_out.view(), .maps = map.view()}, again);
+    double* o = stages;
+    for (const attn::Matrix<double>* m : {&cache.attention_out, &cache.residual_1, &cache.normed_1, &cache.ffn.pre,
+                                          &cache.ffn.hidden, &cache.ffn_out, &cache.residual_2, &Y, &map}) {
+      std::memcpy(o, m->data(), m->rows() * m->cols() * sizeof(double));
+      o += m->rows() * m->cols();
+    }
+  });
+}
+
+/// The tiny model's forward (attn-calc --model's, examples/attn_calc/model_walk.hpp): a decoder of
+/// one block, d_model 8, two heads, d_ff 32, pre-LN with a final LayerNorm, learned positions,
+/// GELU, biases, over a vocabulary of V words, every parameter from attn::initialize(seed); the
+/// T tokens (each in [0, V)) run through attn::model_forward. Writes into `stages`, one after
+/// the other: E[y], P[t], X₀, A = LN₁(X₀) (T × 8 each), both heads' causal maps (2T × T),
+/// MHA(A), H₁, B = LN₂(H₁) (T × 8), the hidden layer before and after GELU (T × 32 each),
+/// FFN(B), X₁, H = LN_f(X₁) (T × 8), the logits and their softmax (T × V each), each
+/// position's loss −log p(the next token) (T; 0 at the last, which has none) and their mean
+/// (1): T·(10·8 + 2·32 + 2·T + 2·V + 1) + 1 numbers.
+ATTN_LESSON_EXPORT int lesson_model(int T, int V, const double* token_ids, int seed, double* stages) {
+  return guarded([&] {
+    const auto t = static_cast<std::size_t>(T), v = static_cast<std::size_t>(V);
+    const attn::model_config mc{.family = attn::model_family::decoder, .vocabulary = v, .d_model = 8, .layers = 1,
+                                .heads = 2, .d_ff = 32, .max_positions = t,
+                                .positions = attn::position_encoding::learned, .act = attn::activation::gelu,
+                                .placement = attn::norm_placement::pre, .final_norm = true};
+    std::vector<std::int64_t> tokens(t), targets(t);
+    for (std::size_t i = 0; i < t; ++i) tokens[i] = static_cast<std::int64_t>(token_ids[i]);
+    for (std::size_t i = 0; i < t; ++i) targets[i] = i + 1 < t ? tokens[i + 1] : -100;  // the last: no next token
+    std::vector<double> buffer(attn::parameter_count(mc));
+    const auto p = attn::bind_parameters<double>(mc, buffer);
+    attn::initialize(p, static_cast<std::uint64_t>(static_cast<std::uint32_t>(seed)));
+    attn::model_cache<double> cache;
+    attn::Matrix<double> logits(t, v), probabilities(t, v), maps(2 * t, t), again_out(t, 8);
+    attn::model_forward(p, attn::model_input{.tokens = tokens}, logits, cache);
+    const auto bp = attn::detail::model_block(mc, p.decoder[0]);
+    const auto& bc = cache.blocks[0];
+    attn::multi_head_cache<double> again;
+    attn::multi_head_attention(bc.normed_1, bp.attention,
+                               attn::multi_head_views<double>{.out = again_out.view(), .maps = maps.view()}, again,
+                               options_of(1, 1));
+    for (std::size_t i = 0; i < t; ++i) attn::softmax(logits.row(i), probabilities.row(i));
+    std::vector<double> losses(t);
+    const double mean = attn::cross_entropy(logits, targets, losses);
+    double* o = stages;
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t k = 0; k < 8; ++k) *o++ = p.token_embedding(static_cast<std::size_t>(tokens[i]), k);
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t k = 0; k < 8; ++k) *o++ = p.position_table(i, k);
+    for (const attn::Matrix<double>* m : std::initializer_list<const attn::Matrix<double>*>{&cache.embedded, &bc.normed_1, &maps, &bc.attention_out, &bc.residual_1,
+                                          &bc.residual_2, &bc.ffn.pre, &bc.ffn.hidden, &bc.ffn_out, &cache.outputs[0],
+                                          &cache.hidden, &logits, &probabilities}) {
+      std::memcpy(o, m->data(), m->rows() * m->cols() * sizeof(double));
+      o += m->rows() * m->cols();
+    }
+    for (std::size_t i = 0; i < t; ++i) *o++ = losses[i];
+    *o = mean;
   });
 }
 

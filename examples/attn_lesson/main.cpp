@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../attn_calc/model_walk.hpp"
 #include "../attn_calc/parse.hpp"
 #include "attn/error.hpp"
 #include "attn/report/format.hpp"
@@ -39,8 +40,9 @@ namespace {
 using attn_calc::usage_error;
 
 /// Every widget of the page, in the page's order.
-constexpr std::string_view all_widgets[] = {"translate", "scores", "additive", "lab",    "sqrtd",
-                                            "heads",     "causal", "price",    "positions"};
+constexpr std::string_view all_widgets[] = {"translate", "scores", "additive",  "lab",  "sqrtd",
+                                            "heads",     "causal", "price",     "positions", "block",
+                                            "model"};
 
 constexpr std::string_view help_text = R"(attn-lesson: the unit's widgets as one self-contained HTML page, computed by attn
 compiled to WebAssembly in the page.
@@ -50,8 +52,12 @@ usage: attn-lesson [attn-calc's options] [--widgets LIST] [--page-title TEXT] --
   the translation (section 1):  --q --notes --keys --values --query-labels --note-labels
                                 --score --W --W1 --W2 --v --beta --decimals   (as attn-calc)
   the self-attention lab:       --self --words --wq --wk --wv --wo --heads     (as attn-calc --self)
+  the block step by step:       --ffn-w1 --ffn-w2 with --self: the author's block (as attn-calc
+                                --block --self); without them W9's
+  the tiny model:               --model-words LIST (its sentence, as attn-calc --model --words;
+                                default "I,drink,green,tea,.") --seed N (as attn-calc --model --seed)
   --widgets LIST    which widgets, in the page's order, separated by commas (default: all):
-                    translate,scores,additive,lab,sqrtd,heads,causal,price,positions
+                    translate,scores,additive,lab,sqrtd,heads,causal,price,positions,block,model
   --page-title TEXT the page's title (default: "Attention, live")
   --output FILE     where to write the page (atomically); without it, standard output
   --module FILE     the WebAssembly module built from lesson_module.cpp (default: the build's)
@@ -138,6 +144,8 @@ int write_atomically(const std::string& path, const std::string& text) {
 
 int run(int argc, char** argv) {
   std::vector<std::string_view> map_args, lab_args;
+  std::vector<std::string_view> ffn_args;
+  std::string model_words, model_seed = "0";
   std::string widgets_arg, output, title = "Attention, live", module_path = ATTN_LESSON_MODULE,
                                template_path = ATTN_LESSON_TEMPLATE;
   const std::set<std::string_view> lab_options = {"--self", "--words", "--wq", "--wk", "--wv", "--wo", "--heads"};
@@ -161,6 +169,12 @@ int run(int argc, char** argv) {
     else if (name == "--page-title") title = value();
     else if (name == "--module") module_path = value();
     else if (name == "--template") template_path = value();
+    else if (name == "--model-words") model_words = value();
+    else if (name == "--seed") model_seed = value();
+    else if (name == "--ffn-w1" || name == "--ffn-w2") {
+      ffn_args.push_back(arg);
+      if (!inline_value) ffn_args.push_back(value());
+    }
     else if (lab_options.contains(name)) {
       lab_args.push_back(arg);
       if (!inline_value) lab_args.push_back(value());
@@ -189,7 +203,7 @@ int run(int argc, char** argv) {
       for (const auto k : all_widgets) known = known || k == w;
       if (!known)
         throw usage_error("--widgets: " + attn_calc::shown(w) +
-                          " is not a widget (translate, scores, additive, lab, sqrtd, heads, causal, price, positions)");
+                          " is not a widget (translate, scores, additive, lab, sqrtd, heads, causal, price, positions, block, model)");
       widgets.emplace_back(w);
       if (comma == std::string_view::npos) break;
       rest = rest.substr(comma + 1);
@@ -221,6 +235,34 @@ int run(int argc, char** argv) {
                ",\"source\":\"the author's --self\"}";
   }
 
+  // the block: the author's (--self with --ffn-w1, --ffn-w2, checked by attn-calc --block's parser)
+  std::string block_json = "null";
+  if (!ffn_args.empty()) {
+    if (lab_args.empty()) throw usage_error("--ffn-w1 and --ffn-w2 need --self (the block's sentence and attention)");
+    std::vector<std::string_view> block_args{"--block"};
+    for (std::size_t i = 0; i < lab_args.size(); ++i) {  // the lab's options but --beta, --decimals
+      const std::string_view a = lab_args[i];
+      const bool shared = shared_options.contains(a.substr(0, a.find('=')));
+      if (shared && a.find('=') == std::string_view::npos) ++i;  // and its value
+      if (!shared) block_args.push_back(a);
+    }
+    block_args.insert(block_args.end(), ffn_args.begin(), ffn_args.end());
+    const attn_calc::config b = attn_calc::parse_args(block_args);
+    const auto identity_if_empty = [&](const attn_calc::matrix& m) {
+      return m.empty() ? json_matrix(attn_calc::detail::identity(b.queries.cols)) : json_matrix(m);
+    };
+    block_json = "{\"X\":" + json_matrix(b.queries) + ",\"words\":" + json_strings(b.query_labels) +
+                 ",\"WQ\":" + identity_if_empty(b.WQ) + ",\"WK\":" + identity_if_empty(b.WK) +
+                 ",\"WV\":" + identity_if_empty(b.WV) + ",\"WO\":" + json_matrix(b.WO) + ",\"W1\":" +
+                 json_matrix(b.ffn_w1) + ",\"W2\":" + json_matrix(b.ffn_w2) + ",\"heads\":" + std::to_string(b.heads) +
+                 ",\"eps\":" + json_number(b.eps) + "}";
+  }
+  // the tiny model: its sentence and seed, checked by attn-calc --model's parser
+  std::vector<std::string_view> model_args{"--model", "--seed", model_seed};
+  if (!model_words.empty()) model_args.insert(model_args.end(), {"--words", model_words});
+  const auto model = attn_calc::model_walk::parse(model_args);
+  const std::string model_json = "{\"words\":" + json_strings(model.words) + ",\"seed\":" + std::to_string(model.seed) + "}";
+
   const attn_calc::matrix& values = s1.blended();
   std::string data = "{\"title\":" + attn::report::json_quote(title) + ",\"decimals\":" + std::to_string(s1.decimals) +
                      ",\"beta\":" + json_number(s1.beta) + ",\"widgets\":" + json_strings(widgets) +
@@ -230,7 +272,7 @@ int run(int argc, char** argv) {
                      std::to_string(static_cast<int>(s1.score)) + ",\"W\":" + json_matrix(s1.W) + ",\"W1\":" +
                      json_matrix(s1.W1) + ",\"W2\":" + json_matrix(s1.W2) + ",\"v\":" + json_vector(s1.v) +
                      ",\"unit\":" + (s1.example == attn_calc::unit_example::e3_alignment_map ? "true" : "false") +
-                     "},\"lab\":" + lab_json + "}";
+                     "},\"lab\":" + lab_json + ",\"block\":" + block_json + ",\"model\":" + model_json + "}";
 
   std::string page = read_all(template_path, "the page template");
   std::string module = read_all(module_path, "the WebAssembly module");

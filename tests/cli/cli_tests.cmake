@@ -144,6 +144,23 @@ attn_calc_golden(lesson_rope_half_split_text lesson_rope_half_split.txt --rope 1
                  --layout half-split --steps)
 attn_calc_golden(lesson_rms_norm_text lesson_rms_norm.txt --rms-norm 1,2,3,4 --steps)
 attn_calc_golden(lesson_block_pre_ln_md lesson_block_pre_ln.md --block --pre-ln --format md)
+# --ffn-activation: ReLU and GELU's tanh form in W9's block (the lesson page's activation choice)
+attn_calc_golden(lesson_block_relu_json lesson_block_relu.json --block --ffn-activation relu --format json)
+attn_calc_golden(lesson_block_gelu_tanh_pre_ln_md lesson_block_gelu_tanh_pre_ln.md --block --pre-ln --ffn-activation gelu-tanh
+                 --format md)
+# the tiny model's forward (--model, examples/attn_calc/model_walk.hpp): every format, --steps in the
+# documents and JSON; the numbers are held to a long-double forward in test_attn_calc.cpp
+foreach(pair text:txt md:md latex:tex json:json csv:csv csv-long:long.csv svg:svg)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 format)
+  list(GET pair 1 ext)
+  set(steps "")
+  if(format MATCHES "text|md|latex|json")
+    set(steps --steps)
+  endif()
+  attn_calc_golden(model_${format} model.${ext} --model ${steps} --format ${format})
+endforeach()
+attn_calc_golden(model_words_seed_text model_words_seed.txt --model --words the,cat,sat,on,the,mat --seed 7)
 # a block of one's own: W7's two heads and W_O on "I drink tea", W9's feed-forward layer from files
 attn_calc_golden(lesson_block_w7_md lesson_block_w7.md ${w7} --block --ffn-w1 @${attn_cli_dir}/w9_w1.csv
                  --ffn-w2 @${attn_cli_dir}/w9_w2.csv --format md)

@@ -8,6 +8,8 @@
 // with biases are checked the same way, with masked weights exactly 0. The same bytes are also read as the contents of an "@file" matrix and as
 // labels, inline and from a file, and as a training log (--loss-curve): refused, or runs whose
 // steps increase and whose rows are finite and as wide as their columns, drawn in every format.
+// A command line with --model goes, as in main.cpp, to model_walk.hpp's run: a usage_error or a
+// non-empty output, nothing else.
 
 #include <cstddef>
 #include <cmath>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "../../examples/attn_calc/calc.hpp"
+#include "../../examples/attn_calc/model_walk.hpp"
 #include "../../examples/attn_calc/parse.hpp"
 #include "../../examples/attn_calc/render.hpp"
 #include "fuzz_common.hpp"
@@ -140,6 +143,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const std::string& a : args)
     if (a.starts_with("--loss-curve")) return 0;
   const std::vector<std::string_view> views(args.begin(), args.end());
+  if (attn_calc::model_walk::wanted(views)) {  // --model: its own options (main.cpp hands it over)
+    try {
+      const std::string out = attn_calc::model_walk::run(views);
+      ATTN_FUZZ_CHECK(!out.empty(), "--model: empty output");
+    } catch (const attn_calc::usage_error&) {
+    }
+    return 0;
+  }
   attn_calc::config c;
   try {
     c = attn_calc::parse_args(views);

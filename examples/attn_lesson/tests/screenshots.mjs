@@ -1,5 +1,6 @@
 // Screenshots of the lesson page for a person to look at: desktop (1200 px) and phone (390 px)
-// widths, after ▶ translate has finished and β is at 2. Usage:
+// widths, after ▶ translate has finished and β is at 2, every stage of the block and of the tiny model shown; and each
+// later widget alone at the desktop's width (lesson_block.png, …). Usage:
 //   node screenshots.mjs page.html out_dir
 // Exit 77 (CTest's skip) when Chromium or playwright-core is missing.
 import { mkdirSync } from "node:fs";
@@ -17,7 +18,10 @@ for (const [name, width, height] of [["desktop", 1200, 900], ["phone", 390, 844]
   await page.fill("#s1-beta", "2");
   await page.click("button[data-word='1']");
   await page.screenshot({ path: `${out_dir}/lesson_${name}_top.png` });
+  for (const id of ["#block-all", "#model-all"]) if (await page.$(id)) await page.click(id);
   await page.screenshot({ path: `${out_dir}/lesson_${name}_full.png`, fullPage: true });
+  if (name === "desktop")
+    for (const id of ["block", "model"]) if (await page.$(`#${id}`)) await page.locator(`#${id}`).screenshot({ path: `${out_dir}/lesson_${id}.png` });
   await page.close();
 }
 await browser.close();
