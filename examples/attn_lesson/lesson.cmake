@@ -43,6 +43,9 @@ set_tests_properties(attn_lesson_bad_widget PROPERTIES LABELS lesson
 add_test(NAME attn_lesson_bad_mask COMMAND attn-lesson --mask causal --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_mask PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: --mask is not shown by the lesson page")
+add_test(NAME attn_lesson_bad_sweep COMMAND attn-lesson --beta-sweep 0:2:0.5 --output "${attn_lesson_work}/never.html")
+set_tests_properties(attn_lesson_bad_sweep PROPERTIES LABELS lesson
+  PASS_REGULAR_EXPRESSION "attn-lesson: --beta-sweep is attn-calc's chart")
 add_test(NAME attn_lesson_bad_module COMMAND attn-lesson --module "${attn_lesson_work}/none.js" --output "${attn_lesson_work}/never.html")
 set_tests_properties(attn_lesson_bad_module PROPERTIES LABELS lesson
   PASS_REGULAR_EXPRESSION "attn-lesson: cannot read the WebAssembly module")

@@ -215,6 +215,8 @@ int run(int argc, char** argv) {
     throw usage_error("--format and --dot-vs-scaled are attn-calc's: the page shows its own views");
   if (!s1.mask.empty() || !s1.row_mask.empty() || s1.causal)
     throw usage_error("--mask is not shown by the lesson page (its causal widget masks the lab)");
+  if (!s1.beta_sweep.empty())
+    throw usage_error("--beta-sweep is attn-calc's chart: the page's \"how sure\" slider sweeps β live");
 
   std::string lab_json = "null";
   if (!lab_args.empty()) {
