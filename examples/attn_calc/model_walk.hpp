@@ -247,22 +247,8 @@ The tiny model's forward (--model; its own options, none of the map's):
   j.key("steps").boolean(o.steps);
   j.key("decimals").integer(o.out.decimals);
   j.end_object();
-  j.key("tables").begin_array();
-  for (const auto& t : L.tables) {
-    j.begin_object();
-    j.key("name").string(t.id);
-    j.key("title").string(t.title.text);
-    j.key("input").boolean(t.input);
-    j.key("rows").strings(detail::texts_of(t.rows));
-    j.key("columns").strings(detail::texts_of(t.cols));
-    j.key("values").matrix(t.values);
-    if (!t.input) {
-      j.key("rounded");
-      detail::json_rounded_matrix(j, t.values, o.out.decimals);
-    }
-    j.end_object();
-  }
-  j.end_array();
+  j.key("tables");
+  detail::json_lesson_tables(j, L, o.out.decimals);
   j.end_object();
   return j.str();
 }

@@ -1291,6 +1291,19 @@ inline constexpr double max_jacobian_work = 5e8;
                                                       : "--values needs --keys (the scores look at the keys, the "
                                                         "contexts blend the values)");
   const bool own_notes = notes.given || keys.given;
+  // --self's and --cross's heads, their labels and the projections with their biases
+  const auto heads_and_projections = [&] {
+    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
+    if (head_labels.given) {
+      c.head_labels = labels_argument(head_labels.value, "--head-labels");
+      detail::need(c.head_labels.size() == c.heads,
+                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
+                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
+    }
+    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
+                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
+                                 {bv.value, bv.given}, {bo.value, bo.given}});
+  };
 
   if (self.given) {
     c.self_attention = true;
@@ -1299,31 +1312,13 @@ inline constexpr double max_jacobian_work = 5e8;
     c.query_labels = detail::numbered("x", c.queries.rows);
     if (words.given) c.query_labels = labels_argument(words.value, "--words");
     c.note_labels = c.query_labels;
-    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
-    if (head_labels.given) {
-      c.head_labels = labels_argument(head_labels.value, "--head-labels");
-      detail::need(c.head_labels.size() == c.heads,
-                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
-                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
-    }
-    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
-                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
-                                 {bv.value, bv.given}, {bo.value, bo.given}});
+    heads_and_projections();
   } else if (cross.given) {
     c.self_attention = c.cross = true;
     c.queries = matrix_argument(q.value, "--q");
     c.notes = matrix_argument(cross.value, "--cross");
     c.note_labels = detail::numbered("x", c.notes.rows);
-    if (heads.given) c.heads = static_cast<std::size_t>(parse_int(heads.value, "--heads", 1, 1024));
-    if (head_labels.given) {
-      c.head_labels = labels_argument(head_labels.value, "--head-labels");
-      detail::need(c.head_labels.size() == c.heads,
-                   "--head-labels gives " + detail::count(c.head_labels.size(), "label") + " but " +
-                       detail::there_are(c.heads, "head") + (heads.given ? "" : " (--heads not given)"));
-    }
-    detail::read_projections(c, {{wq.value, wq.given}, {wk.value, wk.given}, {wv.value, wv.given},
-                                 {wo.value, wo.given}, {bq.value, bq.given}, {bk.value, bk.given},
-                                 {bv.value, bv.given}, {bo.value, bo.given}});
+    heads_and_projections();
   } else if (additive && !q.given && !own_notes && !W1.given && !W2.given && !v.given) {
     use_unit_additive(c);  // the unit's additive score by hand
     c.example = unit_example::e5_additive;

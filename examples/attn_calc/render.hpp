@@ -1275,6 +1275,32 @@ inline report::table lesson_report_table(const config& c, const lesson_table& t)
   return doc;
 }
 
+namespace detail {
+
+/// A lesson's tables as a JSON array (every --model and lesson JSON): each table's name, title,
+/// whether it is an input, its row and column labels, its values and (not an input) the values
+/// rounded to `decimals`.
+inline void json_lesson_tables(report::json_writer& j, const lesson_results& L, int decimals) {
+  j.begin_array();
+  for (const auto& t : L.tables) {
+    j.begin_object();
+    j.key("name").string(t.id);
+    j.key("title").string(t.title.text);
+    j.key("input").boolean(t.input);
+    j.key("rows").strings(texts_of(t.rows));
+    j.key("columns").strings(texts_of(t.cols));
+    j.key("values").matrix(t.values);
+    if (!t.input) {
+      j.key("rounded");
+      json_rounded_matrix(j, t.values, decimals);
+    }
+    j.end_object();
+  }
+  j.end_array();
+}
+
+}  // namespace detail
+
 /// A lesson as JSON: "mode", its options, and every table (its rows' and columns' labels, the
 /// numbers at full precision, and a result's numbers as printed).
 [[nodiscard]] inline std::string render_lesson_json(const config& c, const lesson_results& L) {
@@ -1289,22 +1315,8 @@ inline report::table lesson_report_table(const config& c, const lesson_table& t)
   for (const auto& [k, v] : L.numbers) j.key(k).number(v);
   j.key("decimals").integer(c.decimals);
   j.end_object();
-  j.key("tables").begin_array();
-  for (const auto& t : L.tables) {
-    j.begin_object();
-    j.key("name").string(t.id);
-    j.key("title").string(t.title.text);
-    j.key("input").boolean(t.input);
-    j.key("rows").strings(detail::texts_of(t.rows));
-    j.key("columns").strings(detail::texts_of(t.cols));
-    j.key("values").matrix(t.values);
-    if (!t.input) {
-      j.key("rounded");
-      detail::json_rounded_matrix(j, t.values, c.decimals);
-    }
-    j.end_object();
-  }
-  j.end_array();
+  j.key("tables");
+  detail::json_lesson_tables(j, L, c.decimals);
   j.end_object();
   return j.str();
 }
