@@ -516,6 +516,21 @@ struct titled_map {
   std::string title;
 };
 
+
+/// The picture's width and height: the maps' grid (right edge `grid_right`, from `first_top`,
+/// `grid_h` tall) and the legend beside it (a bar at least as tall as a map of `map_h`, and 120
+/// px), or the title when it is wider, with the padding.
+struct picture_extent {
+  int width, height;
+};
+/// The legend's bar: as tall as a map, and at least 120 px.
+[[nodiscard]] constexpr int legend_bar_height(int map_h) noexcept { return map_h > 120 ? map_h : 120; }
+[[nodiscard]] inline picture_extent picture_size(const heatmap_options& opt, const legend& key, int grid_right,
+                                                 int first_top, int grid_h, int map_h) {
+  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
+  return {std::max(grid_right + key.width, title_w),
+          first_top + std::max(grid_h, key.height(legend_bar_height(map_h))) + svg_pad};
+}
 /// The maps of `panels` (each with .values and .title), `columns` to a row (0: as many as fit
 /// opt.max_width, in rows of equal counts), on one scale with one legend: what heatmap_svg (one
 /// map, no title) and heatmap_grid_svg draw. `where` names the function in errors.
@@ -561,10 +576,7 @@ template <class Panel>
   const int grid_rows = static_cast<int>((panels.size() + across - 1) / across);
   const int row_h = head_h + map_h + gap;
   const int grid_w = k * map_w + (k - 1) * gap, grid_h = grid_rows * row_h - gap - head_h;
-  const int bar_h = std::max(map_h, 120);
-  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
-  const int total_w = std::max(gx + grid_w + key.width, title_w);
-  const int total_h = first_top + std::max(grid_h, key.height(bar_h)) + svg_pad;
+  const auto [total_w, total_h] = picture_size(opt, key, gx + grid_w, first_top, grid_h, map_h);
 
   std::string s = svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
   draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
@@ -580,7 +592,7 @@ template <class Panel>
     draw_cells(s, panels[p].values, texts, L, x, y, tooltips, opt, row_labels, col_labels,
                panels[p].title.empty() ? std::string() : xml_escape(panels[p].title) + ": ");
   }
-  draw_legend(s, key, opt, gx + grid_w + 28, first_top, bar_h);
+  draw_legend(s, key, opt, gx + grid_w + 28, first_top, legend_bar_height(map_h));
   return s + "</svg>\n";
 }
 
@@ -621,10 +633,7 @@ template <class View>
   const int head_h = column_labels_height(L, col_labels), map_h = static_cast<int>(R) * L.cell_h;
   const int first_top = cells_top(opt, L, col_labels), band_h = head_h + map_h + gap;
   const int grid_w = static_cast<int>(m) * L.cell_w, grid_h = static_cast<int>(bands) * band_h - gap - head_h;
-  const int bar_h = std::max(map_h, 120);
-  const int title_w = opt.title.empty() ? 0 : svg_pad + text_width(opt.title, svg_title_size) + svg_pad;
-  const int total_w = std::max(gx + grid_w + key.width, title_w);
-  const int total_h = first_top + std::max(grid_h, key.height(bar_h)) + svg_pad;
+  const auto [total_w, total_h] = picture_size(opt, key, gx + grid_w, first_top, grid_h, map_h);
   std::string s = svg_head(opt, total_w, total_h, cells.any_masked, !tooltips, L);
   draw_titles(s, opt, gx + grid_w / 2, first_top + grid_h / 2);
   for (std::size_t b = 0; b < bands; ++b) {
@@ -645,7 +654,7 @@ template <class View>
       for (std::size_t j = first; j < first + count; ++j) texts.push_back(cells.texts[i * C + j]);
     draw_cells(s, column_band<View>{&v, first, count}, texts, L, gx, y, tooltips, band, row_labels, labels, "");
   }
-  draw_legend(s, key, opt, gx + grid_w + 28, first_top, bar_h);
+  draw_legend(s, key, opt, gx + grid_w + 28, first_top, legend_bar_height(map_h));
   return s + "</svg>\n";
 }
 
