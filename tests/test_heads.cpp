@@ -15,18 +15,14 @@
 
 #include "attn/attn.hpp"
 #include "attn_catch.hpp"
+#include "random_data.hpp"
 
 using attn::Matrix;
 
 namespace {
 
-template <class T>
-Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng, double scale = 1) {
-  std::normal_distribution<double> normal(0, scale);
-  Matrix<T> m(r, c);
-  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
-  return m;
-}
+using attn_test::random_matrix;
+using attn_test::same_bits;
 
 template <class T>
 std::vector<T> random_vector(std::size_t n, std::mt19937_64& rng) {
@@ -222,12 +218,6 @@ per_head<T> per_head_sdpa(const attn::multi_head_cache<T>& c, std::size_t h, std
           opt);
     }
   return r;
-}
-
-template <class T>
-bool same_bits(const Matrix<T>& a, const Matrix<T>& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         std::equal(a.data(), a.data() + a.size(), b.data(), [](T x, T y) { return x == y || (x != x && y != y); });
 }
 
 }  // namespace

@@ -10,17 +10,16 @@
 
 #include "attn/attn.hpp"
 #include "attn_catch.hpp"
+#include "random_data.hpp"
 
 using attn::Matrix;
 
 namespace {
 
+// N(0, 0.6²) numbers: the cache's inputs and weights
 template <class T>
-Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng) {
-  std::normal_distribution<double> normal(0, 0.6);
-  Matrix<T> m(r, c);
-  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
-  return m;
+Matrix<T> cache_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng) {
+  return attn_test::random_matrix<T>(r, c, rng, 0.6);
 }
 
 // The weights of one layer: h heads of d_k = 3, d_v = 2 over h_kv key/value heads.
@@ -29,9 +28,9 @@ struct layer {
   std::size_t d_model, h, kvh, dk = 3, dv = 2, d_out = 5;
   Matrix<T> WQ, WK, WV, WO, b;
   layer(std::size_t dm, std::size_t heads, std::size_t kv_heads, std::mt19937_64& rng)
-      : d_model(dm), h(heads), kvh(kv_heads), WQ(random_matrix<T>(dm, heads * 3, rng)),
-        WK(random_matrix<T>(dm, kv_heads * 3, rng)), WV(random_matrix<T>(dm, kv_heads * 2, rng)),
-        WO(random_matrix<T>(heads * 2, 5, rng)), b(random_matrix<T>(4, heads * 3 + 5, rng)) {}
+      : d_model(dm), h(heads), kvh(kv_heads), WQ(cache_matrix<T>(dm, heads * 3, rng)),
+        WK(cache_matrix<T>(dm, kv_heads * 3, rng)), WV(cache_matrix<T>(dm, kv_heads * 2, rng)),
+        WO(cache_matrix<T>(heads * 2, 5, rng)), b(cache_matrix<T>(4, heads * 3 + 5, rng)) {}
   attn::multi_head_parameters<T> params() const {
     return {.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO,
             .b_Q = std::span<const T>(b.row(0).data(), h * dk),
@@ -65,7 +64,7 @@ TEMPLATE_TEST_CASE("multi_head_attention_cached: each step's rows are the whole 
       total[0] += t;
       total[1] += t;
     }
-    const Matrix<T> X[2] = {random_matrix<T>(total[0], w.d_model, rng), random_matrix<T>(total[1], w.d_model, rng)};
+    const Matrix<T> X[2] = {cache_matrix<T>(total[0], w.d_model, rng), cache_matrix<T>(total[1], w.d_model, rng)};
     attn::kv_cache<T> cache(2, capacity, kvh, w.dk, w.dv);
     Matrix<T> got[2] = {Matrix<T>(total[0], w.d_out), Matrix<T>(total[1], w.d_out)};
     for (std::size_t b = 0; b < 2; ++b) {
@@ -107,13 +106,13 @@ TEMPLATE_TEST_CASE("multi_head_attention_cached with rotary positions: each step
   using T = TestType;
   std::mt19937_64 rng(4343);
   const std::size_t dm = 6, h = 2, kvh = 1, dk = 4, dv = 2, d_out = 3;
-  const Matrix<T> WQ = random_matrix<T>(dm, h * dk, rng), WK = random_matrix<T>(dm, kvh * dk, rng),
-                  WV = random_matrix<T>(dm, kvh * dv, rng), WO = random_matrix<T>(h * dv, d_out, rng);
+  const Matrix<T> WQ = cache_matrix<T>(dm, h * dk, rng), WK = cache_matrix<T>(dm, kvh * dk, rng),
+                  WV = cache_matrix<T>(dm, kvh * dv, rng), WO = cache_matrix<T>(h * dv, d_out, rng);
   for (const auto form : {attn::rotary_form::interleaved, attn::rotary_form::half_split}) {
     const attn::multi_head_parameters<T> p{.W_Q = WQ, .W_K = WK, .W_V = WV, .W_O = WO, .heads = h, .kv_heads = kvh,
                                            .positions = attn::rotary{.form = form}};
     const std::size_t total = 9;
-    const Matrix<T> X = random_matrix<T>(total, dm, rng);
+    const Matrix<T> X = cache_matrix<T>(total, dm, rng);
     attn::kv_cache<T> cache(1, 16, kvh, dk, dv);
     Matrix<T> got(total, d_out);
     for (const auto& [r0, count] : {std::pair<std::size_t, std::size_t>{0, 4}, {4, 1}, {5, 3}, {8, 1}}) {
@@ -140,7 +139,7 @@ TEST_CASE("multi_head_attention_cached: a full cache, masks and shapes that disa
   const layer<double> w(6, 4, 2, rng);
   const auto p = w.params();
   attn::kv_cache<double> cache(2, 4, 2, 3, 2);
-  const Matrix<double> X3 = random_matrix<double>(6, 6, rng);
+  const Matrix<double> X3 = cache_matrix<double>(6, 6, rng);
   Matrix<double> Y(6, 5, 7.0);
   attn::multi_head_attention_cached(X3, p, cache, Y.view());  // 3 rows each: 1 row left
   const Matrix<double> keys_before(cache.keys(1));
@@ -185,7 +184,7 @@ TEMPLATE_TEST_CASE("cached_attention: already projected rows over the cache are 
   const layer<T> w(6, 4, 2, rng);
   const auto p = w.params();
   const std::size_t L = 11, prompt = 6;
-  const Matrix<T> X = random_matrix<T>(L, w.d_model, rng);
+  const Matrix<T> X = cache_matrix<T>(L, w.d_model, rng);
   const auto whole = attn::multi_head_attention(X, p, {.causal = true});  // its cache: Q, K, V, Z
   attn::kv_cache<T> cache(1, 16, 2, w.dk, w.dv);
   Matrix<T> Z(L, w.h * w.dv);

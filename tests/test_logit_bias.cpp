@@ -16,31 +16,19 @@
 #include "attn/attn.hpp"
 #include "attn/gradcheck.hpp"
 #include "attn_catch.hpp"
+#include "random_data.hpp"
 
 using attn::Matrix;
 using attn::MatrixView;
 
 namespace {
 
-template <class T>
-Matrix<T> random_matrix(std::size_t r, std::size_t c, std::mt19937_64& rng, double scale = 1) {
-  std::normal_distribution<double> normal(0, scale);
-  Matrix<T> m(r, c);
-  for (std::size_t i = 0; i < m.size(); ++i) m.data()[i] = static_cast<T>(normal(rng));
-  return m;
-}
+using attn_test::random_matrix;
+using attn_test::same_bits;
 
 template <class T>
 std::span<const T> flat(const Matrix<T>& m) {
   return {m.data(), m.size()};
-}
-
-template <class T>
-bool same_bits(const Matrix<T>& a, const Matrix<T>& b) {
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (!(a.data()[i] == b.data()[i] || (a.data()[i] != a.data()[i] && b.data()[i] != b.data()[i])))
-      return false;
-  return true;
 }
 
 // What a row may see: the key mask (or none) and causal.
