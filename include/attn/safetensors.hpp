@@ -120,23 +120,29 @@ inline std::string shape_text(std::span<const std::size_t> shape) {
   return s + "]";
 }
 
+/// Appends s to out as a JSON string's contents between its quotes: '"' and '\\' escaped,
+/// control bytes as \u00XX (the one home of both quoted_name and the header's strings).
+inline void append_json_escaped(std::string& out, std::string_view text) {
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+}
+
 /// "\"name\"", a name quoted for a message (as its JSON string would be, control bytes escaped).
 inline std::string quoted_name(std::string_view name) {
   std::string s = "\"";
-  for (const char c : name) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      s += '\\';
-      s += c;
-    } else if (u < 0x20) {
-      constexpr char hex[] = "0123456789abcdef";
-      s += "\\u00";
-      s += hex[u >> 4];
-      s += hex[u & 15];
-    } else {
-      s += c;
-    }
-  }
+  append_json_escaped(s, name);
   return s + "\"";
 }
 
@@ -586,20 +592,7 @@ std::string header_for_save(std::span<const named_tensor<T>> list, const safeten
   };
   auto json_string = [](std::string& out, std::string_view s) {
     out += '"';
-    for (const char c : s) {
-      const auto u = static_cast<unsigned char>(c);
-      if (c == '"' || c == '\\') {
-        out += '\\';
-        out += c;
-      } else if (u < 0x20) {
-        constexpr char hex[] = "0123456789abcdef";
-        out += "\\u00";
-        out += hex[u >> 4];
-        out += hex[u & 15];
-      } else {
-        out += c;
-      }
-    }
+    append_json_escaped(out, s);
     out += '"';
   };
   std::string text = "{";
