@@ -518,6 +518,16 @@ struct load_step {
 /// The caller's list checked (each buffer product(shape) numbers, names unique, buffers apart),
 /// then matched against the header: each name there, a dtype T can hold, the same shape; no
 /// tensor left over unless allowed. Throws before anything is written.
+/// A named tensor's buffer holds product(shape) numbers, else dimension_error naming it.
+template <class T>
+void check_tensor_size(const char* where, const named_tensor<T>& t) {
+  std::size_t count = 0;
+  if (!count_of(t.shape, count) || count != t.data.size())
+    raise<dimension_error>(std::string(where) + ": the buffer of tensor " + quoted_name(t.name) + " holds " +
+                           std::to_string(t.data.size()) + " numbers but its shape " + shape_text(t.shape) +
+                           " has " + (count_of(t.shape, count) ? std::to_string(count) : std::string("more than std::size_t counts")));
+}
+
 template <class T>
 std::vector<load_step> plan_load(const char* where, const std::string& source, const safetensors_header& h,
                                  std::span<const named_tensor<T>> list, const safetensors_load_options& options) {
@@ -526,11 +536,7 @@ std::vector<load_step> plan_load(const char* where, const std::string& source, c
   std::vector<std::pair<const T*, std::size_t>> spans;
   for (std::size_t k = 0; k < list.size(); ++k) {
     const named_tensor<T>& t = list[k];
-    std::size_t count = 0;
-    if (!count_of(t.shape, count) || count != t.data.size())
-      raise<dimension_error>(std::string(where) + ": the buffer of tensor " + quoted_name(t.name) + " holds " +
-                             std::to_string(t.data.size()) + " numbers but its shape " + shape_text(t.shape) +
-                             " has " + (count_of(t.shape, count) ? std::to_string(count) : std::string("more than std::size_t counts")));
+    check_tensor_size(where, t);
     if (!asked.emplace(t.name, k).second) throw_list_error(where, "tensor " + quoted_name(t.name) + " is asked for twice");
     if (!t.data.empty()) spans.emplace_back(t.data.data(), k);
   }
@@ -614,15 +620,11 @@ std::string header_for_save(std::span<const named_tensor<T>> list, const safeten
   std::size_t offset = 0;
   for (std::size_t k = 0; k < list.size(); ++k) {
     const named_tensor<T>& t = list[k];
-    std::size_t count = 0;
-    if (!count_of(t.shape, count) || count != t.data.size())
-      raise<dimension_error>(std::string(where) + ": the buffer of tensor " + quoted_name(t.name) + " holds " +
-                             std::to_string(t.data.size()) + " numbers but its shape " + shape_text(t.shape) +
-                             " has " + (count_of(t.shape, count) ? std::to_string(count) : std::string("more than std::size_t counts")));
+    check_tensor_size(where, t);
     check_text(t.name, "the tensor name");
     if (t.name == "__metadata__") throw_list_error(where, "a tensor may not be named \"__metadata__\"");
     if (!names.emplace(t.name, k).second) throw_list_error(where, "tensor " + quoted_name(t.name) + " is given twice");
-    const std::size_t bytes = count * sizeof(U);  // a buffer in memory: no overflow
+    const std::size_t bytes = t.data.size() * sizeof(U);  // a buffer in memory: no overflow
     if (offset > std::numeric_limits<std::size_t>::max() - bytes)
       raise<dimension_error>(std::string(where) + ": the tensors hold more bytes than std::size_t counts");
     if (text.size() > 1) text += ',';
